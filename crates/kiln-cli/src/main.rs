@@ -1,0 +1,2 @@
+//! The `kiln` command.
+fn main() {}

@@ -1,0 +1,1 @@
+//! kiln-incr: a salsa-style incremental engine.

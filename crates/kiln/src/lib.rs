@@ -1,0 +1,13 @@
+//! kiln: the shader-variant build cache library.
+//!
+//! Data flows one way: a manifest names shaders and their keyword axes; each variant's
+//! source is preprocessed (includes expanded, keywords defined), compiled by naga for each
+//! target, and kept in a checksummed, content-addressed store. The variant cache of the
+//! founding document is the one in-memory cache the pipeline uses.
+
+pub mod compile;
+pub mod key;
+pub mod manifest;
+pub mod preprocess;
+pub mod store;
+pub mod variant_cache;
