@@ -1,1 +1,468 @@
-//! The project manifest.
+//! The project manifest (`kiln.toml`): targets, shaders, passes and keyword axes, parsed and
+//! checked into a [`Manifest`] whose every error points at a line of the file.
+
+use crate::compile::{SourceLanguage, Stage, TargetConfig};
+use serde::Deserialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use std::path::{Component, Path, PathBuf};
+use toml::Spanned;
+
+/// The keyword spelling meaning "no keyword from this axis".
+pub const NONE_KEYWORD: &str = "_";
+
+/// A manifest that does not parse or does not make sense, with the place in the file.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{path}:{line}: {message}", path = path.display())]
+pub struct ManifestError {
+    /// The manifest file.
+    pub path: PathBuf,
+    /// 1-based line of the offending text (1 when unknown).
+    pub line: usize,
+    /// Byte range of the offending text, when known.
+    pub span: Option<Range<usize>>,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// A checked manifest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Manifest {
+    /// The manifest file.
+    pub path: PathBuf,
+    /// The directory holding the manifest: sources and includes must stay inside it.
+    pub root: PathBuf,
+    /// Targets every variant is compiled for.
+    pub targets: Vec<TargetConfig>,
+    /// The shaders, in manifest order.
+    pub shaders: Vec<ShaderSpec>,
+}
+
+/// One shader: its passes and its variants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShaderSpec {
+    /// Unique name.
+    pub name: String,
+    /// Every keyword the shader may be compiled with (the union of its axes and `keywords`).
+    pub keywords: BTreeSet<String>,
+    /// Keyword sets to build, each sorted and deduplicated, without repeats, in a stable order.
+    pub variants: Vec<Vec<String>>,
+    /// Passes, by name order.
+    pub passes: Vec<PassSpec>,
+    /// Extra `#define`s for every variant of this shader.
+    pub defines: BTreeMap<String, String>,
+}
+
+/// One pass of a shader: an entry point of a stage in a source file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PassSpec {
+    /// Pass name (`Forward`, `Shadow`, ...).
+    pub name: String,
+    /// The stage.
+    pub stage: Stage,
+    /// Entry point name.
+    pub entry: String,
+    /// Source file, relative to the project root, `/`-separated.
+    pub source: PathBuf,
+    /// Language, from the source's extension.
+    pub language: SourceLanguage,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    project: RawProject,
+    #[serde(default)]
+    shader: Vec<RawShader>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProject {
+    targets: Spanned<Vec<Spanned<RawTarget>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawTarget {
+    Name(String),
+    WithOptions(BTreeMap<String, toml::Value>),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawShader {
+    name: Spanned<String>,
+    source: Option<Spanned<String>>,
+    #[serde(default)]
+    axes: Vec<Vec<Spanned<String>>>,
+    #[serde(default)]
+    keywords: Vec<Spanned<String>>,
+    variants: Option<Vec<Vec<Spanned<String>>>>,
+    #[serde(default)]
+    defines: BTreeMap<String, Spanned<toml::Value>>,
+    passes: Spanned<BTreeMap<String, Spanned<RawPass>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPass {
+    stage: Spanned<String>,
+    entry: Spanned<String>,
+    source: Option<Spanned<String>>,
+}
+
+/// At most this many variants per shader: a product of axes can explode, and a typo should
+/// fail loudly instead of queueing millions of compiles.
+pub const MAX_VARIANTS_PER_SHADER: usize = 65_536;
+
+impl Manifest {
+    /// Reads and checks the manifest at `path`.
+    pub fn load(path: &Path) -> Result<Self, ManifestError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ManifestError {
+            path: path.to_owned(),
+            line: 1,
+            span: None,
+            message: format!("cannot read manifest: {e}"),
+        })?;
+        let root = path
+            .parent()
+            .map(|p| if p.as_os_str().is_empty() { Path::new(".") } else { p })
+            .unwrap_or(Path::new("."))
+            .to_owned();
+        Self::parse(path, &root, &text)
+    }
+
+    /// Checks manifest `text` read from `path`; sources are relative to `root`.
+    pub fn parse(path: &Path, root: &Path, text: &str) -> Result<Self, ManifestError> {
+        let error = |span: Option<Range<usize>>, message: String| {
+            let line = span
+                .as_ref()
+                .map(|s| line_of(text, s.start))
+                .unwrap_or(1);
+            ManifestError {
+                path: path.to_owned(),
+                line,
+                span,
+                message,
+            }
+        };
+        let raw: RawManifest =
+            toml::from_str(text).map_err(|e| error(e.span(), e.message().to_owned()))?;
+
+        let mut targets = Vec::new();
+        for target in raw.project.targets.get_ref() {
+            let config = match target.get_ref() {
+                RawTarget::Name(name) => TargetConfig::parse(name, &BTreeMap::new()),
+                RawTarget::WithOptions(table) => {
+                    let mut options = BTreeMap::new();
+                    let mut name = None;
+                    for (k, v) in table {
+                        let value = match v {
+                            toml::Value::String(s) => s.clone(),
+                            other => other.to_string(),
+                        };
+                        if k == "name" {
+                            name = Some(value);
+                        } else {
+                            options.insert(k.clone(), value);
+                        }
+                    }
+                    let name = name.ok_or_else(|| {
+                        error(Some(target.span()), "a target table needs `name`".into())
+                    })?;
+                    TargetConfig::parse(&name, &options)
+                }
+            }
+            .map_err(|e| error(Some(target.span()), e.to_string()))?;
+            if targets.contains(&config) {
+                return Err(error(Some(target.span()), format!("target `{}` is listed twice", config.target())));
+            }
+            targets.push(config);
+        }
+        if targets.is_empty() {
+            return Err(error(Some(raw.project.targets.span()), "`targets` is empty".into()));
+        }
+
+        let mut shaders: Vec<ShaderSpec> = Vec::new();
+        for shader in raw.shader {
+            let name = shader.name.get_ref();
+            check_name(name).map_err(|why| error(Some(shader.name.span()), format!("shader name `{name}` {why}")))?;
+            if shaders.iter().any(|s| &s.name == name) {
+                return Err(error(Some(shader.name.span()), format!("shader `{name}` is defined twice")));
+            }
+
+            let mut keywords = BTreeSet::new();
+            for word in shader.axes.iter().flatten().chain(&shader.keywords) {
+                let w = word.get_ref();
+                if w == NONE_KEYWORD {
+                    continue;
+                }
+                check_keyword(w).map_err(|why| error(Some(word.span()), format!("keyword `{w}` {why}")))?;
+                keywords.insert(w.clone());
+            }
+
+            let mut variants: Vec<Vec<String>> = Vec::new();
+            let mut seen = BTreeSet::new();
+            let mut push = |set: Vec<String>| {
+                if seen.insert(set.clone()) {
+                    variants.push(set);
+                }
+            };
+            let product: usize = shader.axes.iter().map(|a| a.len().max(1)).product();
+            if product > MAX_VARIANTS_PER_SHADER {
+                return Err(error(
+                    Some(shader.name.span()),
+                    format!("shader `{name}` has {product} variants from its axes (at most {MAX_VARIANTS_PER_SHADER})"),
+                ));
+            }
+            if shader.variants.is_none() || !shader.axes.is_empty() {
+                for combination in axis_product(&shader.axes) {
+                    push(canonical(combination));
+                }
+            }
+            for explicit in shader.variants.iter().flatten() {
+                for word in explicit {
+                    let w = word.get_ref();
+                    if w != NONE_KEYWORD && !keywords.contains(w) {
+                        return Err(error(
+                            Some(word.span()),
+                            format!("unknown keyword `{w}` in a variant of shader `{name}` (declared: {})", list(&keywords)),
+                        ));
+                    }
+                }
+                push(canonical(explicit.iter().map(|w| w.get_ref().as_str()).collect()));
+            }
+
+            let mut defines = BTreeMap::new();
+            for (k, v) in &shader.defines {
+                check_keyword(k).map_err(|why| error(Some(v.span()), format!("define `{k}` {why}")))?;
+                let value = match v.get_ref() {
+                    toml::Value::String(s) => s.clone(),
+                    toml::Value::Integer(i) => i.to_string(),
+                    toml::Value::Float(f) => f.to_string(),
+                    toml::Value::Boolean(b) => u8::from(*b).to_string(),
+                    _ => return Err(error(Some(v.span()), format!("define `{k}` must be a string, number or boolean"))),
+                };
+                defines.insert(k.clone(), value);
+            }
+
+            if shader.passes.get_ref().is_empty() {
+                return Err(error(Some(shader.passes.span()), format!("shader `{name}` has no passes")));
+            }
+            let mut passes = Vec::new();
+            for (pass_name, pass) in shader.passes.get_ref() {
+                let span = pass.span();
+                let pass = pass.get_ref();
+                check_name(pass_name).map_err(|why| error(Some(span.clone()), format!("pass name `{pass_name}` {why}")))?;
+                let stage = Stage::from_name(pass.stage.get_ref()).ok_or_else(|| {
+                    error(
+                        Some(pass.stage.span()),
+                        format!("unknown stage `{}` (expected vertex, fragment or compute)", pass.stage.get_ref()),
+                    )
+                })?;
+                let source = pass.source.as_ref().or(shader.source.as_ref()).ok_or_else(|| {
+                    error(Some(span.clone()), format!("pass `{pass_name}` of shader `{name}` has no source (set `source` on the shader or the pass)"))
+                })?;
+                let relative = confine(source.get_ref())
+                    .map_err(|why| error(Some(source.span()), format!("source `{}` {why}", source.get_ref())))?;
+                let language = SourceLanguage::from_path(&relative).ok_or_else(|| {
+                    error(
+                        Some(source.span()),
+                        format!("cannot tell the language of `{}` (expected .wgsl, .vert, .frag, .comp or .glsl)", source.get_ref()),
+                    )
+                })?;
+                passes.push(PassSpec {
+                    name: pass_name.clone(),
+                    stage,
+                    entry: pass.entry.get_ref().clone(),
+                    source: relative,
+                    language,
+                });
+            }
+
+            shaders.push(ShaderSpec {
+                name: name.clone(),
+                keywords,
+                variants,
+                passes,
+                defines,
+            });
+        }
+
+        Ok(Self {
+            path: path.to_owned(),
+            root: root.to_owned(),
+            targets,
+            shaders,
+        })
+    }
+
+    /// The total number of (shader, pass, keyword set) variants.
+    pub fn variant_count(&self) -> usize {
+        self.shaders
+            .iter()
+            .map(|s| s.variants.len() * s.passes.len())
+            .sum()
+    }
+}
+
+fn axis_product(axes: &[Vec<Spanned<String>>]) -> Vec<Vec<&str>> {
+    let mut out: Vec<Vec<&str>> = vec![Vec::new()];
+    for axis in axes.iter().filter(|a| !a.is_empty()) {
+        out = out
+            .iter()
+            .flat_map(|prefix| {
+                axis.iter().map(move |choice| {
+                    let mut next = prefix.clone();
+                    next.push(choice.get_ref().as_str());
+                    next
+                })
+            })
+            .collect();
+    }
+    out
+}
+
+fn canonical(words: Vec<&str>) -> Vec<String> {
+    let set: BTreeSet<&str> = words.into_iter().filter(|w| *w != NONE_KEYWORD).collect();
+    set.into_iter().map(str::to_owned).collect()
+}
+
+fn list(words: &BTreeSet<String>) -> String {
+    if words.is_empty() {
+        return "none".into();
+    }
+    words.iter().map(String::as_str).collect::<Vec<_>>().join(", ")
+}
+
+fn check_name(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() {
+        Err("is empty")
+    } else if name.contains(['|', '/', '\\']) || name.chars().any(char::is_whitespace) {
+        Err("may not contain `|`, `/`, `\\` or whitespace")
+    } else {
+        Ok(())
+    }
+}
+
+/// Keywords become preprocessor macros, so they must be identifiers.
+fn check_keyword(word: &str) -> Result<(), &'static str> {
+    let mut chars = word.chars();
+    match chars.next() {
+        None => Err("is empty"),
+        Some(c) if !(c.is_ascii_alphabetic() || c == '_') => {
+            Err("must start with a letter or `_`")
+        }
+        _ if !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') => {
+            Err("may hold only letters, digits and `_`")
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A relative path that stays inside the project root, normalised to `/` separators.
+pub fn confine(path: &str) -> Result<PathBuf, &'static str> {
+    let mut out = PathBuf::new();
+    for component in Path::new(path).components() {
+        match component {
+            Component::Normal(part) => out.push(part),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    return Err("leaves the project root");
+                }
+            }
+            Component::RootDir | Component::Prefix(_) => return Err("must be relative to the project root"),
+        }
+    }
+    if out.as_os_str().is_empty() {
+        return Err("is empty");
+    }
+    Ok(out)
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Manifest, ManifestError> {
+        Manifest::parse(Path::new("kiln.toml"), Path::new("."), text)
+    }
+
+    const LIT: &str = r#"
+[project]
+targets = ["spirv", { name = "msl", version = "2.0" }]
+
+[[shader]]
+name = "Lit"
+source = "shaders/lit.wgsl"
+axes = [["_", "FOG"], ["_", "SKIN"], ["LIGHTS_1", "LIGHTS_4"]]
+variants = [["FOG", "FOG"], ["SKIN", "LIGHTS_1", "FOG"]]
+
+[shader.passes.Forward]
+stage = "fragment"
+entry = "fs_main"
+
+[shader.passes.Depth]
+stage = "vertex"
+entry = "vs_main"
+"#;
+
+    #[test]
+    fn axes_product_and_explicit_variants_are_canonical_and_unique() {
+        let m = parse(LIT).unwrap();
+        let lit = &m.shaders[0];
+        // 2 x 2 x 2 from the axes; ["FOG"] is new, [FOG, LIGHTS_1, SKIN] repeats an axis one.
+        assert_eq!(lit.variants.len(), 9);
+        assert!(lit.variants.contains(&vec!["FOG".to_string()]));
+        assert_eq!(lit.variants[0], vec!["LIGHTS_1".to_string()]);
+        assert_eq!(m.variant_count(), 18);
+        assert_eq!(m.targets.len(), 2);
+        assert_eq!(m.targets[1].options_string(), "version=2.0");
+        assert_eq!(lit.passes[0].name, "Depth");
+    }
+
+    #[test]
+    fn unknown_keyword_in_variants_names_it_and_its_line() {
+        let text = LIT.replace(r#"["FOG", "FOG"]"#, r#"["FOG", "RAIN"]"#);
+        let e = parse(&text).unwrap_err();
+        assert!(e.message.contains("unknown keyword `RAIN`"), "{e}");
+        assert_eq!(e.line, 9);
+    }
+
+    #[test]
+    fn malformed_toml_reports_line() {
+        let e = parse("[project]\ntargets = [\"spirv\"\n").unwrap_err();
+        assert!(e.line >= 2, "{e:?}");
+    }
+
+    #[test]
+    fn unknown_target_option_and_stage_are_errors() {
+        let e = parse(&LIT.replace("version = \"2.0\"", "colour = \"red\"")).unwrap_err();
+        assert!(e.message.contains("no option `colour`"), "{e}");
+        let e = parse(&LIT.replace("\"fragment\"", "\"pixel\"")).unwrap_err();
+        assert!(e.message.contains("unknown stage `pixel`"), "{e}");
+    }
+
+    #[test]
+    fn sources_must_stay_inside_the_root() {
+        let e = parse(&LIT.replace("shaders/lit.wgsl", "../../etc/passwd.wgsl")).unwrap_err();
+        assert!(e.message.contains("leaves the project root"), "{e}");
+        assert_eq!(confine("a/./b/../c.wgsl").unwrap(), PathBuf::from("a/c.wgsl"));
+    }
+
+    #[test]
+    fn keywords_must_be_identifiers() {
+        let e = parse(&LIT.replace("\"SKIN\"]", "\"SK IN\"]")).unwrap_err();
+        assert!(e.message.contains("keyword `SK IN`"), "{e}");
+    }
+}

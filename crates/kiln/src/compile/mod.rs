@@ -1,1 +1,177 @@
-//! Compilation by naga.
+//! Compilation by naga: preprocessed source text in, one validated module, bytes out per
+//! target.
+//!
+//! A variant is parsed and validated once and then emitted for each of its targets, because
+//! parsing and validation dominate naga's cost and do not depend on the back end. Every call
+//! into naga runs under `catch_unwind`: naga's back ends can panic on validated modules, and
+//! one bad variant must fail alone.
+
+mod error;
+mod target;
+
+pub use error::{CompileError, CompilePhase, TextLocation};
+pub use target::{Stage, Target, TargetConfig, TargetParseError};
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// The source language of a shader, decided by its file extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SourceLanguage {
+    /// WebGPU Shading Language (`.wgsl`).
+    Wgsl,
+    /// GLSL 440/450/460 core, one stage per file (`.vert`, `.frag`, `.comp`, `.glsl`).
+    Glsl,
+}
+
+impl SourceLanguage {
+    /// The language of a source path, from its extension.
+    pub fn from_path(path: &std::path::Path) -> Option<Self> {
+        match path.extension()?.to_str()? {
+            "wgsl" => Some(Self::Wgsl),
+            "vert" | "frag" | "comp" | "glsl" => Some(Self::Glsl),
+            _ => None,
+        }
+    }
+}
+
+/// The version of naga kiln links, part of every store namespace.
+pub const NAGA_VERSION: &str = "30.0.2";
+
+/// A parsed and validated naga module, ready to be emitted for any target.
+pub struct ValidatedModule {
+    module: naga::Module,
+    info: naga::valid::ModuleInfo,
+    stage: Stage,
+    entry: String,
+}
+
+impl std::fmt::Debug for ValidatedModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ValidatedModule")
+            .field("stage", &self.stage)
+            .field("entry", &self.entry)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The validator capabilities kiln compiles with; part of every store namespace.
+pub fn capabilities() -> naga::valid::Capabilities {
+    naga::valid::Capabilities::default()
+}
+
+/// Parses and validates `text` (already preprocessed) and checks that the entry point exists
+/// with the expected stage.
+pub fn parse_and_validate(
+    language: SourceLanguage,
+    text: &str,
+    stage: Stage,
+    entry: &str,
+) -> Result<ValidatedModule, CompileError> {
+    contain(CompilePhase::Parse, || {
+        let module = parse(language, text, stage)?;
+        let has_entry = module
+            .entry_points
+            .iter()
+            .any(|ep| ep.name == entry && ep.stage == stage.to_naga());
+        if !has_entry {
+            return Err(CompileError::new(
+                CompilePhase::Parse,
+                format!("no {stage} entry point named `{entry}`"),
+                None,
+            ));
+        }
+        let mut validator =
+            naga::valid::Validator::new(naga::valid::ValidationFlags::all(), capabilities());
+        let info = validator.validate(&module).map_err(|e| {
+            CompileError::new(
+                CompilePhase::Validate,
+                error_chain(e.as_inner()),
+                e.location(text).map(TextLocation::from),
+            )
+        })?;
+        Ok(ValidatedModule {
+            module,
+            info,
+            stage,
+            entry: entry.to_owned(),
+        })
+    })
+}
+
+/// Emits a validated module for one target.
+pub fn emit(module: &ValidatedModule, target: &TargetConfig) -> Result<Vec<u8>, CompileError> {
+    contain(CompilePhase::Emit, || target.emit(module))
+}
+
+/// Parses, validates and emits in one call (for tools and benchmarks comparing with kiln).
+pub fn compile(
+    language: SourceLanguage,
+    text: &str,
+    stage: Stage,
+    entry: &str,
+    target: &TargetConfig,
+) -> Result<Vec<u8>, CompileError> {
+    let module = parse_and_validate(language, text, stage, entry)?;
+    emit(&module, target)
+}
+
+fn parse(language: SourceLanguage, text: &str, stage: Stage) -> Result<naga::Module, CompileError> {
+    match language {
+        SourceLanguage::Wgsl => naga::front::wgsl::parse_str(text).map_err(|e| {
+            CompileError::new(
+                CompilePhase::Parse,
+                e.message().to_owned(),
+                e.location(text).map(TextLocation::from),
+            )
+        }),
+        SourceLanguage::Glsl => {
+            let options = naga::front::glsl::Options::from(stage.to_naga());
+            naga::front::glsl::Frontend::default()
+                .parse(&options, text)
+                .map_err(|e| {
+                    let first = e.errors.first();
+                    let message = first
+                        .map(|err| err.kind.to_string())
+                        .unwrap_or_else(|| "GLSL parse error".to_owned());
+                    let location = first
+                        .and_then(|err| err.location(text))
+                        .map(TextLocation::from);
+                    CompileError::new(CompilePhase::Parse, message, location)
+                })
+        }
+    }
+}
+
+/// Runs `f`, turning a panic inside naga into a [`CompileError`] of the given phase.
+fn contain<T>(
+    phase: CompilePhase,
+    f: impl FnOnce() -> Result<T, CompileError>,
+) -> Result<T, CompileError> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_owned());
+            Err(CompileError::new(
+                CompilePhase::Panic,
+                format!("naga panicked during {phase}: {what}"),
+                None,
+            ))
+        }
+    }
+}
+
+/// Joins an error with its `source()` chain, since naga's validation errors nest the cause.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(inner) = source {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    text
+}

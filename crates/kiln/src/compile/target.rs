@@ -1,0 +1,353 @@
+//! Targets (naga back ends) with their options, and shader stages.
+
+use super::{CompileError, CompilePhase, ValidatedModule};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A naga back end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Target {
+    /// SPIR-V binary (Vulkan).
+    Spirv,
+    /// Metal Shading Language source.
+    Msl,
+    /// HLSL source (Direct3D).
+    Hlsl,
+    /// GLSL source (OpenGL / GLES).
+    Glsl,
+    /// WGSL source (WebGPU).
+    Wgsl,
+}
+
+impl Target {
+    /// Every target, in a stable order.
+    pub const ALL: [Target; 5] = [Self::Spirv, Self::Msl, Self::Hlsl, Self::Glsl, Self::Wgsl];
+
+    /// The manifest spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Spirv => "spirv",
+            Self::Msl => "msl",
+            Self::Hlsl => "hlsl",
+            Self::Glsl => "glsl",
+            Self::Wgsl => "wgsl",
+        }
+    }
+
+    /// The extension of output files.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Self::Spirv => "spv",
+            Self::Msl => "metal",
+            Self::Hlsl => "hlsl",
+            Self::Glsl => "glsl",
+            Self::Wgsl => "wgsl",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == name)
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A pipeline stage of an entry point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Stage {
+    /// Vertex shader.
+    Vertex,
+    /// Fragment (pixel) shader.
+    Fragment,
+    /// Compute shader.
+    Compute,
+}
+
+impl Stage {
+    /// Parses the manifest spelling (`vertex`, `fragment`, `compute`).
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "vertex" => Some(Self::Vertex),
+            "fragment" => Some(Self::Fragment),
+            "compute" => Some(Self::Compute),
+            _ => None,
+        }
+    }
+
+    /// The manifest spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Vertex => "vertex",
+            Self::Fragment => "fragment",
+            Self::Compute => "compute",
+        }
+    }
+
+    pub(crate) fn to_naga(self) -> naga::ShaderStage {
+        match self {
+            Self::Vertex => naga::ShaderStage::Vertex,
+            Self::Fragment => naga::ShaderStage::Fragment,
+            Self::Compute => naga::ShaderStage::Compute,
+        }
+    }
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A target option that kiln does not understand, or a value it cannot parse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TargetParseError {
+    /// The target name is not one of `spirv`, `msl`, `hlsl`, `glsl`, `wgsl`.
+    #[error("unknown target `{0}` (expected one of spirv, msl, hlsl, glsl, wgsl)")]
+    UnknownTarget(String),
+    /// An option the target does not have.
+    #[error("target `{target}` has no option `{option}`")]
+    UnknownOption {
+        /// The target.
+        target: Target,
+        /// The option as written.
+        option: String,
+    },
+    /// An option value that does not parse.
+    #[error("target `{target}`: option `{option}` = `{value}` is invalid: {why}")]
+    InvalidValue {
+        /// The target.
+        target: Target,
+        /// The option.
+        option: String,
+        /// The value as written.
+        value: String,
+        /// What was expected.
+        why: &'static str,
+    },
+}
+
+/// A target with its options resolved to naga settings.
+///
+/// Its [`TargetConfig::options_string`] is canonical: two configs that emit identical code
+/// have the same string, and it is part of the store namespace.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TargetConfig {
+    target: Target,
+    /// (major, minor) language version: SPIR-V, MSL; GLSL uses `major` as e.g. 450 / 310.
+    version: (u16, u16),
+    /// GLSL ES instead of desktop GLSL.
+    es: bool,
+}
+
+impl TargetConfig {
+    /// The target with default options.
+    pub fn new(target: Target) -> Self {
+        let version = match target {
+            Target::Spirv => (1, 0),
+            Target::Msl => (2, 1),
+            Target::Hlsl => (5, 1),
+            Target::Glsl => (450, 0),
+            Target::Wgsl => (0, 0),
+        };
+        Self {
+            target,
+            version,
+            es: false,
+        }
+    }
+
+    /// Parses a target name and its options (`version` for spirv/msl/glsl, `shader_model`
+    /// for hlsl, `es` for glsl).
+    pub fn parse(name: &str, options: &BTreeMap<String, String>) -> Result<Self, TargetParseError> {
+        let target =
+            Target::from_name(name).ok_or_else(|| TargetParseError::UnknownTarget(name.into()))?;
+        let mut config = Self::new(target);
+        for (option, value) in options {
+            let invalid = |why| TargetParseError::InvalidValue {
+                target,
+                option: option.clone(),
+                value: value.clone(),
+                why,
+            };
+            match (target, option.as_str()) {
+                (Target::Spirv, "version") => {
+                    config.version = parse_dotted(value)
+                        .filter(|&(major, minor)| major == 1 && minor <= 6)
+                        .ok_or_else(|| invalid("expected 1.0 ..= 1.6"))?;
+                }
+                (Target::Msl, "version") => {
+                    config.version = parse_dotted(value)
+                        .filter(|&(major, minor)| (1..=3).contains(&major) && minor <= 2)
+                        .ok_or_else(|| invalid("expected e.g. 2.1"))?;
+                }
+                (Target::Hlsl, "shader_model") => {
+                    config.version = parse_dotted(&value.replace('_', "."))
+                        .filter(|sm| hlsl_shader_model(*sm).is_some())
+                        .ok_or_else(|| invalid("expected 5.0, 5.1 or 6.0 ..= 6.7"))?;
+                }
+                (Target::Glsl, "version") => {
+                    config.version = (
+                        value
+                            .parse::<u16>()
+                            .ok()
+                            .filter(|v| [300, 310, 320, 330, 400, 410, 420, 430, 440, 450, 460].contains(v))
+                            .ok_or_else(|| invalid("expected e.g. 450 or 310"))?,
+                        0,
+                    );
+                }
+                (Target::Glsl, "es") => {
+                    config.es = value
+                        .parse::<bool>()
+                        .map_err(|_| invalid("expected true or false"))?;
+                }
+                _ => {
+                    return Err(TargetParseError::UnknownOption {
+                        target,
+                        option: option.clone(),
+                    })
+                }
+            }
+        }
+        Ok(config)
+    }
+
+    /// The back end.
+    pub fn target(&self) -> Target {
+        self.target
+    }
+
+    /// The canonical spelling of the options, for store namespaces and logs.
+    pub fn options_string(&self) -> String {
+        match self.target {
+            Target::Spirv | Target::Msl => format!("version={}.{}", self.version.0, self.version.1),
+            Target::Hlsl => format!("shader_model={}.{}", self.version.0, self.version.1),
+            Target::Glsl => format!("version={};es={}", self.version.0, self.es),
+            Target::Wgsl => String::new(),
+        }
+    }
+
+    pub(super) fn emit(&self, m: &ValidatedModule) -> Result<Vec<u8>, CompileError> {
+        let emit_error = |e: &dyn std::error::Error| {
+            CompileError::new(
+                CompilePhase::Emit,
+                format!("{}: {}", self.target, super::error_chain(e)),
+                None,
+            )
+        };
+        let stage = m.stage.to_naga();
+        match self.target {
+            Target::Spirv => {
+                use naga::back::spv;
+                let options = spv::Options {
+                    lang_version: (self.version.0 as u8, self.version.1 as u8),
+                    // Fixed flags (naga adds DEBUG in its own debug builds): output must not
+                    // depend on how kiln was compiled.
+                    flags: spv::WriterFlags::ADJUST_COORDINATE_SPACE
+                        | spv::WriterFlags::LABEL_VARYINGS
+                        | spv::WriterFlags::CLAMP_FRAG_DEPTH,
+                    ..spv::Options::default()
+                };
+                let pipeline = spv::PipelineOptions {
+                    shader_stage: stage,
+                    entry_point: m.entry.clone(),
+                };
+                let words = spv::write_vec(&m.module, &m.info, &options, Some(&pipeline))
+                    .map_err(|e| emit_error(&e))?;
+                Ok(words.iter().flat_map(|w| w.to_le_bytes()).collect())
+            }
+            Target::Msl => {
+                use naga::back::msl;
+                let options = msl::Options {
+                    lang_version: (self.version.0 as u8, self.version.1 as u8),
+                    ..msl::Options::default()
+                };
+                let pipeline = msl::PipelineOptions {
+                    entry_point: Some((stage, m.entry.clone())),
+                    ..msl::PipelineOptions::default()
+                };
+                let (text, _) = msl::write_string(&m.module, &m.info, &options, &pipeline)
+                    .map_err(|e| emit_error(&e))?;
+                Ok(text.into_bytes())
+            }
+            Target::Hlsl => {
+                use naga::back::hlsl;
+                let shader_model = hlsl_shader_model(self.version).ok_or_else(|| {
+                    CompileError::new(CompilePhase::Emit, "bad shader model".into(), None)
+                })?;
+                let options = hlsl::Options {
+                    shader_model,
+                    ..hlsl::Options::default()
+                };
+                let pipeline = hlsl::PipelineOptions {
+                    entry_point: Some((stage, m.entry.clone())),
+                };
+                let mut text = String::new();
+                hlsl::Writer::new(&mut text, &options, &pipeline)
+                    .write(&m.module, &m.info, None)
+                    .map_err(|e| emit_error(&e))?;
+                Ok(text.into_bytes())
+            }
+            Target::Glsl => {
+                use naga::back::glsl;
+                let version = if self.es {
+                    glsl::Version::new_gles(self.version.0)
+                } else {
+                    glsl::Version::Desktop(self.version.0)
+                };
+                let options = glsl::Options {
+                    version,
+                    ..glsl::Options::default()
+                };
+                let pipeline = glsl::PipelineOptions {
+                    shader_stage: stage,
+                    entry_point: m.entry.clone(),
+                    multiview: None,
+                };
+                let mut text = String::new();
+                glsl::Writer::new(
+                    &mut text,
+                    &m.module,
+                    &m.info,
+                    &options,
+                    &pipeline,
+                    naga::proc::BoundsCheckPolicies::default(),
+                )
+                .and_then(|mut writer| writer.write())
+                .map_err(|e| emit_error(&e))?;
+                Ok(text.into_bytes())
+            }
+            Target::Wgsl => {
+                use naga::back::wgsl;
+                let text = wgsl::write_string(&m.module, &m.info, wgsl::WriterFlags::empty())
+                    .map_err(|e| emit_error(&e))?;
+                Ok(text.into_bytes())
+            }
+        }
+    }
+}
+
+fn parse_dotted(text: &str) -> Option<(u16, u16)> {
+    let (major, minor) = text.split_once('.')?;
+    Some((major.parse().ok()?, minor.parse().ok()?))
+}
+
+fn hlsl_shader_model(version: (u16, u16)) -> Option<naga::back::hlsl::ShaderModel> {
+    use naga::back::hlsl::ShaderModel as Sm;
+    Some(match version {
+        (5, 0) => Sm::V5_0,
+        (5, 1) => Sm::V5_1,
+        (6, 0) => Sm::V6_0,
+        (6, 1) => Sm::V6_1,
+        (6, 2) => Sm::V6_2,
+        (6, 3) => Sm::V6_3,
+        (6, 4) => Sm::V6_4,
+        (6, 5) => Sm::V6_5,
+        (6, 6) => Sm::V6_6,
+        (6, 7) => Sm::V6_7,
+        _ => return None,
+    })
+}
