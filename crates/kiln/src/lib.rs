@@ -8,6 +8,7 @@
 pub mod compile;
 pub mod key;
 pub mod manifest;
+pub mod pipeline;
 pub mod preprocess;
 pub mod store;
 pub mod variant_cache;

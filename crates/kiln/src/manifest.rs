@@ -39,7 +39,7 @@ pub struct Manifest {
 }
 
 /// One shader: its passes and its variants.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ShaderSpec {
     /// Unique name.
     pub name: String,
@@ -54,7 +54,7 @@ pub struct ShaderSpec {
 }
 
 /// One pass of a shader: an entry point of a stage in a source file.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PassSpec {
     /// Pass name (`Forward`, `Shadow`, ...).
     pub name: String,
@@ -101,7 +101,8 @@ struct RawShader {
     variants: Option<Vec<Vec<Spanned<String>>>>,
     #[serde(default)]
     defines: BTreeMap<String, Spanned<toml::Value>>,
-    passes: Spanned<BTreeMap<String, Spanned<RawPass>>>,
+    #[serde(default)]
+    passes: BTreeMap<String, Spanned<RawPass>>,
 }
 
 #[derive(Deserialize)]
@@ -127,7 +128,13 @@ impl Manifest {
         })?;
         let root = path
             .parent()
-            .map(|p| if p.as_os_str().is_empty() { Path::new(".") } else { p })
+            .map(|p| {
+                if p.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    p
+                }
+            })
             .unwrap_or(Path::new("."))
             .to_owned();
         Self::parse(path, &root, &text)
@@ -136,10 +143,7 @@ impl Manifest {
     /// Checks manifest `text` read from `path`; sources are relative to `root`.
     pub fn parse(path: &Path, root: &Path, text: &str) -> Result<Self, ManifestError> {
         let error = |span: Option<Range<usize>>, message: String| {
-            let line = span
-                .as_ref()
-                .map(|s| line_of(text, s.start))
-                .unwrap_or(1);
+            let line = span.as_ref().map(|s| line_of(text, s.start)).unwrap_or(1);
             ManifestError {
                 path: path.to_owned(),
                 line,
@@ -176,20 +180,34 @@ impl Manifest {
             }
             .map_err(|e| error(Some(target.span()), e.to_string()))?;
             if targets.contains(&config) {
-                return Err(error(Some(target.span()), format!("target `{}` is listed twice", config.target())));
+                return Err(error(
+                    Some(target.span()),
+                    format!("target `{}` is listed twice", config.target()),
+                ));
             }
             targets.push(config);
         }
         if targets.is_empty() {
-            return Err(error(Some(raw.project.targets.span()), "`targets` is empty".into()));
+            return Err(error(
+                Some(raw.project.targets.span()),
+                "`targets` is empty".into(),
+            ));
         }
 
         let mut shaders: Vec<ShaderSpec> = Vec::new();
         for shader in raw.shader {
             let name = shader.name.get_ref();
-            check_name(name).map_err(|why| error(Some(shader.name.span()), format!("shader name `{name}` {why}")))?;
+            check_name(name).map_err(|why| {
+                error(
+                    Some(shader.name.span()),
+                    format!("shader name `{name}` {why}"),
+                )
+            })?;
             if shaders.iter().any(|s| &s.name == name) {
-                return Err(error(Some(shader.name.span()), format!("shader `{name}` is defined twice")));
+                return Err(error(
+                    Some(shader.name.span()),
+                    format!("shader `{name}` is defined twice"),
+                ));
             }
 
             let mut keywords = BTreeSet::new();
@@ -198,7 +216,8 @@ impl Manifest {
                 if w == NONE_KEYWORD {
                     continue;
                 }
-                check_keyword(w).map_err(|why| error(Some(word.span()), format!("keyword `{w}` {why}")))?;
+                check_keyword(w)
+                    .map_err(|why| error(Some(word.span()), format!("keyword `{w}` {why}")))?;
                 keywords.insert(w.clone());
             }
 
@@ -231,41 +250,61 @@ impl Manifest {
                         ));
                     }
                 }
-                push(canonical(explicit.iter().map(|w| w.get_ref().as_str()).collect()));
+                push(canonical(
+                    explicit.iter().map(|w| w.get_ref().as_str()).collect(),
+                ));
             }
 
             let mut defines = BTreeMap::new();
             for (k, v) in &shader.defines {
-                check_keyword(k).map_err(|why| error(Some(v.span()), format!("define `{k}` {why}")))?;
+                check_keyword(k)
+                    .map_err(|why| error(Some(v.span()), format!("define `{k}` {why}")))?;
                 let value = match v.get_ref() {
                     toml::Value::String(s) => s.clone(),
                     toml::Value::Integer(i) => i.to_string(),
                     toml::Value::Float(f) => f.to_string(),
                     toml::Value::Boolean(b) => u8::from(*b).to_string(),
-                    _ => return Err(error(Some(v.span()), format!("define `{k}` must be a string, number or boolean"))),
+                    _ => {
+                        return Err(error(
+                            Some(v.span()),
+                            format!("define `{k}` must be a string, number or boolean"),
+                        ))
+                    }
                 };
                 defines.insert(k.clone(), value);
             }
 
-            if shader.passes.get_ref().is_empty() {
-                return Err(error(Some(shader.passes.span()), format!("shader `{name}` has no passes")));
+            if shader.passes.is_empty() {
+                return Err(error(
+                    Some(shader.name.span()),
+                    format!("shader `{name}` has no passes"),
+                ));
             }
             let mut passes = Vec::new();
-            for (pass_name, pass) in shader.passes.get_ref() {
+            for (pass_name, pass) in &shader.passes {
                 let span = pass.span();
                 let pass = pass.get_ref();
-                check_name(pass_name).map_err(|why| error(Some(span.clone()), format!("pass name `{pass_name}` {why}")))?;
+                check_name(pass_name).map_err(|why| {
+                    error(Some(span.clone()), format!("pass name `{pass_name}` {why}"))
+                })?;
                 let stage = Stage::from_name(pass.stage.get_ref()).ok_or_else(|| {
                     error(
                         Some(pass.stage.span()),
-                        format!("unknown stage `{}` (expected vertex, fragment or compute)", pass.stage.get_ref()),
+                        format!(
+                            "unknown stage `{}` (expected vertex, fragment or compute)",
+                            pass.stage.get_ref()
+                        ),
                     )
                 })?;
                 let source = pass.source.as_ref().or(shader.source.as_ref()).ok_or_else(|| {
                     error(Some(span.clone()), format!("pass `{pass_name}` of shader `{name}` has no source (set `source` on the shader or the pass)"))
                 })?;
-                let relative = confine(source.get_ref())
-                    .map_err(|why| error(Some(source.span()), format!("source `{}` {why}", source.get_ref())))?;
+                let relative = confine(source.get_ref()).map_err(|why| {
+                    error(
+                        Some(source.span()),
+                        format!("source `{}` {why}", source.get_ref()),
+                    )
+                })?;
                 let language = SourceLanguage::from_path(&relative).ok_or_else(|| {
                     error(
                         Some(source.span()),
@@ -333,7 +372,11 @@ fn list(words: &BTreeSet<String>) -> String {
     if words.is_empty() {
         return "none".into();
     }
-    words.iter().map(String::as_str).collect::<Vec<_>>().join(", ")
+    words
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn check_name(name: &str) -> Result<(), &'static str> {
@@ -351,9 +394,7 @@ fn check_keyword(word: &str) -> Result<(), &'static str> {
     let mut chars = word.chars();
     match chars.next() {
         None => Err("is empty"),
-        Some(c) if !(c.is_ascii_alphabetic() || c == '_') => {
-            Err("must start with a letter or `_`")
-        }
+        Some(c) if !(c.is_ascii_alphabetic() || c == '_') => Err("must start with a letter or `_`"),
         _ if !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') => {
             Err("may hold only letters, digits and `_`")
         }
@@ -373,7 +414,9 @@ pub fn confine(path: &str) -> Result<PathBuf, &'static str> {
                     return Err("leaves the project root");
                 }
             }
-            Component::RootDir | Component::Prefix(_) => return Err("must be relative to the project root"),
+            Component::RootDir | Component::Prefix(_) => {
+                return Err("must be relative to the project root")
+            }
         }
     }
     if out.as_os_str().is_empty() {
@@ -457,7 +500,10 @@ entry = "vs_main"
     fn sources_must_stay_inside_the_root() {
         let e = parse(&LIT.replace("shaders/lit.wgsl", "../../etc/passwd.wgsl")).unwrap_err();
         assert!(e.message.contains("leaves the project root"), "{e}");
-        assert_eq!(confine("a/./b/../c.wgsl").unwrap(), PathBuf::from("a/c.wgsl"));
+        assert_eq!(
+            confine("a/./b/../c.wgsl").unwrap(),
+            PathBuf::from("a/c.wgsl")
+        );
     }
 
     #[test]

@@ -58,7 +58,11 @@ pub struct CompileError {
 }
 
 impl CompileError {
-    pub(crate) fn new(phase: CompilePhase, message: String, location: Option<TextLocation>) -> Self {
+    pub(crate) fn new(
+        phase: CompilePhase,
+        message: String,
+        location: Option<TextLocation>,
+    ) -> Self {
         Self {
             phase,
             message,

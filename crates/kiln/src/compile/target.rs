@@ -194,7 +194,9 @@ impl TargetConfig {
                         value
                             .parse::<u16>()
                             .ok()
-                            .filter(|v| [300, 310, 320, 330, 400, 410, 420, 430, 440, 450, 460].contains(v))
+                            .filter(|v| {
+                                [300, 310, 320, 330, 400, 410, 420, 430, 440, 450, 460].contains(v)
+                            })
                             .ok_or_else(|| invalid("expected e.g. 450 or 310"))?,
                         0,
                     );

@@ -1,0 +1,99 @@
+//! Rendering library diagnostics for people: codespan snippets of the offending source line.
+
+use codespan_reporting::diagnostic::{Diagnostic as Snippet, Label};
+use codespan_reporting::files::SimpleFiles;
+use codespan_reporting::term::{self, termcolor};
+use kiln::manifest::ManifestError;
+use kiln::pipeline::{Diagnostic, Severity};
+use std::io::IsTerminal;
+use std::path::Path;
+
+fn writer() -> termcolor::StandardStream {
+    let choice = if std::io::stderr().is_terminal() {
+        termcolor::ColorChoice::Auto
+    } else {
+        termcolor::ColorChoice::Never
+    };
+    termcolor::StandardStream::stderr(choice)
+}
+
+/// The byte range of 1-based `line`, 0-based `columns` in `text`, clamped to the text.
+fn byte_range(text: &str, line: u32, columns: &std::ops::Range<u32>) -> std::ops::Range<usize> {
+    let start_of_line = text
+        .split_inclusive('\n')
+        .take(line.saturating_sub(1) as usize)
+        .map(str::len)
+        .sum::<usize>()
+        .min(text.len());
+    let line_len = text[start_of_line..]
+        .find('\n')
+        .unwrap_or(text.len() - start_of_line);
+    let start = start_of_line + (columns.start as usize).min(line_len);
+    let end = (start_of_line + (columns.end as usize).min(line_len)).max(start);
+    start..end
+}
+
+/// Prints a build diagnostic, with a snippet when its file can be read.
+pub fn diagnostic(root: &Path, d: &Diagnostic) {
+    let mut snippet = match d.severity {
+        Severity::Error => Snippet::error(),
+        Severity::Warning => Snippet::warning(),
+    }
+    .with_message(&d.message);
+    let mut notes = Vec::new();
+    if let Some(variant) = &d.variant {
+        notes.push(format!("variant: {variant}"));
+    }
+    if let Some(target) = d.target {
+        notes.push(format!("target: {target}"));
+    }
+    let mut files = SimpleFiles::new();
+    if let Some(at) = &d.location {
+        let path = root.join(&at.file);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                let range = byte_range(&text, at.line, &at.columns);
+                let id = files.add(at.file.display().to_string(), text);
+                snippet = snippet.with_labels(vec![Label::primary(id, range)]);
+            }
+            Err(_) => notes.push(format!("at {}:{}", at.file.display(), at.line)),
+        }
+    }
+    snippet = snippet.with_notes(notes);
+    let out = writer();
+    let mut lock = out.lock();
+    if term::emit(&mut lock, &term::Config::default(), &files, &snippet).is_err() {
+        eprintln!("{d}");
+    }
+}
+
+/// Prints a manifest error with a snippet of the manifest.
+pub fn manifest_error(e: &ManifestError) {
+    let mut files = SimpleFiles::new();
+    let mut snippet = Snippet::error().with_message(&e.message);
+    if let (Ok(text), Some(span)) = (std::fs::read_to_string(&e.path), &e.span) {
+        let span = span.start.min(text.len())..span.end.min(text.len());
+        let id = files.add(e.path.display().to_string(), text);
+        snippet = snippet.with_labels(vec![Label::primary(id, span)]);
+    } else {
+        snippet = snippet.with_notes(vec![format!("in {}:{}", e.path.display(), e.line)]);
+    }
+    let out = writer();
+    let mut lock = out.lock();
+    if term::emit(&mut lock, &term::Config::default(), &files, &snippet).is_err() {
+        eprintln!("error: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::byte_range;
+
+    #[test]
+    fn byte_range_finds_line_and_clamps() {
+        let text = "ab\ncdef\ng";
+        assert_eq!(byte_range(text, 2, &(1..3)), 4..6);
+        assert_eq!(byte_range(text, 2, &(1..99)), 4..7);
+        assert_eq!(byte_range(text, 9, &(0..1)), 9..9);
+    }
+}

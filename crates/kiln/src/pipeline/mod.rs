@@ -1,0 +1,553 @@
+//! The build pipeline: a manifest's variants through the engine's queries into the store and
+//! the output directory. [`Project`] owns one engine database for the life of a process, so
+//! that `kiln watch` rebuilds incrementally; `kiln build` is one [`Project::build`].
+
+mod diagnostic;
+mod output;
+mod queries;
+mod services;
+
+pub use diagnostic::{describe_variant, Diagnostic, Location, Severity};
+pub use output::{output_path, Index, IndexEntry, INDEX_FILE};
+pub use services::{Outcome, VariantArtifacts};
+
+use crate::manifest::{Manifest, ManifestError};
+use crate::store::{ArtifactStore, LocalStore};
+use kiln_incr::Durability;
+use queries::{ArtifactsQ, ClosureQ, Db, ManifestInput, RevisionQ, SourceFile};
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+use services::Services;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One variant: a shader, a pass and a canonical keyword set (sorted, distinct).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct VariantId {
+    /// Shader name.
+    pub shader: Arc<str>,
+    /// Pass name.
+    pub pass: Arc<str>,
+    /// Keywords, sorted and distinct.
+    pub keywords: Arc<[Arc<str>]>,
+}
+
+impl std::fmt::Display for VariantId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let words: Vec<&str> = self.keywords.iter().map(|k| &**k).collect();
+        write!(f, "{}/{}[{}]", self.shader, self.pass, words.join(";"))
+    }
+}
+
+/// Where a project's inputs and outputs are.
+#[derive(Clone, Debug, Default)]
+pub struct BuildOptions {
+    /// The manifest, `kiln.toml`.
+    pub manifest: PathBuf,
+    /// Output directory; default `out/` beside the manifest.
+    pub out_dir: Option<PathBuf>,
+    /// Store directory; default `.kiln/` beside the manifest.
+    pub cache_dir: Option<PathBuf>,
+    /// Worker threads; default: one per core.
+    pub jobs: Option<usize>,
+    /// Byte budget for compiled artifacts kept in memory; default unbounded.
+    pub max_memory: Option<u64>,
+}
+
+/// Why a project could not be opened or built at all (a variant's failure is not this: it is
+/// a diagnostic in the [`BuildReport`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectError {
+    /// The manifest is missing or wrong.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// The worker pool could not start.
+    #[error("cannot start {jobs} worker threads: {source}")]
+    Workers {
+        /// Requested threads.
+        jobs: usize,
+        /// Why.
+        source: rayon::ThreadPoolBuildError,
+    },
+    /// The output directory or its index could not be written.
+    #[error("cannot write outputs in {}: {source}", path.display())]
+    Output {
+        /// The path that failed.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Progress of a build, reported after each variant.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    /// Variants done.
+    pub done: usize,
+    /// Variants in all.
+    pub total: usize,
+}
+
+/// What one build did.
+#[derive(Clone, Debug, Default)]
+pub struct BuildReport {
+    /// Variants in the manifest ((shader, pass, keyword set) triples).
+    pub variants: usize,
+    /// Variants compiled by naga in this build.
+    pub compiled: usize,
+    /// Variants whose artifacts came from the store or memory, or were already up to date.
+    pub cached: usize,
+    /// Variants whose preprocessed text equalled another's in this build: compiled once.
+    pub deduplicated: usize,
+    /// Variants that failed.
+    pub failed: usize,
+    /// Output files written (new or changed).
+    pub outputs_written: usize,
+    /// Output files removed (their variant or target left the manifest).
+    pub outputs_removed: usize,
+    /// Errors (failed variants) and warnings (repaired store entries), errors first.
+    pub diagnostics: Vec<Diagnostic>,
+    /// Per variant that was (re)computed in this build, how its artifacts were obtained.
+    pub outcomes: BTreeMap<VariantId, Outcome>,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+/// A project open for building: the manifest, the engine database, the store.
+pub struct Project {
+    db: Db,
+    manifest: Arc<Manifest>,
+    out_dir: PathBuf,
+    cache_dir: PathBuf,
+    pool: rayon::ThreadPool,
+    /// Every project file the engine has read, with whether it existed.
+    known_files: BTreeSet<PathBuf>,
+}
+
+impl Project {
+    /// Opens the project of `options.manifest`, with a store on disk.
+    pub fn open(options: &BuildOptions) -> Result<Self, ProjectError> {
+        let manifest = Manifest::load(&options.manifest)?;
+        let cache_dir = options
+            .cache_dir
+            .clone()
+            .unwrap_or_else(|| manifest.root.join(".kiln"));
+        let store: Arc<dyn ArtifactStore> = Arc::new(LocalStore::new(&cache_dir));
+        Self::with_store(manifest, options, store, cache_dir)
+    }
+
+    /// Opens a project whose manifest is already loaded, with any store.
+    pub fn with_store(
+        manifest: Manifest,
+        options: &BuildOptions,
+        store: Arc<dyn ArtifactStore>,
+        cache_dir: PathBuf,
+    ) -> Result<Self, ProjectError> {
+        let jobs = options.jobs.unwrap_or(0);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(jobs)
+            .thread_name(|i| format!("kiln-worker-{i}"))
+            .build()
+            .map_err(|source| ProjectError::Workers { jobs, source })?;
+        let out_dir = options
+            .out_dir
+            .clone()
+            .unwrap_or_else(|| manifest.root.join("out"));
+        let mut db = Db::new(Services::new(store, options.max_memory));
+        let manifest = Arc::new(manifest);
+        db.set_input::<ManifestInput>((), manifest.clone(), Durability::Medium);
+        Ok(Self {
+            db,
+            manifest,
+            out_dir,
+            cache_dir,
+            pool,
+            known_files: BTreeSet::new(),
+        })
+    }
+
+    /// The manifest in use.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The output directory.
+    pub fn out_dir(&self) -> &Path {
+        &self.out_dir
+    }
+
+    /// The store directory.
+    pub fn cache_dir(&self) -> &Path {
+        &self.cache_dir
+    }
+
+    /// The engine database (for tests and tools that observe its events).
+    pub fn database(&mut self) -> &mut kiln_incr::Database<impl Send + Sync> {
+        &mut self.db
+    }
+
+    /// Re-reads the manifest. On error the previous manifest stays in use.
+    pub fn reload_manifest(&mut self) -> Result<(), ManifestError> {
+        let manifest = Manifest::load(&self.manifest.path)?;
+        if manifest != *self.manifest {
+            self.manifest = Arc::new(manifest);
+            self.db
+                .set_input::<ManifestInput>((), self.manifest.clone(), Durability::Medium);
+        }
+        Ok(())
+    }
+
+    /// Re-reads the given project files (root-relative or absolute paths under the root) if
+    /// the engine depends on them; returns those that are. Equal contents change nothing.
+    pub fn refresh_files(&mut self, paths: &[PathBuf]) -> Vec<PathBuf> {
+        let mut relevant = Vec::new();
+        for path in paths {
+            let relative = match path.strip_prefix(&self.manifest.root) {
+                Ok(r) => r.to_owned(),
+                Err(_) => path.clone(),
+            };
+            if self.known_files.contains(&relative) {
+                self.read_file(&relative);
+                relevant.push(relative);
+            }
+        }
+        relevant
+    }
+
+    /// The number of project files the engine has read.
+    pub fn known_files(&self) -> &BTreeSet<PathBuf> {
+        &self.known_files
+    }
+
+    fn read_file(&mut self, relative: &Path) {
+        let text: Option<Arc<str>> = std::fs::read_to_string(self.manifest.root.join(relative))
+            .ok()
+            .map(Arc::from);
+        self.known_files.insert(relative.to_owned());
+        self.db
+            .set_input::<SourceFile>(relative.to_owned(), text, Durability::Low);
+    }
+
+    /// Every variant of the manifest, in manifest order.
+    pub fn variants(&self) -> Vec<VariantId> {
+        let mut out = Vec::with_capacity(self.manifest.variant_count());
+        for shader in &self.manifest.shaders {
+            let name: Arc<str> = Arc::from(shader.name.as_str());
+            for pass in &shader.passes {
+                let pass_name: Arc<str> = Arc::from(pass.name.as_str());
+                for keywords in &shader.variants {
+                    out.push(VariantId {
+                        shader: name.clone(),
+                        pass: pass_name.clone(),
+                        keywords: keywords.iter().map(|k| Arc::from(k.as_str())).collect(),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Reads every file the queries asked for and the pipeline had not read, until none is
+    /// left. Include closures are a superset of what any variant reads, so after this the
+    /// variants find every file they need.
+    fn discover_files(&mut self) {
+        let sources: BTreeSet<PathBuf> = self
+            .manifest
+            .shaders
+            .iter()
+            .flat_map(|s| s.passes.iter().map(|p| p.source.clone()))
+            .collect();
+        for source in &sources {
+            if !self.known_files.contains(source) {
+                self.read_file(source);
+            }
+        }
+        // Each round reads at least one new file, and the project is finite.
+        loop {
+            let db = &self.db;
+            self.pool.install(|| {
+                sources.par_iter().for_each(|source| {
+                    let _ = db.get::<ClosureQ>(source);
+                });
+            });
+            let unknown: Vec<PathBuf> =
+                std::mem::take(&mut *self.db.context().unknown_files.lock());
+            let new: BTreeSet<PathBuf> = unknown
+                .into_iter()
+                .filter(|p| !self.known_files.contains(p))
+                .collect();
+            if new.is_empty() {
+                break;
+            }
+            for path in new {
+                self.read_file(&path);
+            }
+        }
+    }
+
+    /// Builds every variant for every target, writes changed outputs and the index.
+    ///
+    /// A failed variant does not stop the build: every other variant is built, stored and
+    /// written, and the failure is a diagnostic in the report. The previous outputs of a
+    /// failed variant stay in place.
+    pub fn build(
+        &mut self,
+        progress: &(dyn Fn(Progress) + Sync),
+    ) -> Result<BuildReport, ProjectError> {
+        let started = Instant::now();
+        self.db.context().start_build();
+        self.discover_files();
+
+        let variants = self.variants();
+        let total = variants.len();
+        let done = AtomicUsize::new(0);
+        let db = &self.db;
+        let results: Vec<_> = self.pool.install(|| {
+            variants
+                .par_iter()
+                .map(|variant| {
+                    let result = db.get::<ArtifactsQ>(variant);
+                    let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
+                    progress(Progress {
+                        done: finished,
+                        total,
+                    });
+                    result
+                })
+                .collect()
+        });
+
+        // A new source revision drops that shader's stale artifacts from memory.
+        for shader in &self.manifest.shaders {
+            if let Ok(Ok(revision)) = self.db.get::<RevisionQ>(&Arc::from(shader.name.as_str())) {
+                self.db
+                    .context()
+                    .cache
+                    .invalidate_shader(&shader.name, revision);
+            }
+        }
+
+        let services = self.db.context();
+        let outcomes = std::mem::take(&mut *services.outcomes.lock());
+        let mut report = BuildReport {
+            variants: total,
+            ..BuildReport::default()
+        };
+        let mut built = Vec::new();
+        let mut failed = BTreeSet::new();
+        for (variant, result) in variants.iter().zip(results) {
+            match result {
+                Ok(Ok(artifacts)) => {
+                    match outcomes.get(variant) {
+                        Some(Outcome::Compiled) => report.compiled += 1,
+                        Some(Outcome::Deduplicated) => report.deduplicated += 1,
+                        Some(Outcome::Cached) | None => report.cached += 1,
+                    }
+                    built.push((variant, artifacts));
+                }
+                Ok(Err(diagnostics)) => {
+                    report.failed += 1;
+                    failed.insert(variant.clone());
+                    for d in diagnostics.iter() {
+                        let mut d = d.clone();
+                        if d.variant.is_none() {
+                            d.variant = Some(variant.to_string());
+                        }
+                        report.diagnostics.push(d);
+                    }
+                }
+                Err(engine) => {
+                    report.failed += 1;
+                    failed.insert(variant.clone());
+                    let mut d = Diagnostic::error(engine.to_string());
+                    d.variant = Some(variant.to_string());
+                    report.diagnostics.push(d);
+                }
+            }
+        }
+        report.outcomes = outcomes.into_iter().collect();
+
+        let (written, removed) = self.write_outputs(&built, &failed)?;
+        report.outputs_written = written;
+        report.outputs_removed = removed;
+        report
+            .diagnostics
+            .extend(std::mem::take(&mut *self.db.context().warnings.lock()));
+        report
+            .diagnostics
+            .sort_by(|a, b| b.severity.cmp(&a.severity));
+        report.elapsed = started.elapsed();
+        Ok(report)
+    }
+
+    fn write_outputs(
+        &self,
+        built: &[(&VariantId, queries::Artifacts)],
+        failed: &BTreeSet<VariantId>,
+    ) -> Result<(usize, usize), ProjectError> {
+        let out_dir = &self.out_dir;
+        let output_error = |path: &Path, source| ProjectError::Output {
+            path: path.to_owned(),
+            source,
+        };
+        std::fs::create_dir_all(out_dir).map_err(|e| output_error(out_dir, e))?;
+        let previous = Index::read(out_dir);
+        let previous_by_path: FxHashMap<&str, &IndexEntry> = previous
+            .entries
+            .iter()
+            .map(|e| (e.path.as_str(), e))
+            .collect();
+
+        let services = self.db.context();
+        let targets: FxHashMap<_, _> = self
+            .manifest
+            .targets
+            .iter()
+            .map(|t| (t.target(), t.clone()))
+            .collect();
+        let written = AtomicUsize::new(0);
+        let entries: Result<Vec<Vec<IndexEntry>>, ProjectError> = self.pool.install(|| {
+            built
+                .par_iter()
+                .map(|(variant, artifacts)| {
+                    let keywords: Vec<String> =
+                        variant.keywords.iter().map(|k| k.to_string()).collect();
+                    let mut entries = Vec::with_capacity(artifacts.outputs.len());
+                    let mut bytes_of_variant: Option<Arc<VariantArtifacts>> = None;
+                    for output in artifacts.outputs.iter() {
+                        let relative = output_path(
+                            &variant.shader,
+                            &variant.pass,
+                            &keywords,
+                            output.target.extension(),
+                        );
+                        let path = out_dir.join(&relative);
+                        let hash = output.hash.to_hex();
+                        if !output::is_current(
+                            &path,
+                            previous_by_path.get(relative.as_str()).copied(),
+                            output.bytes,
+                            &hash,
+                        ) {
+                            if bytes_of_variant.is_none() {
+                                bytes_of_variant = services.cache.get(&artifacts.key);
+                            }
+                            let bytes = match &bytes_of_variant {
+                                Some(all) => all
+                                    .outputs
+                                    .iter()
+                                    .find(|(t, _)| *t == output.target)
+                                    .map(|(_, b)| b.clone()),
+                                None => {
+                                    self.reload(&artifacts.key, variant, output.target, &targets)
+                                }
+                            };
+                            let bytes = bytes.ok_or_else(|| {
+                                output_error(
+                                    &path,
+                                    std::io::Error::other(
+                                        "artifact vanished from the store; build again",
+                                    ),
+                                )
+                            })?;
+                            output::write_atomic(&path, &bytes)
+                                .map_err(|e| output_error(&path, e))?;
+                            written.fetch_add(1, Ordering::Relaxed);
+                        }
+                        entries.push(IndexEntry {
+                            shader: variant.shader.to_string(),
+                            pass: variant.pass.to_string(),
+                            keywords: keywords.clone(),
+                            revision: format!("{:016x}", artifacts.key.revision()),
+                            digest: artifacts.key.digest(),
+                            target: output.target.name().to_owned(),
+                            path: relative,
+                            bytes: output.bytes,
+                            content_hash: hash,
+                        });
+                    }
+                    Ok(entries)
+                })
+                .collect()
+        });
+        let mut entries: Vec<IndexEntry> = entries?.into_iter().flatten().collect();
+
+        // Failed variants keep their last good outputs; outputs of variants or targets that
+        // left the manifest are removed.
+        let current: BTreeSet<&str> = entries.iter().map(|e| e.path.as_str()).collect();
+        let mut kept = Vec::new();
+        let mut removed = 0;
+        for old in &previous.entries {
+            if current.contains(old.path.as_str()) {
+                continue;
+            }
+            let variant = VariantId {
+                shader: Arc::from(old.shader.as_str()),
+                pass: Arc::from(old.pass.as_str()),
+                keywords: old.keywords.iter().map(|k| Arc::from(k.as_str())).collect(),
+            };
+            let target_kept = self
+                .manifest
+                .targets
+                .iter()
+                .any(|t| t.target().name() == old.target);
+            if failed.contains(&variant) && target_kept {
+                kept.push(old.clone());
+            } else {
+                output::remove_output(out_dir, &old.path)
+                    .map_err(|e| output_error(&out_dir.join(&old.path), e))?;
+                removed += 1;
+            }
+        }
+        entries.extend(kept);
+        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        let index = Index {
+            kiln_version: crate::store::KILN_VERSION.to_owned(),
+            entries,
+        };
+        if index != previous {
+            index
+                .write(out_dir)
+                .map_err(|e| output_error(&out_dir.join(INDEX_FILE), e))?;
+        }
+        Ok((written.into_inner(), removed))
+    }
+
+    /// Bytes of one output whose variant-cache entry was evicted: from the store, never from
+    /// naga unless the store lost it too.
+    fn reload(
+        &self,
+        key: &crate::key::VariantKey,
+        variant: &VariantId,
+        target: crate::compile::Target,
+        _targets: &FxHashMap<crate::compile::Target, crate::compile::TargetConfig>,
+    ) -> Option<Arc<[u8]>> {
+        let text = self.db.get::<queries::CompileTextQ>(variant).ok()?.ok()?;
+        let spec = self
+            .db
+            .get::<queries::ShaderSpecQ>(&variant.shader)
+            .ok()??;
+        let pass = queries::pass_of(&spec, &variant.pass)?;
+        let all_targets = self.db.get::<queries::TargetsQ>(&()).ok()?;
+        let input = services::CompileInput {
+            language: pass.language,
+            stage: pass.stage,
+            entry: &pass.entry,
+            text: &text.text,
+            text_hash: text.hash,
+        };
+        let (artifacts, _) = self
+            .db
+            .context()
+            .materialize(key, &input, &all_targets)
+            .ok()?;
+        artifacts
+            .outputs
+            .iter()
+            .find(|(t, _)| *t == target)
+            .map(|(_, b)| b.clone())
+    }
+}

@@ -1,0 +1,122 @@
+//! The build's outputs: one file per (variant, target) under the output directory, and
+//! `index.json` describing them. Files are written atomically and only when their content
+//! changed; `index.json` is replaced atomically after every build.
+
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The name of the index file in the output directory.
+pub const INDEX_FILE: &str = "index.json";
+
+/// The index of an output directory.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Index {
+    /// The kiln version that wrote it.
+    pub kiln_version: String,
+    /// One entry per output file, sorted by path.
+    pub entries: Vec<IndexEntry>,
+}
+
+/// One output file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexEntry {
+    /// Shader name.
+    pub shader: String,
+    /// Pass name.
+    pub pass: String,
+    /// Keywords, canonical order.
+    pub keywords: Vec<String>,
+    /// Source revision (content hash of the include closure), 16 hex digits.
+    pub revision: String,
+    /// The variant key's 12-hex digest (for logs).
+    pub digest: String,
+    /// Target name.
+    pub target: String,
+    /// Path relative to the output directory, `/`-separated.
+    pub path: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// blake3 of the file's bytes, hex.
+    pub content_hash: String,
+}
+
+impl Index {
+    /// Reads `dir/index.json`; a missing or unreadable index is an empty one (every output
+    /// is then rewritten, which is always safe).
+    pub fn read(dir: &Path) -> Self {
+        std::fs::read(dir.join(INDEX_FILE))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default()
+    }
+
+    /// Writes `dir/index.json` atomically.
+    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
+        let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        write_atomic(&dir.join(INDEX_FILE), &json)
+    }
+}
+
+/// The output path of a variant for a target, relative to the output directory:
+/// `Lit/Forward/FOG+SKIN.spv`, `Lit/Forward/_.spv` for no keywords.
+pub fn output_path(
+    shader: &str,
+    pass: &str,
+    keywords: &[impl AsRef<str>],
+    extension: &str,
+) -> String {
+    let name = if keywords.is_empty() {
+        "_".to_owned()
+    } else {
+        keywords
+            .iter()
+            .map(AsRef::as_ref)
+            .collect::<Vec<_>>()
+            .join("+")
+    };
+    format!("{shader}/{pass}/{name}.{extension}")
+}
+
+/// Whether `path` already holds exactly `bytes` bytes with this blake3 hash, judged from the
+/// previous index and the file's size (reading every output back would cost a warm build
+/// more than it saves).
+pub fn is_current(path: &Path, previous: Option<&IndexEntry>, bytes: u64, hash: &str) -> bool {
+    match previous {
+        Some(entry) if entry.content_hash == hash && entry.bytes == bytes => {
+            std::fs::metadata(path)
+                .map(|m| m.len() == bytes)
+                .unwrap_or(false)
+        }
+        _ => false,
+    }
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same directory, then a
+/// rename, so that a reader (or a crash) never sees half a file.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut file = tempfile::NamedTempFile::new_in(dir)?;
+    file.write_all(bytes)?;
+    file.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Removes an output file that no variant produces any more, and its directories if empty.
+pub fn remove_output(out_dir: &Path, relative: &str) -> std::io::Result<()> {
+    let path = out_dir.join(relative);
+    match std::fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let mut dir: Option<PathBuf> = path.parent().map(Path::to_owned);
+    while let Some(d) = dir {
+        if d == out_dir || std::fs::remove_dir(&d).is_err() {
+            break;
+        }
+        dir = d.parent().map(Path::to_owned);
+    }
+    Ok(())
+}

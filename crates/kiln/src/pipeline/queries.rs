@@ -1,0 +1,318 @@
+//! The pipeline as engine queries: source files and the manifest are inputs; include
+//! closures, source revisions, preprocessed texts and compiled artifacts are derived, so that
+//! what an edit invalidates is computed by the engine, never written by hand.
+//!
+//! ```text
+//! SourceFile(path), ManifestInput        inputs
+//!   -> ShaderSpecQ(shader), TargetsQ      the manifest, per shader (backdated)
+//!   -> ClosureQ(source) -> RevisionQ(shader)      include closure, content hash
+//!   -> PreprocessQ(variant)               text + line map
+//!   -> CompileTextQ(variant)              text only: a comment edit stops here (backdated)
+//!   -> ArtifactsQ(variant)                artifacts for every target, via the variant cache
+//! ```
+
+use super::diagnostic::Diagnostic;
+use super::services::{CompileInput, Services};
+use super::VariantId;
+use crate::compile::{Target, TargetConfig};
+use crate::key::VariantKey;
+use crate::manifest::{Manifest, PassSpec, ShaderSpec};
+use crate::preprocess::{self, IncludeClosure, PreprocessRequest, Preprocessed};
+use crate::store::ContentKey;
+use kiln_incr::{Database, Input, Query, QueryError};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub(crate) type Db = Database<Services>;
+
+/// The text of a project file; `None` when it does not exist.
+pub(crate) struct SourceFile;
+impl Input for SourceFile {
+    type Key = PathBuf;
+    type Value = Option<Arc<str>>;
+    const NAME: &'static str = "source_file";
+}
+
+/// The checked manifest.
+pub(crate) struct ManifestInput;
+impl Input for ManifestInput {
+    type Key = ();
+    type Value = Arc<Manifest>;
+    const NAME: &'static str = "manifest";
+}
+
+/// Reads a file through the engine, so that the read is a dependency. A file the pipeline
+/// has not read yet is recorded so the build can read it and run again.
+fn read_source(db: &Db, path: &Path) -> Result<Arc<str>, io::Error> {
+    match db.input::<SourceFile>(&path.to_path_buf()) {
+        Some(Some(text)) => Ok(text),
+        Some(None) => Err(io::Error::new(io::ErrorKind::NotFound, "no such file")),
+        None => {
+            db.context().unknown_files.lock().push(path.to_owned());
+            Err(io::Error::new(io::ErrorKind::NotFound, "not read yet"))
+        }
+    }
+}
+
+fn manifest(db: &Db) -> Arc<Manifest> {
+    // The pipeline sets the manifest before any query runs.
+    db.input::<ManifestInput>(&()).unwrap_or_else(|| {
+        Arc::new(Manifest {
+            path: PathBuf::new(),
+            root: PathBuf::new(),
+            targets: Vec::new(),
+            shaders: Vec::new(),
+        })
+    })
+}
+
+/// One shader's part of the manifest: editing another shader does not touch this one.
+pub(crate) struct ShaderSpecQ;
+impl Query<Services> for ShaderSpecQ {
+    type Key = Arc<str>;
+    type Value = Option<Arc<ShaderSpec>>;
+    const NAME: &'static str = "shader_spec";
+    fn execute(db: &Db, name: &Arc<str>) -> Result<Self::Value, QueryError> {
+        let manifest = manifest(db);
+        Ok(manifest
+            .shaders
+            .iter()
+            .find(|s| *s.name == **name)
+            .map(|s| Arc::new(s.clone())))
+    }
+}
+
+/// The manifest's targets.
+pub(crate) struct TargetsQ;
+impl Query<Services> for TargetsQ {
+    type Key = ();
+    type Value = Arc<[TargetConfig]>;
+    const NAME: &'static str = "targets";
+    fn execute(db: &Db, _: &()) -> Result<Self::Value, QueryError> {
+        Ok(Arc::from(manifest(db).targets.clone()))
+    }
+}
+
+/// Every file a source can include, under any keyword set.
+pub(crate) struct ClosureQ;
+impl Query<Services> for ClosureQ {
+    type Key = PathBuf;
+    type Value = Result<Arc<IncludeClosure>, Diagnostic>;
+    const NAME: &'static str = "include_closure";
+    fn execute(db: &Db, source: &PathBuf) -> Result<Self::Value, QueryError> {
+        let loader = |path: &Path| read_source(db, path);
+        Ok(preprocess::include_closure(source, &loader)
+            .map(Arc::new)
+            .map_err(|e| Diagnostic::from_preprocess(&e)))
+    }
+}
+
+/// A shader's source revision: a hash of the contents of every file its passes can include.
+/// Stable across processes and machines, so it can name store entries and outputs.
+pub(crate) struct RevisionQ;
+impl Query<Services> for RevisionQ {
+    type Key = Arc<str>;
+    type Value = Result<u64, Diagnostic>;
+    const NAME: &'static str = "source_revision";
+    fn execute(db: &Db, shader: &Arc<str>) -> Result<Self::Value, QueryError> {
+        let Some(spec) = db.get::<ShaderSpecQ>(shader)? else {
+            return Ok(Err(Diagnostic::error(format!(
+                "no shader named `{shader}`"
+            ))));
+        };
+        let mut sources: Vec<&PathBuf> = spec.passes.iter().map(|p| &p.source).collect();
+        sources.sort();
+        sources.dedup();
+        let mut hasher = blake3::Hasher::new();
+        for source in sources {
+            let closure = match db.get::<ClosureQ>(source)? {
+                Ok(closure) => closure,
+                Err(diagnostic) => return Ok(Err(diagnostic)),
+            };
+            for file in &closure.files {
+                let text = read_source(db, file).unwrap_or_else(|_| Arc::from(""));
+                hasher.update(file.to_string_lossy().as_bytes());
+                hasher.update(&(text.len() as u64).to_le_bytes());
+                hasher.update(text.as_bytes());
+            }
+            for missing in &closure.missing {
+                hasher.update(b"missing\0");
+                hasher.update(missing.path.to_string_lossy().as_bytes());
+            }
+        }
+        let hash = hasher.finalize();
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&hash.as_bytes()[..8]);
+        Ok(Ok(u64::from_le_bytes(first)))
+    }
+}
+
+pub(crate) fn pass_of<'s>(spec: &'s ShaderSpec, pass: &str) -> Option<&'s PassSpec> {
+    spec.passes.iter().find(|p| p.name == pass)
+}
+
+fn spec_and_pass(
+    db: &Db,
+    variant: &VariantId,
+) -> Result<Result<(Arc<ShaderSpec>, usize), Diagnostic>, QueryError> {
+    let Some(spec) = db.get::<ShaderSpecQ>(&variant.shader)? else {
+        return Ok(Err(Diagnostic::error(format!(
+            "no shader named `{}`",
+            variant.shader
+        ))));
+    };
+    match spec.passes.iter().position(|p| *p.name == *variant.pass) {
+        Some(index) => Ok(Ok((spec, index))),
+        None => Ok(Err(Diagnostic::error(format!(
+            "shader `{}` has no pass `{}`",
+            variant.shader, variant.pass
+        )))),
+    }
+}
+
+/// A variant's preprocessed text and line map.
+pub(crate) struct PreprocessQ;
+impl Query<Services> for PreprocessQ {
+    type Key = VariantId;
+    type Value = Result<Arc<Preprocessed>, Diagnostic>;
+    const NAME: &'static str = "preprocess";
+    fn execute(db: &Db, variant: &VariantId) -> Result<Self::Value, QueryError> {
+        let (spec, pass) = match spec_and_pass(db, variant)? {
+            Ok(found) => found,
+            Err(diagnostic) => return Ok(Err(diagnostic)),
+        };
+        let pass = &spec.passes[pass];
+        let keywords: Vec<&str> = variant.keywords.iter().map(|k| &**k).collect();
+        let defines: Vec<(&str, &str)> = spec
+            .defines
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let loader = |path: &Path| read_source(db, path);
+        let request = PreprocessRequest {
+            entry: &pass.source,
+            language: pass.language,
+            keywords: &keywords,
+            defines: &defines,
+        };
+        Ok(preprocess::preprocess(&request, &loader)
+            .map(Arc::new)
+            .map_err(|e| Diagnostic::from_preprocess(&e)))
+    }
+}
+
+/// A variant's text as naga sees it, with its hash. Editing a comment changes the line map
+/// but not this, so nothing downstream re-executes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct CompileText {
+    pub text: Arc<str>,
+    pub hash: ContentKey,
+}
+
+pub(crate) struct CompileTextQ;
+impl Query<Services> for CompileTextQ {
+    type Key = VariantId;
+    type Value = Result<CompileText, Diagnostic>;
+    const NAME: &'static str = "compile_text";
+    fn execute(db: &Db, variant: &VariantId) -> Result<Self::Value, QueryError> {
+        Ok(db.get::<PreprocessQ>(variant)?.map(|pre| CompileText {
+            hash: ContentKey::hash(pre.text.as_bytes()),
+            text: Arc::from(pre.text.as_str()),
+        }))
+    }
+    fn size_bytes(value: &Self::Value) -> usize {
+        std::mem::size_of::<Self::Value>() + value.as_ref().map_or(0, |t| t.text.len())
+    }
+}
+
+/// One compiled output of a variant, as recorded in the index (the bytes live in the variant
+/// cache and the store).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct ArtifactRef {
+    pub target: Target,
+    pub bytes: u64,
+    /// blake3 of the output bytes.
+    pub hash: ContentKey,
+}
+
+/// The variant's canonical key and its outputs for every target.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Artifacts {
+    pub key: VariantKey,
+    pub outputs: Arc<[ArtifactRef]>,
+}
+
+/// Why a variant has no artifacts: the errors, each naming the variant.
+pub(crate) type VariantFailure = Arc<[Diagnostic]>;
+
+pub(crate) struct ArtifactsQ;
+impl Query<Services> for ArtifactsQ {
+    type Key = VariantId;
+    type Value = Result<Artifacts, VariantFailure>;
+    const NAME: &'static str = "artifacts";
+    fn execute(db: &Db, variant: &VariantId) -> Result<Self::Value, QueryError> {
+        let fail = |d: Diagnostic| Ok(Err(Arc::from(vec![d])));
+        let text = match db.get::<CompileTextQ>(variant)? {
+            Ok(text) => text,
+            Err(d) => return fail(d),
+        };
+        let (spec, pass) = match spec_and_pass(db, variant)? {
+            Ok(found) => found,
+            Err(d) => return fail(d),
+        };
+        let revision = match db.get::<RevisionQ>(&variant.shader)? {
+            Ok(revision) => revision,
+            Err(d) => return fail(d),
+        };
+        let key = match VariantKey::new(
+            &variant.shader,
+            &variant.pass,
+            variant.keywords.iter(),
+            revision,
+        ) {
+            Ok(key) => key,
+            Err(e) => return fail(Diagnostic::error(e.to_string())),
+        };
+        let pass = &spec.passes[pass];
+        let targets = db.get::<TargetsQ>(&())?;
+        let input = CompileInput {
+            language: pass.language,
+            stage: pass.stage,
+            entry: &pass.entry,
+            text: &text.text,
+            text_hash: text.hash,
+        };
+        let services = db.context();
+        match services.materialize(&key, &input, &targets) {
+            Ok((artifacts, outcome)) => {
+                services.outcomes.lock().insert(variant.clone(), outcome);
+                let outputs = artifacts
+                    .outputs
+                    .iter()
+                    .map(|(target, bytes)| ArtifactRef {
+                        target: *target,
+                        bytes: bytes.len() as u64,
+                        hash: ContentKey::hash(bytes),
+                    })
+                    .collect();
+                Ok(Ok(Artifacts { key, outputs }))
+            }
+            Err(failures) => {
+                // Map naga's positions in the preprocessed text back to the sources.
+                let pre = db.get::<PreprocessQ>(variant)?.ok();
+                let diagnostics: Vec<Diagnostic> = failures
+                    .iter()
+                    .map(|(target, error)| {
+                        let d = Diagnostic::from_compile(error, pre.as_deref()).for_variant(&key);
+                        match target {
+                            Some(t) => d.for_target(*t),
+                            None => d,
+                        }
+                    })
+                    .collect();
+                Ok(Err(Arc::from(diagnostics)))
+            }
+        }
+    }
+}
