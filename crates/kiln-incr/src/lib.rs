@@ -1,1 +1,138 @@
-//! kiln-incr: a salsa-style incremental engine.
+//! kiln-incr: a salsa-style incremental computation engine whose LRU keeps dependency
+//! information, so that evicting a value never causes spurious re-execution.
+//!
+//! # Model
+//!
+//! - **Inputs** ([`Input`]) are set from outside with [`Database::set_input`] (or removed
+//!   with [`Database::remove_input`]); each change starts a new [`Revision`]. Each input
+//!   has a [`Durability`].
+//! - **Derived queries** ([`Query`]) are pure functions of their key and of what they read
+//!   through the database. Their results are memoized per key.
+//! - Fetching ([`Database::get`]) returns the memo if it was verified in the current
+//!   revision; otherwise the memo is verified **shallowly** (nothing of its durability
+//!   changed since it was verified) or **deeply** (each dependency edge, in order, did
+//!   not change), and re-executed only if a dependency really changed. A re-executed
+//!   query whose value is equal keeps its `changed_at` (**backdating**, early cutoff).
+//!
+//! # Design decisions
+//!
+//! - **Eviction keeps everything but the value** (founding document, seed 003). An LRU
+//!   per query ([`Database::set_lru_capacity`], [`Database::set_lru_bytes`]) drops only
+//!   the value and keeps `verified_at`, `changed_at`, the edges, and a 128-bit fingerprint
+//!   of the value ([`Query::fingerprint`]). Dependents verify through an evicted memo
+//!   without re-executing it, and a re-executed memo whose old value was evicted is still
+//!   backdated when its fingerprint is unchanged (salsa loses early cutoff there).
+//!   Inputs and memos that made untracked reads are never evicted.
+//! - **Eviction happens only at revision boundaries** (setting an input,
+//!   [`Database::synthetic_write`]) or on [`Database::evict`], under `&mut Database`. The
+//!   hit path takes no lock for LRU bookkeeping: a memo records the first time it is used
+//!   in each revision with one relaxed counter increment, and victims are chosen at the
+//!   boundary.
+//! - **Dense ids, plain-data memos.** Keys are interned per query into dense `u32`
+//!   indices; memos live in append-only pages and are found through a lock-free index.
+//!   A dependency edge is a `(query id, key index)` pair of `u32`s, not a pointer, so
+//!   memos can later be written to disk as they are.
+//! - **Errors travel as values.** [`Query::execute`] returns `Result<Value, QueryError>`
+//!   and nested fetches propagate engine errors with `?`. A panic inside `execute` is
+//!   caught where it happens and becomes [`QueryError::Panicked`]. A cycle becomes
+//!   [`QueryError::Cycle`] naming its members. No error is memoized: the memo keeps its
+//!   last good state and a later fetch retries.
+//! - **Single flight.** `&Database` is `Sync`. Each `(query, key)` is executed or verified
+//!   by one thread at a time; other threads block and then share its result (or its
+//!   error). A wait-for graph between threads detects cross-thread cycles.
+//! - **Events are free when unobserved**: with no listener
+//!   ([`Database::set_event_listener`]) each event site is a single branch.
+//!
+//! # Example
+//!
+//! ```
+//! use kiln_incr::{Database, Durability, Input, Query, QueryError};
+//!
+//! /// Source text per file name.
+//! struct Source;
+//! impl Input for Source {
+//!     type Key = String;
+//!     type Value = String;
+//!     const NAME: &'static str = "source";
+//! }
+//!
+//! /// Number of lines of a file (0 when the file is missing).
+//! struct LineCount;
+//! impl Query for LineCount {
+//!     type Key = String;
+//!     type Value = usize;
+//!     const NAME: &'static str = "line_count";
+//!     fn execute(db: &Database, file: &String) -> Result<usize, QueryError> {
+//!         Ok(db.input::<Source>(file).map_or(0, |text| text.lines().count()))
+//!     }
+//! }
+//!
+//! /// Total lines over a list of files.
+//! struct TotalLines;
+//! impl Query for TotalLines {
+//!     type Key = Vec<String>;
+//!     type Value = usize;
+//!     const NAME: &'static str = "total_lines";
+//!     fn execute(db: &Database, files: &Vec<String>) -> Result<usize, QueryError> {
+//!         let mut total = 0;
+//!         for file in files {
+//!             total += db.get::<LineCount>(file)?; // engine errors propagate with `?`
+//!         }
+//!         Ok(total)
+//!     }
+//! }
+//!
+//! let mut db = Database::default();
+//! db.set_input::<Source>("a".into(), "x\ny".into(), Durability::Low);
+//! db.set_input::<Source>("b".into(), "z".into(), Durability::High);
+//! db.set_lru_capacity::<LineCount>(1000);
+//! let files = vec!["a".to_string(), "b".to_string()];
+//! assert_eq!(db.get::<TotalLines>(&files)?, 3);
+//!
+//! // Same line count: `line_count(a)` re-executes, is backdated, `total_lines` does not run.
+//! db.set_input::<Source>("a".into(), "x\nw".into(), Durability::Low);
+//! assert_eq!(db.get::<TotalLines>(&files)?, 3);
+//!
+//! db.remove_input::<Source>(&"b".to_string());
+//! assert_eq!(db.get::<TotalLines>(&files)?, 2);
+//! # Ok::<(), QueryError>(())
+//! ```
+//!
+//! # Limits
+//!
+//! - Queries must be deterministic functions of what they read.
+//! - Fetches made on *other* threads from inside a query (e.g. rayon inside `execute`)
+//!   are not recorded as its dependencies, and a thread blocked in a nested
+//!   work-stealing pool may run unrelated work under the query's frame. Fan out in
+//!   parallel at the top level (outside queries) instead.
+//! - Verification recurses along dependency chains; extremely deep chains (tens of
+//!   thousands of levels) can exhaust the stack.
+
+#![deny(missing_docs)]
+
+mod active;
+mod backdate;
+mod cycle;
+mod database;
+mod derived;
+mod durability;
+mod error;
+mod event;
+mod eviction;
+mod execute;
+mod fetch;
+mod ingredient;
+mod input;
+mod memo;
+mod query;
+mod revision;
+mod sync;
+mod table;
+mod verify;
+
+pub use database::{Database, MemoInfo, MemoStats, QueryHandle};
+pub use durability::Durability;
+pub use error::{QueryError, QueryFrame};
+pub use event::{Event, EventKind};
+pub use query::{Fingerprint, Input, Query, QueryKey};
+pub use revision::Revision;

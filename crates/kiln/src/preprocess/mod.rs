@@ -1,1 +1,159 @@
-//! The preprocessor.
+//! The preprocessor: turns one shader source, a language and a keyword set into the text naga
+//! compiles, with includes expanded, conditionals resolved, macros substituted, comments
+//! removed, and a map from every output line back to its file and line.
+//!
+//! # Use
+//!
+//! ```
+//! use std::path::Path;
+//! use kiln::compile::SourceLanguage;
+//! use kiln::preprocess::{preprocess, MemoryLoader, PreprocessRequest};
+//!
+//! let mut files = MemoryLoader::new();
+//! files.insert("shaders/lit.wgsl", "#include \"common.wgsl\"\n#ifdef FOG\nconst fog = 1;\n#endif\n");
+//! files.insert("shaders/common.wgsl", "// shared\nconst pi = 3.14;\n");
+//! let out = preprocess(
+//!     &PreprocessRequest {
+//!         entry: Path::new("shaders/lit.wgsl"),
+//!         language: SourceLanguage::Wgsl,
+//!         keywords: &["FOG"],
+//!         defines: &[],
+//!     },
+//!     &files,
+//! )
+//! .unwrap();
+//! assert_eq!(out.text, "const pi = 3.14;\nconst fog = 1;\n");
+//! let first = out.line_map.origin(1).unwrap();
+//! assert_eq!((first.file, first.line), (Path::new("shaders/common.wgsl"), 2));
+//! ```
+//!
+//! # Language
+//!
+//! Directives: `#include "path"`, `#define NAME [value]` (object-like only), `#undef`,
+//! `#ifdef`, `#ifndef`, `#if`, `#elif`, `#else`, `#endif`, `#error`, `#pragma once`, and `#`
+//! alone. For GLSL, `#version`, `#extension` and other `#pragma`s pass through as written, and
+//! `#version` must come before any code; for WGSL they are errors. `#line` and function-like
+//! macros are refused with a clear error. `#if` expressions are described in `expr`.
+//! Directives inside a false group are not checked, except for the nesting of conditionals
+//! (as in C). Lines cannot be continued with `\`.
+//!
+//! The variant's keywords are defined as `1` before the first line, then the caller's
+//! defines. Defining a macro again with a different value is an error.
+//!
+//! # Paths
+//!
+//! All paths are project-root-relative and `/`-separated (see [`resolve_include`]): an include
+//! is relative to the including file, and a path that is absolute, uses `\`, or leaves the
+//! root is an error. Sources come only through a [`SourceLoader`], never from the disk
+//! directly, so that the pipeline can record each read as a dependency.
+//!
+//! # Output
+//!
+//! Comments are removed (each becomes one space), blank lines dropped and trailing
+//! whitespace trimmed, so that editing a comment's text, or adding or removing whole comment
+//! or blank lines anywhere, leaves [`Preprocessed::text`] byte-identical (the line map does
+//! change). No `#line` is emitted (naga's WGSL front end rejects it): use
+//! [`Preprocessed::line_map`] to map naga's diagnostics back to the sources.
+//!
+//! [`include_closure`] lists every file any variant could include, for hashing into the
+//! shader's source revision.
+
+mod cache;
+mod closure;
+mod directive;
+mod driver;
+mod error;
+mod expr;
+mod lexer;
+mod line_map;
+mod loader;
+mod macros;
+mod path;
+
+pub use crate::compile::SourceLanguage;
+pub use cache::{CacheStats, Preprocessor};
+pub use closure::{include_closure, IncludeClosure, MissingInclude};
+pub use error::{PathProblem, PreprocessError, SourceLocation};
+pub use line_map::{LineMap, LineOrigin};
+pub use loader::{DiskLoader, MemoryLoader, SourceLoader};
+pub use path::{normalize_entry, resolve_include};
+
+use std::path::{Path, PathBuf};
+
+/// How deeply includes may nest. A file that includes itself (or a cycle) without a guard
+/// reaches this limit and is reported as an include cycle.
+pub const MAX_INCLUDE_DEPTH: usize = 64;
+
+/// What to preprocess.
+#[derive(Clone, Copy, Debug)]
+pub struct PreprocessRequest<'a> {
+    /// The shader's source file, project-root-relative.
+    pub entry: &'a Path,
+    /// WGSL or GLSL: decides which directives pass through to naga.
+    pub language: SourceLanguage,
+    /// The variant's keywords, each defined as `1`.
+    pub keywords: &'a [&'a str],
+    /// Further macros `(name, value)`, defined after the keywords.
+    pub defines: &'a [(&'a str, &'a str)],
+}
+
+/// The text naga compiles, and where each of its lines came from.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Preprocessed {
+    /// The preprocessed text; every line ends with `\n`.
+    pub text: String,
+    /// The origin of each line of `text`, and the files read.
+    pub line_map: LineMap,
+}
+
+impl Preprocessed {
+    /// The files read for this variant (entry first, each once, in first-read order).
+    pub fn files(&self) -> &[PathBuf] {
+        self.line_map.files()
+    }
+
+    /// Where 1-based output line `output_line` (as in naga's diagnostics) came from.
+    pub fn origin(&self, output_line: u32) -> Option<LineOrigin<'_>> {
+        self.line_map.origin(output_line)
+    }
+
+    /// Where byte `offset` of [`Self::text`] came from, with its 0-based byte column in the
+    /// output line (the same as in the source unless comments or macros before it on that
+    /// line changed its length).
+    pub fn origin_of_offset(&self, offset: usize) -> Option<(LineOrigin<'_>, u32)> {
+        let before = self.text.get(..offset)?;
+        let line_start = before.rfind('\n').map_or(0, |newline| newline + 1);
+        let line = before.bytes().filter(|&b| b == b'\n').count() + 1;
+        let origin = self.origin(u32::try_from(line).ok()?)?;
+        Some((origin, u32::try_from(offset - line_start).ok()?))
+    }
+}
+
+/// Preprocesses one variant of a shader. See the module documentation for the language;
+/// [`Preprocessor::preprocess`] does the same, reusing lexed files across calls.
+pub fn preprocess(
+    request: &PreprocessRequest<'_>,
+    loader: &dyn SourceLoader,
+) -> Result<Preprocessed, PreprocessError> {
+    preprocess_with(request, loader, None)
+}
+
+fn preprocess_with(
+    request: &PreprocessRequest<'_>,
+    loader: &dyn SourceLoader,
+    cache: Option<&Preprocessor>,
+) -> Result<Preprocessed, PreprocessError> {
+    let entry =
+        normalize_entry(request.entry).map_err(|problem| PreprocessError::InvalidEntryPath {
+            path: request.entry.to_path_buf(),
+            problem,
+        })?;
+    let mut driver = driver::Driver::new(request.language, loader, cache);
+    for keyword in request.keywords {
+        driver.predefine(keyword, "1")?;
+    }
+    for (name, value) in request.defines {
+        driver.predefine(name, value)?;
+    }
+    driver.run(entry)
+}

@@ -1,0 +1,122 @@
+//! kiln-incr against salsa 0.28 on the same five workloads, plus bytes per memo, in one process.
+//!
+//! These VMs have slow phases of up to 2x, so the two engines alternate rep by rep
+//! (kiln, salsa, kiln, ...) and every figure is reported as the median and the min of
+//! its reps. Neither engine has an event listener installed. Each rep asserts what
+//! executed (through a counter in the query bodies), so a figure cannot come from an
+//! engine that skipped or repeated work.
+//!
+//! Run: `cargo bench -p kiln-incr --bench vs_salsa`.
+
+#[path = "vs_salsa/counting_alloc.rs"]
+mod counting_alloc;
+#[path = "vs_salsa/kiln_side.rs"]
+mod kiln_side;
+#[path = "vs_salsa/salsa_side.rs"]
+mod salsa_side;
+#[path = "vs_salsa/shape.rs"]
+mod shape;
+
+/// One workload on one engine, set up and ready to be timed again and again.
+pub trait Rep {
+    /// Runs one timed rep and returns its figure in nanoseconds (per unit where the
+    /// workload has units, e.g. per fetch).
+    fn rep(&mut self) -> f64;
+}
+
+/// Timed reps per engine and workload (odd, so the median is one rep).
+const REPS: usize = 11;
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter argument picks workloads by name.
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|arg| !arg.starts_with("--"))
+        .collect();
+    let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
+
+    if wanted("hot_fetch") {
+        compare(
+            "hot_fetch",
+            "ns per cached fetch",
+            kiln_side::HotFetch::new(),
+            salsa_side::HotFetch::new(),
+        );
+    }
+    if wanted("deep_verify") {
+        compare(
+            "deep_verify",
+            "ns per memo deep-verified",
+            kiln_side::DeepVerify::new(),
+            salsa_side::DeepVerify::new(),
+        );
+    }
+    if wanted("lru_seed") {
+        compare(
+            "lru_seed",
+            "ns to re-read 100k outer queries",
+            kiln_side::LruSeed::new(),
+            salsa_side::LruSeed::new(),
+        );
+    }
+    if wanted("fan_in") {
+        compare(
+            "fan_in",
+            "ns to re-fetch a 100k-input sum after one change",
+            kiln_side::FanIn::new(),
+            salsa_side::FanIn::new(),
+        );
+    }
+    if wanted("parallel_hits") {
+        compare(
+            "parallel_hits",
+            "wall ns per hit, 2 threads",
+            kiln_side::ParallelHits::new(shape::PARALLEL_THREADS),
+            salsa_side::ParallelHits::new(shape::PARALLEL_THREADS),
+        );
+    }
+    // Context for `parallel_hits`: the same LRU hits on one thread, to show whether a
+    // second thread adds throughput or only contention.
+    if wanted("single_thread_hits") {
+        compare(
+            "single_thread_hits",
+            "wall ns per hit, 1 thread",
+            kiln_side::ParallelHits::new(1),
+            salsa_side::ParallelHits::new(1),
+        );
+    }
+    if wanted("memo_bytes") {
+        let kiln = kiln_side::memo_bytes();
+        let salsa = salsa_side::memo_bytes();
+        println!(
+            "vs_salsa memo_bytes kiln={kiln:.1} salsa={salsa:.1} ratio={:.3}",
+            kiln / salsa
+        );
+    }
+}
+
+/// Alternates the two engines rep by rep after one untimed warm-up each, then prints
+/// the workload's line (medians) followed by the mins.
+fn compare(name: &str, unit: &str, mut kiln: impl Rep, mut salsa: impl Rep) {
+    kiln.rep();
+    salsa.rep();
+    let mut kiln_ns = Vec::with_capacity(REPS);
+    let mut salsa_ns = Vec::with_capacity(REPS);
+    for _ in 0..REPS {
+        kiln_ns.push(kiln.rep());
+        salsa_ns.push(salsa.rep());
+    }
+    let (kiln_median, kiln_min) = median_and_min(&mut kiln_ns);
+    let (salsa_median, salsa_min) = median_and_min(&mut salsa_ns);
+    println!(
+        "vs_salsa {name} kiln_ns={kiln_median:.1} salsa_ns={salsa_median:.1} ratio={:.3} \
+         kiln_min_ns={kiln_min:.1} salsa_min_ns={salsa_min:.1} min_ratio={:.3} reps={REPS} unit=\"{unit}\"",
+        kiln_median / salsa_median,
+        kiln_min / salsa_min,
+    );
+}
+
+fn median_and_min(samples: &mut [f64]) -> (f64, f64) {
+    samples.sort_by(f64::total_cmp);
+    (samples[samples.len() / 2], samples[0])
+}

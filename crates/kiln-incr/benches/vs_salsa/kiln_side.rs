@@ -1,0 +1,384 @@
+//! TEMPORARY stand-in: salsa twice.
+
+use std::hint::black_box;
+use std::sync::Barrier;
+use std::time::Instant;
+
+use salsa::{Database, DatabaseImpl, Durability, Setter};
+
+use super::counting_alloc::live_bytes;
+use super::shape::{self, count_execution, executions};
+use super::Rep;
+
+#[salsa::input]
+struct Num {
+    #[returns(copy)]
+    value: u64,
+}
+
+#[salsa::input]
+struct NumList {
+    #[returns(ref)]
+    items: Vec<Num>,
+}
+
+fn new_nums(db: &DatabaseImpl, count: usize) -> Vec<Num> {
+    (0..count)
+        .map(|i| Num::new(db, shape::initial_input(i)))
+        .collect()
+}
+
+// ---- hot_fetch -------------------------------------------------------------------
+
+#[salsa::tracked(returns(copy))]
+fn hot_query(db: &dyn Database, num: Num) -> u64 {
+    count_execution();
+    shape::hot(num.value(db))
+}
+
+/// `hot_fetch`: cached fetches in one revision.
+pub struct HotFetch {
+    db: DatabaseImpl,
+    keys: Vec<Num>,
+    expected: u64,
+}
+
+impl HotFetch {
+    pub fn new() -> Self {
+        let db = DatabaseImpl::new();
+        let keys = new_nums(&db, shape::HOT_KEYS);
+        let expected = keys.iter().map(|&k| hot_query(&db, k)).sum();
+        HotFetch { db, keys, expected }
+    }
+}
+
+impl Rep for HotFetch {
+    fn rep(&mut self) -> f64 {
+        let before = executions();
+        let start = Instant::now();
+        for _ in 0..shape::HOT_PASSES {
+            let mut sum = 0u64;
+            for &key in &self.keys {
+                sum += hot_query(black_box(&self.db), black_box(key));
+            }
+            assert_eq!(black_box(sum), self.expected);
+        }
+        let elapsed = start.elapsed();
+        assert_eq!(executions(), before, "salsa hot_fetch executed a query");
+        elapsed.as_nanos() as f64 / (shape::HOT_PASSES * shape::HOT_KEYS) as f64
+    }
+}
+
+// ---- deep_verify -----------------------------------------------------------------
+
+#[salsa::tracked(returns(copy))]
+fn tree_leaf0(db: &dyn Database, num: Num) -> u64 {
+    count_execution();
+    shape::leaf(num.value(db), 0)
+}
+
+#[salsa::tracked(returns(copy))]
+fn tree_leaf1(db: &dyn Database, num: Num) -> u64 {
+    count_execution();
+    shape::leaf(num.value(db), 1)
+}
+
+#[salsa::tracked(returns(copy))]
+fn tree_leaf2(db: &dyn Database, num: Num) -> u64 {
+    count_execution();
+    shape::leaf(num.value(db), 2)
+}
+
+#[salsa::tracked(returns(copy))]
+fn tree_leaf3(db: &dyn Database, num: Num) -> u64 {
+    count_execution();
+    shape::leaf(num.value(db), 3)
+}
+
+#[salsa::tracked(returns(copy))]
+fn tree_left(db: &dyn Database, num: Num) -> u64 {
+    count_execution();
+    tree_leaf0(db, num) + tree_leaf1(db, num)
+}
+
+#[salsa::tracked(returns(copy))]
+fn tree_right(db: &dyn Database, num: Num) -> u64 {
+    count_execution();
+    tree_leaf2(db, num) + tree_leaf3(db, num)
+}
+
+#[salsa::tracked(returns(copy))]
+fn tree_root(db: &dyn Database, num: Num) -> u64 {
+    count_execution();
+    tree_left(db, num) + tree_right(db, num)
+}
+
+/// `deep_verify`: 256 trees re-verified after a write to a same-durability input nobody reads.
+pub struct DeepVerify {
+    db: DatabaseImpl,
+    roots: Vec<Num>,
+    bystander: Num,
+    bystander_value: u64,
+    expected: u64,
+}
+
+impl DeepVerify {
+    pub fn new() -> Self {
+        let db = DatabaseImpl::new();
+        let roots = new_nums(&db, shape::DEEP_ROOTS);
+        // Same (low) durability as the trees, so durability alone cannot skip them.
+        let bystander = Num::builder(0).durability(Durability::LOW).new(&db);
+        let expected = roots.iter().map(|&r| tree_root(&db, r)).sum();
+        let want: u64 = (0..shape::DEEP_ROOTS)
+            .map(|i| shape::tree_root(shape::initial_input(i)))
+            .sum();
+        assert_eq!(expected, want);
+        DeepVerify {
+            db,
+            roots,
+            bystander,
+            bystander_value: 0,
+            expected,
+        }
+    }
+}
+
+impl Rep for DeepVerify {
+    fn rep(&mut self) -> f64 {
+        let before = executions();
+        let mut timed_ns = 0u128;
+        for _ in 0..shape::DEEP_ROUNDS {
+            self.bystander_value += 1;
+            self.bystander
+                .set_value(&mut self.db)
+                .to(self.bystander_value);
+            let start = Instant::now();
+            let mut sum = 0u64;
+            for &root in &self.roots {
+                sum += tree_root(black_box(&self.db), black_box(root));
+            }
+            timed_ns += start.elapsed().as_nanos();
+            assert_eq!(black_box(sum), self.expected);
+        }
+        assert_eq!(executions(), before, "salsa deep_verify re-executed a query");
+        timed_ns as f64 / (shape::DEEP_ROUNDS * shape::DEEP_ROOTS * shape::DEEP_TREE_MEMOS) as f64
+    }
+}
+
+// ---- lru_seed --------------------------------------------------------------------
+
+#[salsa::tracked(returns(copy), lru = 1000)]
+fn seed_inner(db: &dyn Database, num: Num) -> u64 {
+    count_execution();
+    shape::seed_inner(num.value(db))
+}
+
+#[salsa::tracked(returns(copy))]
+fn seed_outer(db: &dyn Database, num: Num) -> u64 {
+    count_execution();
+    shape::seed_outer(seed_inner(db, num))
+}
+
+/// `lru_seed`: the founding test at 100,000 inputs; re-reads must execute nothing.
+pub struct LruSeed {
+    db: DatabaseImpl,
+    nums: Vec<Num>,
+    expected: u64,
+}
+
+impl LruSeed {
+    pub fn new() -> Self {
+        let mut db = DatabaseImpl::new();
+        seed_inner::set_lru_capacity(&mut db, shape::SEED_INNER_CAPACITY);
+        let nums = new_nums(&db, shape::SEED_INPUTS);
+        let before = executions();
+        let expected = nums.iter().map(|&n| seed_outer(&db, n)).sum();
+        assert_eq!(executions() - before, 2 * shape::SEED_INPUTS);
+        let want: u64 = (0..shape::SEED_INPUTS)
+            .map(|i| shape::seed_outer(shape::seed_inner(shape::initial_input(i))))
+            .sum();
+        assert_eq!(expected, want);
+        LruSeed { db, nums, expected }
+    }
+}
+
+impl Rep for LruSeed {
+    fn rep(&mut self) -> f64 {
+        // The revision boundary is where salsa evicts inner values beyond capacity.
+        self.db.synthetic_write(Durability::HIGH);
+        let before = executions();
+        let start = Instant::now();
+        let mut sum = 0u64;
+        for &num in &self.nums {
+            sum += seed_outer(black_box(&self.db), black_box(num));
+        }
+        let elapsed = start.elapsed();
+        assert_eq!(black_box(sum), self.expected);
+        assert_eq!(
+            executions(),
+            before,
+            "salsa lru_seed re-read executed a query"
+        );
+        elapsed.as_nanos() as f64
+    }
+}
+
+// ---- fan_in ----------------------------------------------------------------------
+
+#[salsa::tracked(returns(copy))]
+fn fan_sum(db: &dyn Database, list: NumList) -> u64 {
+    count_execution();
+    list.items(db).iter().map(|num| num.value(db)).sum()
+}
+
+/// `fan_in`: one query over 100,000 inputs, re-read after one of them changed.
+pub struct FanIn {
+    db: DatabaseImpl,
+    nums: Vec<Num>,
+    list: NumList,
+    round: u64,
+    base_sum: u64,
+}
+
+impl FanIn {
+    pub fn new() -> Self {
+        let db = DatabaseImpl::new();
+        let nums = new_nums(&db, shape::FAN_INPUTS);
+        let list = NumList::new(&db, nums.clone());
+        let base_sum: u64 = (0..shape::FAN_INPUTS).map(shape::initial_input).sum();
+        assert_eq!(fan_sum(&db, list), base_sum);
+        FanIn {
+            db,
+            nums,
+            list,
+            round: 0,
+            base_sum,
+        }
+    }
+}
+
+impl Rep for FanIn {
+    fn rep(&mut self) -> f64 {
+        self.round += 1;
+        let edit = shape::fan_edit(self.round);
+        self.nums[shape::FAN_CHANGED_INPUT]
+            .set_value(&mut self.db)
+            .to(edit);
+        let expected =
+            self.base_sum - shape::initial_input(shape::FAN_CHANGED_INPUT) + edit;
+        let before = executions();
+        let start = Instant::now();
+        let sum = fan_sum(black_box(&self.db), black_box(self.list));
+        let elapsed = start.elapsed();
+        assert_eq!(sum, expected);
+        assert_eq!(executions() - before, 1, "salsa fan_in must execute once");
+        elapsed.as_nanos() as f64
+    }
+}
+
+// ---- parallel_hits ---------------------------------------------------------------
+
+#[salsa::tracked(returns(copy), lru = 2000)]
+fn parallel_query(db: &dyn Database, num: Num) -> u64 {
+    count_execution();
+    shape::parallel_value(num.value(db))
+}
+
+fn parallel_pass_sum(db: &DatabaseImpl, keys: &[Num], offset: usize) -> u64 {
+    let mut sum = 0u64;
+    for pass in 0..shape::PARALLEL_PASSES {
+        for i in 0..keys.len() {
+            let key = keys[(i + offset + pass) % keys.len()];
+            sum = sum.wrapping_add(parallel_query(black_box(db), black_box(key)));
+        }
+    }
+    sum
+}
+
+/// `parallel_hits`: `threads` threads of cached hits on an LRU-enabled query.
+pub struct ParallelHits {
+    db: DatabaseImpl,
+    keys: Vec<Num>,
+    threads: usize,
+    expected_per_thread: u64,
+}
+
+impl ParallelHits {
+    pub fn new(threads: usize) -> Self {
+        let mut db = DatabaseImpl::new();
+        parallel_query::set_lru_capacity(&mut db, shape::PARALLEL_CAPACITY);
+        let keys = new_nums(&db, shape::PARALLEL_KEYS);
+        let one_pass: u64 = keys.iter().map(|&k| parallel_query(&db, k)).sum();
+        ParallelHits {
+            db,
+            keys,
+            threads,
+            expected_per_thread: one_pass.wrapping_mul(shape::PARALLEL_PASSES as u64),
+        }
+    }
+}
+
+impl Rep for ParallelHits {
+    fn rep(&mut self) -> f64 {
+        let before = executions();
+        let threads = self.threads;
+        let barrier = Barrier::new(threads + 1);
+        // salsa shares one storage between handles; each thread reads through its own clone.
+        let handles: Vec<DatabaseImpl> = (0..threads)
+            .map(|_| self.db.clone())
+            .collect();
+        let keys = &self.keys;
+        let barrier = &barrier;
+        let (elapsed, sums) = std::thread::scope(|scope| {
+            let threads: Vec<_> = handles
+                .into_iter()
+                .enumerate()
+                .map(|(t, db)| {
+                    scope.spawn(move || {
+                        barrier.wait();
+                        parallel_pass_sum(&db, keys, t * keys.len() / threads)
+                    })
+                })
+                .collect();
+            barrier.wait();
+            let start = Instant::now();
+            let sums: Vec<u64> = threads
+                .into_iter()
+                .map(|t| t.join().expect("salsa parallel_hits thread panicked"))
+                .collect();
+            (start.elapsed(), sums)
+        });
+        for sum in sums {
+            assert_eq!(sum, self.expected_per_thread);
+        }
+        assert_eq!(executions(), before, "salsa parallel_hits executed a query");
+        let hits = threads * shape::PARALLEL_PASSES * shape::PARALLEL_KEYS;
+        elapsed.as_nanos() as f64 / hits as f64
+    }
+}
+
+// ---- memo_bytes ------------------------------------------------------------------
+
+#[salsa::tracked(returns(copy))]
+fn memo_query(db: &dyn Database, num: Num) -> u64 {
+    count_execution();
+    shape::memo_value(num.value(db))
+}
+
+/// Live heap bytes added per memo of a one-input derived function.
+pub fn memo_bytes() -> f64 {
+    let db = DatabaseImpl::new();
+    // Register the ingredient first so its one-off tables are not charged to the memos.
+    let warm = Num::new(&db, 0);
+    assert_eq!(memo_query(&db, warm), shape::memo_value(0));
+    let nums = new_nums(&db, shape::MEMO_BYTES_KEYS);
+    let before = live_bytes();
+    let mut sum = 0u64;
+    for &num in &nums {
+        sum = sum.wrapping_add(memo_query(&db, num));
+    }
+    let after = live_bytes();
+    black_box(sum);
+    drop(db);
+    (after - before) as f64 / shape::MEMO_BYTES_KEYS as f64
+}

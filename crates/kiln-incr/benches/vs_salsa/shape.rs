@@ -1,0 +1,100 @@
+//! The workload shapes both engines run: sizes, the values queries compute, and the execution counter.
+//!
+//! Keeping the arithmetic here means the two engine halves cannot drift apart: each
+//! side's query bodies call these functions and each rep checks its result against them.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Distinct keys fetched round-robin by `hot_fetch`.
+pub const HOT_KEYS: usize = 256;
+/// Passes over `HOT_KEYS` per timed rep.
+pub const HOT_PASSES: usize = 2_000;
+
+/// Roots of `deep_verify`; each root owns a 7-query tree.
+pub const DEEP_ROOTS: usize = 256;
+/// Memos in one tree: root, two branches, four leaves.
+pub const DEEP_TREE_MEMOS: usize = 7;
+/// Unrelated-write-then-verify rounds summed into one rep.
+pub const DEEP_ROUNDS: usize = 20;
+
+/// Inputs (and outer queries) of the scaled seed scenario.
+pub const SEED_INPUTS: usize = 100_000;
+/// LRU capacity of the seed scenario's inner query.
+pub const SEED_INNER_CAPACITY: usize = 1_000;
+
+/// Inputs summed by the `fan_in` query.
+pub const FAN_INPUTS: usize = 100_000;
+/// The input `fan_in` changes before each timed re-fetch.
+pub const FAN_CHANGED_INPUT: usize = FAN_INPUTS / 2;
+
+/// Keys of the LRU-enabled query hit by `parallel_hits`.
+pub const PARALLEL_KEYS: usize = 1_000;
+/// LRU capacity of that query: larger than the key count, so every fetch is a hit.
+pub const PARALLEL_CAPACITY: usize = 2_000;
+/// Threads hitting the query at once (the single-thread figure is printed beside it).
+pub const PARALLEL_THREADS: usize = 2;
+/// Passes over all keys per thread per rep.
+pub const PARALLEL_PASSES: usize = 200;
+
+/// Memos created to measure bytes per memo.
+pub const MEMO_BYTES_KEYS: usize = 100_000;
+
+/// Query bodies of both engines bump this, so a rep can assert exactly what executed
+/// without installing an event listener (which would tax the hit path being measured).
+pub static EXECUTIONS: AtomicUsize = AtomicUsize::new(0);
+
+/// Records one query execution.
+#[inline]
+pub fn count_execution() {
+    EXECUTIONS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Query executions so far, across both engines.
+pub fn executions() -> usize {
+    EXECUTIONS.load(Ordering::Relaxed)
+}
+
+/// The value stored in input `index` before any edit.
+pub fn initial_input(index: usize) -> u64 {
+    index as u64
+}
+
+/// `hot_fetch`'s derived query over one input.
+pub fn hot(input: u64) -> u64 {
+    input.wrapping_mul(3).wrapping_add(1)
+}
+
+/// Leaf `which` (0..4) of a `deep_verify` tree.
+pub fn leaf(input: u64, which: u64) -> u64 {
+    input + which + 1
+}
+
+/// What a `deep_verify` root returns for its input.
+pub fn tree_root(input: u64) -> u64 {
+    4 * input + 10
+}
+
+/// The seed scenario's inner query.
+pub fn seed_inner(input: u64) -> u64 {
+    input.wrapping_mul(2)
+}
+
+/// The seed scenario's outer query, given the inner value.
+pub fn seed_outer(inner: u64) -> u64 {
+    inner.wrapping_add(1)
+}
+
+/// `parallel_hits`'s LRU-enabled query.
+pub fn parallel_value(input: u64) -> u64 {
+    input ^ 0x5555
+}
+
+/// The one-input function whose memos `memo_bytes` weighs.
+pub fn memo_value(input: u64) -> u64 {
+    input.wrapping_add(7)
+}
+
+/// The value `fan_in` writes into its changed input on rep number `round` (never the initial one).
+pub fn fan_edit(round: u64) -> u64 {
+    1_000_000 + round
+}

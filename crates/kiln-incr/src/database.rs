@@ -1,0 +1,371 @@
+//! The database: revisions, the registry of query and input tables, the user context, the
+//! event listener, and the public operations (fetch, set, evict, configure).
+
+use std::any::TypeId;
+use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::active;
+use crate::derived::DerivedTable;
+use crate::durability::Durability;
+use crate::error::QueryError;
+use crate::event::{Event, EventKind, Listener};
+use crate::ingredient::{invariant_broken, Ingredient, IngredientSlot};
+use crate::input::InputTable;
+use crate::memo::{Edge, PRESENT};
+use crate::query::{Input, Query};
+use crate::revision::{DurabilityClock, Revision};
+use crate::sync::WaitTable;
+use crate::table::KeyTable;
+
+static NEXT_DATABASE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// An incremental database with a user context `C` (services the queries use without
+/// tracking, such as a compiler handle or a disk store).
+///
+/// `&Database` is `Sync`: fetch from as many threads as you like. Changing inputs takes
+/// `&mut self`, so no query runs while a new revision begins.
+pub struct Database<C = ()> {
+    pub(crate) id: u64,
+    context: C,
+    clock: DurabilityClock,
+    ingredients: KeyTable<IngredientSlot<C>>,
+    pub(crate) waits: WaitTable,
+    listener: Option<Listener>,
+}
+
+impl<C: Default + Send + Sync + 'static> Default for Database<C> {
+    fn default() -> Self {
+        Database::new(C::default())
+    }
+}
+
+/// What the engine knows about one memo (for tests, tools and `kiln explain`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MemoInfo {
+    /// Last revision at which the memo was known valid.
+    pub verified_at: Revision,
+    /// Revision in which its value last changed (kept by backdating).
+    pub changed_at: Revision,
+    /// Minimum durability over what it read.
+    pub durability: Durability,
+    /// Whether it holds a value (false once evicted).
+    pub has_value: bool,
+    /// Whether its last execution made an untracked read.
+    pub untracked: bool,
+}
+
+/// Value counts of one derived query.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MemoStats {
+    /// Keys ever fetched (one memo slot each).
+    pub keys: usize,
+    /// Evictable values held (untracked memos are not counted).
+    pub values: usize,
+    /// Their total [`Query::size_bytes`].
+    pub value_bytes: usize,
+}
+
+impl<C: Send + Sync + 'static> Database<C> {
+    /// A database at revision 1 with no inputs, holding `context`.
+    pub fn new(context: C) -> Self {
+        Database {
+            id: NEXT_DATABASE_ID.fetch_add(1, Ordering::Relaxed),
+            context,
+            clock: DurabilityClock::new(),
+            ingredients: KeyTable::new(),
+            waits: WaitTable::new(),
+            listener: None,
+        }
+    }
+
+    /// The user context: untracked services available to queries.
+    pub fn context(&self) -> &C {
+        &self.context
+    }
+
+    /// The user context, mutably (between revisions).
+    pub fn context_mut(&mut self) -> &mut C {
+        &mut self.context
+    }
+
+    /// The current revision.
+    pub fn revision(&self) -> Revision {
+        self.clock.current()
+    }
+
+    // ----- fetching ------------------------------------------------------------------
+
+    /// The value of query `Q` for `key` at the current revision: memoized, verified, or
+    /// executed. Inside a query, the read is recorded as a dependency.
+    ///
+    /// Errors: [`QueryError::Cycle`] when `Q(key)` (transitively) depends on itself,
+    /// [`QueryError::Panicked`] when it or a dependency panicked. Nothing failed is
+    /// memoized: the database stays usable and a later fetch tries again.
+    #[inline]
+    pub fn get<Q: Query<C>>(&self, key: &Q::Key) -> Result<Q::Value, QueryError> {
+        self.derived::<Q>().fetch(self, key)
+    }
+
+    /// A handle on query `Q` that skips the per-call table lookup: the fast path for
+    /// fetching many keys of one query.
+    #[inline]
+    pub fn query<Q: Query<C>>(&self) -> QueryHandle<'_, Q, C> {
+        QueryHandle {
+            db: self,
+            table: self.derived::<Q>(),
+        }
+    }
+
+    /// Reads input `I` at `key` (`None` when never set or removed). Inside a query, the
+    /// read is recorded as a dependency, also when the key is missing, so that setting it
+    /// later invalidates the reader.
+    pub fn input<I: Input>(&self, key: &I::Key) -> Option<I::Value> {
+        self.input_table::<I>().read(self.id, key)
+    }
+
+    /// Marks the executing query as having read state the engine cannot see: its memo is
+    /// re-executed in every new revision and never evicted.
+    pub fn report_untracked_read(&self) {
+        active::record_untracked_read(self.id, self.clock.current());
+    }
+
+    /// The memoized value of `Q(key)` if it is verified at the current revision, without
+    /// executing or verifying anything and without recording a dependency.
+    pub fn peek<Q: Query<C>>(&self, key: &Q::Key) -> Option<Q::Value> {
+        let table = self.derived::<Q>();
+        let slot = table.slot(table.lookup(key)?);
+        if slot.stamp.load(Ordering::Acquire) != self.clock.current().as_u32() | PRESENT {
+            return None;
+        }
+        // SAFETY: we observed `stamp == current | PRESENT` under `&self`.
+        unsafe { slot.verified_value() }.cloned()
+    }
+
+    /// What the engine knows about the memo of `Q(key)`; `None` if never fetched.
+    pub fn memo_info<Q: Query<C>>(&self, key: &Q::Key) -> Option<MemoInfo> {
+        let table = self.derived::<Q>();
+        let slot = table.slot(table.lookup(key)?);
+        let stamp = slot.stamp.load(Ordering::Acquire);
+        Some(MemoInfo {
+            verified_at: Revision::from_u32(stamp & !PRESENT),
+            changed_at: slot.changed_at(),
+            durability: slot.durability(),
+            has_value: stamp & PRESENT != 0,
+            untracked: slot.is_untracked(),
+        })
+    }
+
+    /// How many values query `Q` holds.
+    pub fn memo_stats<Q: Query<C>>(&self) -> MemoStats {
+        let table = self.derived::<Q>();
+        MemoStats {
+            keys: table.slots.len() as usize,
+            values: table.lru.live_count.load(Ordering::Relaxed),
+            value_bytes: table.lru.live_bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    // ----- changing inputs (revision boundaries) ------------------------------------
+
+    /// Sets input `I` at `key`. A different value (or durability) starts a new revision;
+    /// an equal value with the same durability changes nothing.
+    pub fn set_input<I: Input>(&mut self, key: I::Key, value: I::Value, durability: Durability) {
+        self.write_input::<I>(key, Some(value), durability);
+    }
+
+    /// Removes input `I` at `key` (e.g. a deleted file): readers then see `None`.
+    pub fn remove_input<I: Input>(&mut self, key: &I::Key) {
+        self.write_input::<I>(key.clone(), None, Durability::Low);
+    }
+
+    /// Starts a new revision as if an input of `durability` had changed.
+    pub fn synthetic_write(&mut self, durability: Durability) {
+        self.clock.new_revision(durability);
+        self.at_boundary();
+    }
+
+    /// Evicts now (without a new revision) whatever the LRU budgets do not allow.
+    pub fn evict(&mut self) {
+        self.at_boundary();
+    }
+
+    /// Bounds how many values of `Q` survive a revision boundary (0 = unbounded).
+    pub fn set_lru_capacity<Q: Query<C>>(&self, capacity: usize) {
+        self.derived::<Q>()
+            .lru
+            .capacity
+            .store(capacity, Ordering::Relaxed);
+    }
+
+    /// Bounds the total [`Query::size_bytes`] of `Q`'s values surviving a revision
+    /// boundary (0 = unbounded).
+    pub fn set_lru_bytes<Q: Query<C>>(&self, bytes: usize) {
+        self.derived::<Q>()
+            .lru
+            .byte_budget
+            .store(bytes, Ordering::Relaxed);
+    }
+
+    /// Installs `listener`, called (from any thread) for every [`Event`]. Without a
+    /// listener, events cost one branch.
+    pub fn set_event_listener(&mut self, listener: impl Fn(&Event<'_>) + Send + Sync + 'static) {
+        self.listener = Some(Box::new(listener));
+    }
+
+    /// Removes the event listener.
+    pub fn clear_event_listener(&mut self) {
+        self.listener = None;
+    }
+
+    // ----- internals -----------------------------------------------------------------
+
+    fn write_input<I: Input>(&mut self, key: I::Key, value: Option<I::Value>, durability: Durability) {
+        let id = self.input_table::<I>().id;
+        let Database {
+            clock,
+            ingredients,
+            listener,
+            ..
+        } = self;
+        let Some(table) = ingredients
+            .get_mut(id)
+            .and_then(|slot| slot.downcast_mut::<InputTable<I>>())
+        else {
+            invariant_broken("an input table changed type");
+        };
+        let changed = table.write(key.clone(), value, durability, |old| clock.new_revision(old));
+        if !changed {
+            return;
+        }
+        if let Some(listener) = listener {
+            listener(&Event {
+                kind: EventKind::DidSetInput,
+                query: I::NAME,
+                key: &key,
+                revision: clock.current(),
+            });
+        }
+        self.at_boundary();
+    }
+
+    /// Revision-boundary work: LRU eviction and freeing retired index tables.
+    fn at_boundary(&mut self) {
+        let revision = self.clock.current();
+        let listener = self.listener.as_ref();
+        self.ingredients.for_each_mut(|_, slot| {
+            slot.ingredient_mut().at_boundary(listener, revision);
+        });
+        self.ingredients.release_retired();
+    }
+
+    #[inline]
+    pub(crate) fn current_revision(&self) -> Revision {
+        self.clock.current()
+    }
+
+    #[inline]
+    pub(crate) fn last_changed(&self, durability: Durability) -> Revision {
+        self.clock.last_changed(durability)
+    }
+
+    /// The table of `T`, registering it (with id = its index) on first use.
+    #[inline]
+    fn ingredient<T: Ingredient<C>>(&self, make: impl FnOnce(u32) -> T) -> &T {
+        let type_id = TypeId::of::<T>();
+        let index = self
+            .ingredients
+            .intern(&type_id, |id| IngredientSlot::new(make(id)));
+        match self.ingredients.get(index).and_then(IngredientSlot::downcast::<T>) {
+            Some(table) => table,
+            None => invariant_broken("an ingredient table changed type"),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn derived<Q: Query<C>>(&self) -> &DerivedTable<Q, C> {
+        self.ingredient(DerivedTable::<Q, C>::new)
+    }
+
+    fn input_table<I: Input>(&self) -> &InputTable<I> {
+        self.ingredient(InputTable::<I>::new)
+    }
+
+    pub(crate) fn ingredient_by_id(&self, id: u32) -> Option<&dyn Ingredient<C>> {
+        self.ingredients.get(id).map(IngredientSlot::ingredient)
+    }
+
+    /// Whether the memo or input `edge` changed after `after` (verifying it now).
+    pub(crate) fn maybe_changed_after(&self, edge: Edge, after: Revision) -> Result<bool, QueryError> {
+        match self.ingredient_by_id(edge.query) {
+            Some(ingredient) => ingredient.maybe_changed_after(self, edge.key, after),
+            None => invariant_broken("an edge names an unknown query"),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn record_read(&self, edge: Edge, durability: Durability, changed_at: Revision) {
+        active::record_read(self.id, edge, durability, changed_at);
+    }
+
+    /// Sends an event if a listener is installed.
+    #[inline]
+    pub(crate) fn emit(&self, kind: EventKind, query: &'static str, key: &dyn Debug) {
+        if let Some(listener) = &self.listener {
+            listener(&Event {
+                kind,
+                query,
+                key,
+                revision: self.clock.current(),
+            });
+        }
+    }
+
+    /// Sends an event about the memo `edge` if a listener is installed.
+    #[inline]
+    pub(crate) fn emit_for(&self, kind: EventKind, edge: Edge) {
+        if self.listener.is_none() {
+            return;
+        }
+        if let Some(ingredient) = self.ingredient_by_id(edge.query) {
+            ingredient.with_key(edge.key, &mut |query, key| self.emit(kind, query, key));
+        }
+    }
+}
+
+/// A handle on one query of a database ([`Database::query`]): fetches without looking up
+/// the query's table each time.
+pub struct QueryHandle<'db, Q: Query<C>, C = ()> {
+    db: &'db Database<C>,
+    table: &'db DerivedTable<Q, C>,
+}
+
+impl<Q: Query<C>, C> Clone for QueryHandle<'_, Q, C> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<Q: Query<C>, C> Copy for QueryHandle<'_, Q, C> {}
+
+impl<'db, Q: Query<C>, C: Send + Sync + 'static> QueryHandle<'db, Q, C> {
+    /// Same as [`Database::get`].
+    #[inline]
+    pub fn get(&self, key: &Q::Key) -> Result<Q::Value, QueryError> {
+        self.table.fetch(self.db, key)
+    }
+
+    /// The database this handle fetches from.
+    pub fn database(&self) -> &'db Database<C> {
+        self.db
+    }
+}
+
+/// Compile-time check: `&Database` can be shared between threads.
+#[allow(dead_code)]
+fn assert_database_is_sync() {
+    fn is_sync<T: Sync + Send>() {}
+    is_sync::<Database<()>>();
+}

@@ -1,0 +1,93 @@
+//! Executing a query: running the user's function under a fresh read-recording frame,
+//! catching panics, then storing the value with its revisions (backdated when equal).
+
+use std::any::Any;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+
+use crate::active;
+use crate::database::Database;
+use crate::derived::DerivedTable;
+use crate::error::QueryError;
+use crate::event::EventKind;
+use crate::ingredient::invariant_broken;
+use crate::memo::{DerivedSlot, Memo, PRESENT};
+use crate::query::Query;
+use crate::revision::Revision;
+
+impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
+    /// Runs `Q::execute` for the key at `index` and stores the result.
+    ///
+    /// Preconditions: this thread holds `slot.claim`; `memo` is the slot's memo and
+    /// `verified_at` the revision its current contents were last verified at.
+    pub(crate) fn execute(
+        &self,
+        db: &Database<C>,
+        index: u32,
+        slot: &DerivedSlot<Q::Key, Q::Value>,
+        memo: &mut Memo<Q::Value>,
+        verified_at: Revision,
+    ) -> Result<Q::Value, QueryError> {
+        db.emit(EventKind::WillExecute, Q::NAME, &slot.key);
+        let depth = active::push_frame(db.id);
+        let outcome = panic::catch_unwind(AssertUnwindSafe(|| Q::execute(db, &slot.key)));
+        let reads = active::pop_frame(depth);
+        let value = match outcome {
+            Ok(Ok(value)) => value,
+            Ok(Err(error)) => return Err(error),
+            Err(payload) => {
+                return Err(QueryError::Panicked {
+                    frame: db.frame_of(self.edge(index)),
+                    message: panic_message(&*payload),
+                })
+            }
+        };
+        let Some(reads) = reads else {
+            invariant_broken("the execution's read frame vanished");
+        };
+        let current = db.current_revision();
+        if verified_at == current {
+            // The memo was verified this revision and then evicted (explicit `evict`):
+            // its inputs are those it was verified against, so only the value is refilled;
+            // dependents may already have read its revisions.
+            self.store_value(slot, memo, value.clone(), slot.is_untracked());
+            slot.stamp
+                .store(current.as_u32() | PRESENT, Ordering::Release);
+            return Ok(value);
+        }
+        let mut changed_at = if reads.untracked {
+            current
+        } else if verified_at == Revision::NEVER {
+            reads.changed_at
+        } else {
+            // The value may differ from what dependents read at `verified_at` or earlier.
+            reads.changed_at.max(verified_at.next())
+        };
+        if verified_at != Revision::NEVER
+            && self.can_backdate(memo, &value, slot.durability(), reads.durability)
+        {
+            changed_at = slot.changed_at();
+            db.emit(EventKind::Backdated, Q::NAME, &slot.key);
+        }
+        let was_untracked = slot.is_untracked();
+        memo.edges = reads.edges;
+        self.replace_value(slot, memo, value.clone(), was_untracked, reads.untracked);
+        slot.changed_at
+            .store(changed_at.as_u32(), Ordering::Release);
+        slot.set_durability(reads.durability, reads.untracked);
+        slot.stamp
+            .store(current.as_u32() | PRESENT, Ordering::Release);
+        Ok(value)
+    }
+}
+
+/// The text of a panic payload, when it is a string.
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "<non-string panic payload>".to_owned()
+    }
+}

@@ -1,0 +1,133 @@
+//! Input storage: values set from outside, read (and recorded as dependencies) by queries.
+
+use std::fmt::Debug;
+
+use crate::active;
+use crate::database::Database;
+use crate::durability::Durability;
+use crate::error::QueryError;
+use crate::event::Listener;
+use crate::ingredient::Ingredient;
+use crate::memo::Edge;
+use crate::query::Input;
+use crate::revision::Revision;
+use crate::table::{KeyTable, Keyed};
+
+/// One input key. Mutated only under `&mut Database`, so plain fields suffice.
+pub(crate) struct InputSlot<K, V> {
+    key: K,
+    /// `None`: never set, or removed.
+    pub(crate) value: Option<V>,
+    /// Revision of the last change; `NEVER` for a key that was only ever missing.
+    pub(crate) changed_at: Revision,
+    /// `Low` while missing: anything may create it.
+    pub(crate) durability: Durability,
+}
+
+impl<K: Eq + std::hash::Hash, V> Keyed for InputSlot<K, V> {
+    type Key = K;
+    fn key(&self) -> &K {
+        &self.key
+    }
+}
+
+impl<K, V> InputSlot<K, V> {
+    fn missing(key: K) -> Self {
+        InputSlot {
+            key,
+            value: None,
+            changed_at: Revision::NEVER,
+            durability: Durability::Low,
+        }
+    }
+}
+
+/// All keys of one [`Input`] type.
+pub(crate) struct InputTable<I: Input> {
+    pub(crate) id: u32,
+    pub(crate) slots: KeyTable<InputSlot<I::Key, I::Value>>,
+}
+
+impl<I: Input> InputTable<I> {
+    pub(crate) fn new(id: u32) -> Self {
+        InputTable {
+            id,
+            slots: KeyTable::new(),
+        }
+    }
+
+    /// The dense index of `key`, creating a "missing" slot for a key never set, so that a
+    /// query reading it depends on it and sees it appear later.
+    pub(crate) fn intern(&self, key: &I::Key) -> u32 {
+        self.slots.intern(key, |_| InputSlot::missing(key.clone()))
+    }
+
+    /// Reads `key`, recording the read in the executing query of `database`, if any.
+    pub(crate) fn read(&self, database: u64, key: &I::Key) -> Option<I::Value> {
+        let index = self.intern(key);
+        let slot = self.slots.get(index)?;
+        active::record_read(
+            database,
+            Edge {
+                query: self.id,
+                key: index,
+            },
+            slot.durability,
+            slot.changed_at,
+        );
+        slot.value.clone()
+    }
+
+    /// Sets `key` to `value` (`None` removes it), starting a new revision through
+    /// `new_revision` (given the durability readers recorded). Returns whether anything
+    /// changed: an equal value with the same durability is no change and no revision.
+    pub(crate) fn write(
+        &mut self,
+        key: I::Key,
+        value: Option<I::Value>,
+        durability: Durability,
+        new_revision: impl FnOnce(Durability) -> Revision,
+    ) -> bool {
+        let index = self.intern(&key);
+        let Some(slot) = self.slots.get_mut(index) else {
+            return false;
+        };
+        let durability = if value.is_some() {
+            durability
+        } else {
+            Durability::Low
+        };
+        if slot.value == value && slot.durability == durability {
+            return false;
+        }
+        // Readers recorded the old durability: every level at or below it must look again.
+        slot.changed_at = new_revision(slot.durability);
+        slot.value = value;
+        slot.durability = durability;
+        true
+    }
+}
+
+impl<I: Input, C: Send + Sync + 'static> Ingredient<C> for InputTable<I> {
+    fn with_key(&self, key: u32, visit: &mut dyn FnMut(&'static str, &dyn Debug)) {
+        if let Some(slot) = self.slots.get(key) {
+            visit(I::NAME, &slot.key);
+        }
+    }
+
+    fn maybe_changed_after(
+        &self,
+        _db: &Database<C>,
+        key: u32,
+        after: Revision,
+    ) -> Result<bool, QueryError> {
+        Ok(self
+            .slots
+            .get(key)
+            .is_none_or(|slot| slot.changed_at > after))
+    }
+
+    fn at_boundary(&mut self, _listener: Option<&Listener>, _revision: Revision) {
+        self.slots.release_retired();
+    }
+}

@@ -1,0 +1,461 @@
+//! Canonical variant keys: (shader, pass, keyword set, source revision), immutable.
+//!
+//! A key is built from any iterable of keyword strings: duplicates are removed and the rest
+//! put in ordinal (byte) order, so the same set in any order or with repeats gives one key.
+//! Names are interned (`Symbol`) and the set is interned (`KeywordSet`), so a key is 24
+//! bytes, `Copy`, and compares and hashes as integers. The text form (`FOG;SKIN`) and the
+//! digest exist for display and logs only; the cache is keyed by the structure itself.
+
+mod declared;
+mod error;
+mod symbol;
+
+pub use declared::DeclaredKeywords;
+pub use error::{KeyError, NameFault};
+pub use symbol::{KeywordSet, Symbol};
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+
+use sha2::{Digest as _, Sha256};
+
+use symbol::{intern_name, INLINE_KEYWORDS};
+
+/// The identity of one shader variant: which shader, which pass, which keywords, and which
+/// revision of its source.
+///
+/// Immutable: its fields are private and it has no setters. Built by [`VariantKey::new`] or,
+/// with validation against a shader's legal keywords, by [`DeclaredKeywords::key`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct VariantKey {
+    shader: Symbol,
+    pass: Symbol,
+    keywords: KeywordSet,
+    revision: u64,
+}
+
+impl VariantKey {
+    /// Builds the canonical key of `shader`/`pass` with `keywords` at source `revision`.
+    ///
+    /// Keyword order and repeats do not matter. Errors name the offending text: an empty
+    /// shader or pass name or one holding `|`; an empty keyword or one holding `;`, `|` or
+    /// whitespace. Keywords are not checked against a declared set here (see
+    /// [`DeclaredKeywords::key`]).
+    pub fn new<I>(shader: &str, pass: &str, keywords: I, revision: u64) -> Result<Self, KeyError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        build(shader, pass, keywords, revision, |keyword| {
+            check_keyword(keyword).map_err(|fault| KeyError::InvalidKeyword {
+                shader: shader.to_owned(),
+                pass: pass.to_owned(),
+                keyword: keyword.to_owned(),
+                fault,
+            })?;
+            Ok(intern_name(keyword))
+        })
+    }
+
+    /// The shader's name.
+    pub fn shader(&self) -> &'static str {
+        self.shader.as_str()
+    }
+
+    /// The shader's interned name.
+    pub fn shader_symbol(&self) -> Symbol {
+        self.shader
+    }
+
+    /// The pass's name.
+    pub fn pass(&self) -> &'static str {
+        self.pass.as_str()
+    }
+
+    /// The pass's interned name.
+    pub fn pass_symbol(&self) -> Symbol {
+        self.pass
+    }
+
+    /// The canonical keyword set.
+    pub fn keywords(&self) -> KeywordSet {
+        self.keywords
+    }
+
+    /// The keyword set's text form: distinct keywords in ordinal order joined with `;`.
+    pub fn keyword_text(&self) -> &'static str {
+        self.keywords.text()
+    }
+
+    /// The source revision.
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// This key at another source revision.
+    pub fn at_revision(&self, revision: u64) -> VariantKey {
+        VariantKey { revision, ..*self }
+    }
+
+    /// The first 12 hex digits (lower case) of SHA-256 over `shader|pass|keywords|revision`.
+    ///
+    /// For logs and reports only: 48 bits can collide, so it is never a cache key.
+    pub fn digest(&self) -> String {
+        let mut hasher = Sha256::new();
+        hasher.update(self.shader().as_bytes());
+        hasher.update(b"|");
+        hasher.update(self.pass().as_bytes());
+        hasher.update(b"|");
+        hasher.update(self.keyword_text().as_bytes());
+        hasher.update(b"|");
+        hasher.update(self.revision.to_string().as_bytes());
+        let hash = hasher.finalize();
+        let mut hex = String::with_capacity(12);
+        for byte in &hash[..6] {
+            hex.push(char::from_digit(u32::from(byte >> 4), 16).unwrap_or('0'));
+            hex.push(char::from_digit(u32::from(byte & 0xf), 16).unwrap_or('0'));
+        }
+        hex
+    }
+}
+
+impl Hash for VariantKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // Two words instead of four writes: cheaper with FxHasher, same information.
+        let names = u64::from(self.shader.index()) << 32 | u64::from(self.pass.index());
+        state.write_u64(names);
+        self.keywords.hash(state);
+        state.write_u64(self.revision);
+    }
+}
+
+impl PartialOrd for VariantKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Ordinal order of (shader, pass, keyword text, revision): stable across processes, unlike
+/// the interned numbers.
+impl Ord for VariantKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        if self == other {
+            return Ordering::Equal;
+        }
+        (
+            self.shader(),
+            self.pass(),
+            self.keyword_text(),
+            self.revision,
+        )
+            .cmp(&(
+                other.shader(),
+                other.pass(),
+                other.keyword_text(),
+                other.revision,
+            ))
+    }
+}
+
+/// `Lit/Forward[FOG;SKIN]@7`.
+impl fmt::Display for VariantKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}/{}[{}]@{}",
+            self.shader(),
+            self.pass(),
+            self.keyword_text(),
+            self.revision
+        )
+    }
+}
+
+impl fmt::Debug for VariantKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "VariantKey({self})")
+    }
+}
+
+/// Checks the names, interns every keyword through `admit` (which validates it), and
+/// canonicalises the set on the stack when it is small.
+fn build<I>(
+    shader: &str,
+    pass: &str,
+    keywords: I,
+    revision: u64,
+    mut admit: impl FnMut(&str) -> Result<(Symbol, &'static str), KeyError>,
+) -> Result<VariantKey, KeyError>
+where
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+{
+    check_name(shader).map_err(|fault| KeyError::InvalidShader {
+        shader: shader.to_owned(),
+        fault,
+    })?;
+    check_name(pass).map_err(|fault| KeyError::InvalidPass {
+        shader: shader.to_owned(),
+        pass: pass.to_owned(),
+        fault,
+    })?;
+    let mut buf = InlineBuf::new();
+    for keyword in keywords {
+        let (symbol, name) = admit(keyword.as_ref())?;
+        buf.push((name, symbol));
+    }
+    let set = KeywordSet::intern_sorted(buf.canonical());
+    Ok(VariantKey {
+        shader: intern_name(shader).0,
+        pass: intern_name(pass).0,
+        keywords: set,
+        revision,
+    })
+}
+
+/// A small vector of (name, symbol) pairs that lives on the stack up to `INLINE_KEYWORDS`.
+struct InlineBuf {
+    len: usize,
+    inline: [(&'static str, Symbol); INLINE_KEYWORDS],
+    spilled: Vec<(&'static str, Symbol)>,
+}
+
+impl InlineBuf {
+    fn new() -> Self {
+        InlineBuf {
+            len: 0,
+            inline: [("", Symbol::PLACEHOLDER); INLINE_KEYWORDS],
+            spilled: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, item: (&'static str, Symbol)) {
+        if self.len < INLINE_KEYWORDS {
+            self.inline[self.len] = item;
+        } else {
+            if self.spilled.is_empty() {
+                self.spilled.extend_from_slice(&self.inline);
+            }
+            self.spilled.push(item);
+        }
+        self.len += 1;
+    }
+
+    /// Sorts by name bytes (ordinal order, independent of interning order) and removes
+    /// repeats.
+    fn canonical(&mut self) -> &[(&'static str, Symbol)] {
+        let items: &mut [(&'static str, Symbol)] = if self.len <= INLINE_KEYWORDS {
+            &mut self.inline[..self.len]
+        } else {
+            &mut self.spilled
+        };
+        items.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let mut kept = 0;
+        for i in 0..items.len() {
+            if kept == 0 || items[kept - 1].1 != items[i].1 {
+                items[kept] = items[i];
+                kept += 1;
+            }
+        }
+        &items[..kept]
+    }
+}
+
+/// Shader and pass names: not empty, no `|` (the digest's separator).
+fn check_name(name: &str) -> Result<(), NameFault> {
+    if name.is_empty() {
+        return Err(NameFault::Empty);
+    }
+    if name.contains('|') {
+        return Err(NameFault::Reserved('|'));
+    }
+    Ok(())
+}
+
+/// Keywords: not empty, no `;` (the set's separator), no `|`, no whitespace.
+fn check_keyword(keyword: &str) -> Result<(), NameFault> {
+    if keyword.is_empty() {
+        return Err(NameFault::Empty);
+    }
+    for c in keyword.chars() {
+        if c == ';' || c == '|' {
+            return Err(NameFault::Reserved(c));
+        }
+        if c.is_whitespace() {
+            return Err(NameFault::Whitespace(c));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(shader: &str, pass: &str, keywords: &[&str], revision: u64) -> VariantKey {
+        VariantKey::new(shader, pass, keywords, revision).unwrap()
+    }
+
+    #[test]
+    fn digest_matches_the_founding_documents_golden_value() {
+        assert_eq!(
+            key("Lit", "Forward", &["FOG", "SKIN"], 7).digest(),
+            "2a876a0d5092"
+        );
+    }
+
+    #[test]
+    fn keyword_order_is_canonical() {
+        let a = key("Lit", "Forward", &["FOG", "SKIN"], 7);
+        let b = key("Lit", "Forward", &["SKIN", "FOG", "FOG"], 7);
+        assert_eq!(a, b);
+        assert_eq!(a.digest(), b.digest());
+        assert_eq!(a.keyword_text(), "FOG;SKIN");
+    }
+
+    #[test]
+    fn pass_partitions_cache() {
+        let a = key("Lit", "Forward", &["FOG"], 7);
+        let b = key("Lit", "Shadow", &["FOG"], 7);
+        assert_ne!(a, b);
+        assert_ne!(a.digest(), b.digest());
+    }
+
+    #[test]
+    fn display_and_accessors() {
+        let k = key("Lit", "Forward", &["SKIN", "FOG"], 7);
+        assert_eq!(k.to_string(), "Lit/Forward[FOG;SKIN]@7");
+        assert_eq!(k.shader(), "Lit");
+        assert_eq!(k.pass(), "Forward");
+        assert_eq!(k.keywords().names(), ["FOG", "SKIN"]);
+        assert_eq!(k.revision(), 7);
+        assert_eq!(k.at_revision(8).to_string(), "Lit/Forward[FOG;SKIN]@8");
+        assert_eq!(key("Lit", "Forward", &[], 1).to_string(), "Lit/Forward[]@1");
+    }
+
+    #[test]
+    fn order_is_by_bytes_not_by_interning_order() {
+        // Intern "b_late" before "a_late" so that symbol numbers disagree with byte order.
+        let _ = Symbol::intern("zz_order_b");
+        let _ = Symbol::intern("zz_order_a");
+        let k = key(
+            "Lit",
+            "Forward",
+            &["zz_order_b", "zz_order_a", "Zz_order"],
+            1,
+        );
+        assert_eq!(k.keyword_text(), "Zz_order;zz_order_a;zz_order_b");
+    }
+
+    #[test]
+    fn sets_larger_than_the_stack_buffer_are_canonical_too() {
+        let names: Vec<String> = (0..40).map(|i| format!("K{:02}", 39 - i)).collect();
+        let mut doubled = names.clone();
+        doubled.extend(names.iter().rev().cloned());
+        let a = VariantKey::new("Lit", "Forward", &names, 3).unwrap();
+        let b = VariantKey::new("Lit", "Forward", &doubled, 3).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.keywords().len(), 40);
+        assert!(a.keyword_text().starts_with("K00;K01;"));
+    }
+
+    #[test]
+    fn invalid_keywords_are_errors_naming_them() {
+        for (bad, fault) in [
+            ("", NameFault::Empty),
+            ("FO;G", NameFault::Reserved(';')),
+            ("FO|G", NameFault::Reserved('|')),
+            ("FO G", NameFault::Whitespace(' ')),
+            ("FOG\t", NameFault::Whitespace('\t')),
+        ] {
+            let err = VariantKey::new("Lit", "Forward", ["SKIN", bad], 7).unwrap_err();
+            assert_eq!(
+                err,
+                KeyError::InvalidKeyword {
+                    shader: "Lit".into(),
+                    pass: "Forward".into(),
+                    keyword: bad.into(),
+                    fault,
+                }
+            );
+            assert!(err.to_string().contains(&format!("`{bad}`")), "{err}");
+        }
+    }
+
+    #[test]
+    fn invalid_shader_and_pass_names_are_errors() {
+        let err = VariantKey::new("", "Forward", ["FOG"], 7).unwrap_err();
+        assert!(matches!(
+            err,
+            KeyError::InvalidShader {
+                fault: NameFault::Empty,
+                ..
+            }
+        ));
+        let err = VariantKey::new("Li|t", "Forward", ["FOG"], 7).unwrap_err();
+        assert!(err.to_string().contains("`Li|t`"), "{err}");
+        let err = VariantKey::new("Lit", "For|ward", ["FOG"], 7).unwrap_err();
+        assert!(err.to_string().contains("`For|ward`"), "{err}");
+        let err = VariantKey::new("Lit", "", ["FOG"], 7).unwrap_err();
+        assert!(matches!(
+            err,
+            KeyError::InvalidPass {
+                fault: NameFault::Empty,
+                ..
+            }
+        ));
+        // Spaces are fine in shader names, unlike keywords.
+        assert!(VariantKey::new("My Lit", "Forward", ["FOG"], 7).is_ok());
+    }
+
+    #[test]
+    fn declared_keywords_refuse_unknown_ones_naming_keyword_and_shader() {
+        let declared = DeclaredKeywords::new("Lit", ["SKIN", "FOG", "FOG"]).unwrap();
+        assert_eq!(declared.keywords(), ["FOG", "SKIN"]);
+        assert!(declared.contains("FOG"));
+        assert!(!declared.contains("RAIN"));
+        let k = declared.key("Forward", ["SKIN", "FOG"], 7).unwrap();
+        assert_eq!(k, key("Lit", "Forward", &["FOG", "SKIN"], 7));
+        let err = declared.key("Forward", ["FOG", "RAIN"], 7).unwrap_err();
+        assert_eq!(
+            err,
+            KeyError::UnknownKeyword {
+                shader: "Lit".into(),
+                pass: "Forward".into(),
+                keyword: "RAIN".into(),
+                declared: "FOG;SKIN".into(),
+            }
+        );
+        let text = err.to_string();
+        assert!(text.contains("`RAIN`") && text.contains("Lit"), "{text}");
+        // A malformed keyword is reported as malformed, not merely unknown.
+        let err = declared.key("Forward", ["FO G"], 7).unwrap_err();
+        assert!(matches!(err, KeyError::InvalidKeyword { .. }), "{err}");
+        let err = DeclaredKeywords::new("Lit", ["FOG", "BAD;ONE"]).unwrap_err();
+        assert!(err.to_string().contains("`BAD;ONE`"), "{err}");
+    }
+
+    #[test]
+    fn keys_order_ordinally() {
+        let mut keys = vec![
+            key("Lit", "Shadow", &[], 1),
+            key("Lit", "Forward", &["SKIN"], 1),
+            key("Lit", "Forward", &["FOG"], 2),
+            key("Lit", "Forward", &["FOG"], 1),
+            key("Alpha", "Forward", &[], 9),
+        ];
+        keys.sort();
+        let text: Vec<String> = keys.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            text,
+            [
+                "Alpha/Forward[]@9",
+                "Lit/Forward[FOG]@1",
+                "Lit/Forward[FOG]@2",
+                "Lit/Forward[SKIN]@1",
+                "Lit/Shadow[]@1"
+            ]
+        );
+    }
+}

@@ -1,0 +1,127 @@
+//! [`Preprocessor`]: lexed files kept across calls, so that the thousands of variants of a
+//! shader lex each of its files once rather than once per variant.
+//!
+//! An entry is reused only for the very same text: the loader's `Arc<str>` (pointer-equal,
+//! the common case when the pipeline's inputs hand out one `Arc` per revision) or an equal
+//! string. A file whose text changed is lexed again and replaces the entry, so the cache can
+//! never serve a stale file; it holds one entry per path ever seen until [`Preprocessor::clear`].
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use rustc_hash::FxHashMap;
+
+use super::closure::IncludeClosure;
+use super::error::PreprocessError;
+use super::lexer::LexedFile;
+use super::loader::SourceLoader;
+use super::{PreprocessRequest, Preprocessed};
+
+struct CachedFile {
+    source: Arc<str>,
+    lexed: Arc<LexedFile>,
+}
+
+/// How often a [`Preprocessor`] reused a lexed file and how often it lexed one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Files whose lexed form was reused.
+    pub hits: u64,
+    /// Files lexed (first seen, or changed).
+    pub misses: u64,
+}
+
+/// Preprocesses like [`super::preprocess`] and [`super::include_closure`], reusing the lexed
+/// form of unchanged files across calls. Safe to share between threads.
+#[derive(Default)]
+pub struct Preprocessor {
+    files: RwLock<FxHashMap<Arc<str>, CachedFile>>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+impl std::fmt::Debug for Preprocessor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Preprocessor")
+            .field("cached_files", &self.cached_files())
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl Preprocessor {
+    /// A preprocessor with an empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// [`super::preprocess`], with this cache.
+    pub fn preprocess(
+        &self,
+        request: &PreprocessRequest<'_>,
+        loader: &dyn SourceLoader,
+    ) -> Result<Preprocessed, PreprocessError> {
+        super::preprocess_with(request, loader, Some(self))
+    }
+
+    /// [`super::include_closure`], with this cache.
+    pub fn include_closure(
+        &self,
+        entry: &Path,
+        loader: &dyn SourceLoader,
+    ) -> Result<IncludeClosure, PreprocessError> {
+        super::closure::include_closure_with(entry, loader, Some(self))
+    }
+
+    /// How many files are cached.
+    pub fn cached_files(&self) -> usize {
+        self.files.read().len()
+    }
+
+    /// Reuse counts since creation.
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Drops every cached file.
+    pub fn clear(&self) {
+        self.files.write().clear();
+    }
+
+    /// The lexed form of `source`, the current text of `path`.
+    fn lexed(&self, path: &str, source: &Arc<str>) -> Result<Arc<LexedFile>, PreprocessError> {
+        if let Some(cached) = self.files.read().get(path) {
+            if Arc::ptr_eq(&cached.source, source) || *cached.source == **source {
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(Arc::clone(&cached.lexed));
+            }
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        let lexed = Arc::new(LexedFile::lex(path, source)?);
+        self.files.write().insert(
+            path.into(),
+            CachedFile {
+                source: Arc::clone(source),
+                lexed: Arc::clone(&lexed),
+            },
+        );
+        Ok(lexed)
+    }
+}
+
+/// Lexes `source` through `cache` when there is one.
+pub(crate) fn lex(
+    cache: Option<&Preprocessor>,
+    path: &str,
+    source: &Arc<str>,
+) -> Result<Arc<LexedFile>, PreprocessError> {
+    match cache {
+        Some(cache) => cache.lexed(path, source),
+        None => LexedFile::lex(path, source).map(Arc::new),
+    }
+}

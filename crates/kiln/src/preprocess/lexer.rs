@@ -1,0 +1,225 @@
+//! Splitting one source file into its meaningful lines: comments removed, blank lines dropped,
+//! trailing whitespace trimmed, each line tagged with its 1-based number.
+//!
+//! This is where comment edits stop mattering: a comment (`//` or `/* */`, also spanning
+//! lines) becomes a single space, so editing its text, or adding or removing whole comment or
+//! blank lines, changes no line that survives. `"..."` is read as a string (for
+//! `#include "a//b"`); neither WGSL nor GLSL has string literals otherwise. `\r\n` and `\n`
+//! endings read alike, and a leading UTF-8 byte-order mark is ignored.
+
+use super::error::{PreprocessError, SourceLocation};
+
+/// One surviving line of a file.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LexLine {
+    /// 1-based line number in the original file.
+    pub number: u32,
+    /// Whether the first non-blank character is `#`.
+    pub directive: bool,
+    start: u32,
+    end: u32,
+    cuts_start: u32,
+    cuts_end: u32,
+}
+
+/// Where removed comments shifted the text: from `stripped` on, the line's text continues at
+/// byte `original` of the original line. Kept only for error columns.
+#[derive(Clone, Copy, Debug)]
+struct Cut {
+    stripped: u32,
+    original: u32,
+}
+
+/// A file's surviving lines, their comment-free text held in one buffer.
+#[derive(Debug, Default)]
+pub(crate) struct LexedFile {
+    text: String,
+    lines: Vec<LexLine>,
+    cuts: Vec<Cut>,
+}
+
+impl LexedFile {
+    /// Lexes `source`; `file` (root-relative) only names the file in errors.
+    pub fn lex(file: &str, source: &str) -> Result<Self, PreprocessError> {
+        let source = source.strip_prefix('\u{feff}').unwrap_or(source);
+        let mut lexed = LexedFile {
+            text: String::with_capacity(source.len()),
+            lines: Vec::new(),
+            cuts: Vec::new(),
+        };
+        // Where an open block comment started: (line, column).
+        let mut open_comment: Option<(u32, u32)> = None;
+        for (index, raw) in source.split('\n').enumerate() {
+            let number = u32::try_from(index + 1).unwrap_or(u32::MAX);
+            let raw = raw.strip_suffix('\r').unwrap_or(raw);
+            open_comment = lexed.lex_line(number, raw, open_comment);
+        }
+        if let Some((line, column)) = open_comment {
+            return Err(PreprocessError::UnterminatedComment {
+                at: SourceLocation {
+                    file: file.into(),
+                    line,
+                    columns: column..column + 2,
+                },
+            });
+        }
+        Ok(lexed)
+    }
+
+    /// Appends one physical line; returns the block comment still open after it, if any.
+    fn lex_line(
+        &mut self,
+        number: u32,
+        raw: &str,
+        mut open_comment: Option<(u32, u32)>,
+    ) -> Option<(u32, u32)> {
+        let bytes = raw.as_bytes();
+        let start = self.text.len();
+        let cuts_start = self.cuts.len();
+        let mut i = 0;
+        let mut run_start = 0;
+        if open_comment.is_some() {
+            match raw.find("*/") {
+                Some(close) => {
+                    open_comment = None;
+                    i = close + 2;
+                    run_start = i;
+                    self.text.push(' ');
+                    self.cut(start, i);
+                }
+                None => return open_comment,
+            }
+        }
+        while i < bytes.len() {
+            match bytes[i] {
+                b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                    self.text.push_str(&raw[run_start..i]);
+                    run_start = bytes.len();
+                    break;
+                }
+                b'/' if bytes.get(i + 1) == Some(&b'*') => {
+                    self.text.push_str(&raw[run_start..i]);
+                    self.text.push(' ');
+                    match raw[i + 2..].find("*/") {
+                        Some(close) => {
+                            i = i + 2 + close + 2;
+                            run_start = i;
+                            self.cut(start, i);
+                        }
+                        None => {
+                            open_comment = Some((number, u32::try_from(i).unwrap_or(u32::MAX)));
+                            run_start = bytes.len();
+                            break;
+                        }
+                    }
+                }
+                b'"' => {
+                    i = match raw[i + 1..].find('"') {
+                        Some(close) => i + 1 + close + 1,
+                        None => bytes.len(),
+                    };
+                }
+                _ => i += 1,
+            }
+        }
+        if run_start < bytes.len() {
+            self.text.push_str(&raw[run_start..]);
+        }
+        let kept = self.text[start..].trim_end().len();
+        self.text.truncate(start + kept);
+        let first = self.text.as_bytes()[start..]
+            .iter()
+            .find(|b| !b.is_ascii_whitespace());
+        match first {
+            None => {
+                self.text.truncate(start);
+                self.cuts.truncate(cuts_start);
+            }
+            Some(&first) => self.lines.push(LexLine {
+                number,
+                directive: first == b'#',
+                start: to_u32(start),
+                end: to_u32(self.text.len()),
+                cuts_start: to_u32(cuts_start),
+                cuts_end: to_u32(self.cuts.len()),
+            }),
+        }
+        open_comment
+    }
+
+    fn cut(&mut self, line_start: usize, original: usize) {
+        self.cuts.push(Cut {
+            stripped: to_u32(self.text.len() - line_start),
+            original: to_u32(original),
+        });
+    }
+
+    /// The surviving lines, in file order.
+    pub fn lines(&self) -> &[LexLine] {
+        &self.lines
+    }
+
+    /// A line's comment-free text, trailing whitespace trimmed, never blank.
+    pub fn text(&self, line: &LexLine) -> &str {
+        &self.text[line.start as usize..line.end as usize]
+    }
+
+    /// Maps a byte column of a line's comment-free text to the column in the original line.
+    pub fn original_column(&self, line: &LexLine, stripped: u32) -> u32 {
+        let cuts = &self.cuts[line.cuts_start as usize..line.cuts_end as usize];
+        match cuts.iter().rev().find(|cut| cut.stripped <= stripped) {
+            Some(cut) => cut.original + (stripped - cut.stripped),
+            None => stripped,
+        }
+    }
+}
+
+fn to_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(source: &str) -> Vec<(u32, String)> {
+        let lexed = LexedFile::lex("t.wgsl", source).unwrap();
+        lexed
+            .lines()
+            .iter()
+            .map(|l| (l.number, lexed.text(l).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn strips_comments_and_blank_lines() {
+        let src = "a // c\r\n\n  /* x\n y */ b /* z */ c  \n// only\n#define X \"a//b\" // c\n";
+        assert_eq!(
+            lines(src),
+            vec![
+                (1, "a".to_owned()),
+                (4, "  b   c".to_owned()),
+                (6, "#define X \"a//b\"".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn maps_columns_past_removed_comments() {
+        let lexed = LexedFile::lex("t", "/* long comment */ #bad").unwrap();
+        let line = lexed.lines()[0];
+        assert!(line.directive);
+        let text = lexed.text(&line);
+        let hash = u32::try_from(text.find('#').unwrap()).unwrap();
+        assert_eq!(lexed.original_column(&line, hash), 19);
+    }
+
+    #[test]
+    fn reports_unterminated_block_comments() {
+        let err = LexedFile::lex("t.wgsl", "a\n  /* open\nb").unwrap_err();
+        assert_eq!(
+            err.location().map(|at| (at.line, at.columns.clone())),
+            Some((2, 2..4))
+        );
+    }
+}

@@ -1,0 +1,114 @@
+//! The content key: a 32-byte blake3 hash naming one artifact, and its hex spelling.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// The blake3 hash of everything that determines a compiled artifact (preprocessed text,
+/// stage, entry point, target, options), computed by the caller.
+///
+/// Two inputs with the same key must compile to the same bytes; that is what lets several
+/// processes write one entry without locks.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ContentKey([u8; 32]);
+
+impl ContentKey {
+    /// Number of hex digits in [`ContentKey::to_hex`].
+    pub const HEX_LEN: usize = 64;
+
+    /// Wraps an already computed 32-byte hash.
+    pub const fn from_bytes(bytes: [u8; 32]) -> Self {
+        ContentKey(bytes)
+    }
+
+    /// Hashes `data` with blake3; for callers whose inputs are one byte string.
+    ///
+    /// Callers hashing several fields should feed a `blake3::Hasher` with length-prefixed
+    /// fields and use [`ContentKey::from_bytes`], so that field boundaries cannot collide.
+    pub fn hash(data: &[u8]) -> Self {
+        ContentKey(*blake3::hash(data).as_bytes())
+    }
+
+    /// The raw 32 bytes.
+    pub const fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    /// Lowercase hex, 64 digits: the entry's file name on disk.
+    pub fn to_hex(&self) -> String {
+        hex_lower(&self.0)
+    }
+}
+
+impl From<blake3::Hash> for ContentKey {
+    fn from(hash: blake3::Hash) -> Self {
+        ContentKey(*hash.as_bytes())
+    }
+}
+
+impl fmt::Display for ContentKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl fmt::Debug for ContentKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ContentKey({})", self.to_hex())
+    }
+}
+
+/// A string that is not 64 hex digits.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("not a content key (64 hex digits): {text:?}")]
+pub struct ParseContentKeyError {
+    /// The rejected text.
+    pub text: String,
+}
+
+impl FromStr for ContentKey {
+    type Err = ParseContentKeyError;
+
+    /// Parses 64 hex digits, either case.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let err = || ParseContentKeyError {
+            text: text.to_owned(),
+        };
+        let digits = text.as_bytes();
+        if digits.len() != Self::HEX_LEN {
+            return Err(err());
+        }
+        let mut bytes = [0u8; 32];
+        for (byte, pair) in bytes.iter_mut().zip(digits.chunks_exact(2)) {
+            let high = hex_value(pair[0]).ok_or_else(err)?;
+            let low = hex_value(pair[1]).ok_or_else(err)?;
+            *byte = (high << 4) | low;
+        }
+        Ok(ContentKey(bytes))
+    }
+}
+
+/// Lowercase hex of `bytes`.
+pub(crate) fn hex_lower(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    out
+}
+
+/// True for a file name that [`ContentKey::to_hex`] could have produced.
+pub(crate) fn is_key_file_name(name: &str) -> bool {
+    name.len() == ContentKey::HEX_LEN
+        && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+fn hex_value(digit: u8) -> Option<u8> {
+    match digit {
+        b'0'..=b'9' => Some(digit - b'0'),
+        b'a'..=b'f' => Some(digit - b'a' + 10),
+        b'A'..=b'F' => Some(digit - b'A' + 10),
+        _ => None,
+    }
+}
