@@ -1,0 +1,469 @@
+//! End-to-end tests of `kiln build`: each builds a temporary project with the real binary,
+//! in a new process every time, and asserts on what it compiled and what reached the disk.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const MANIFEST: &str = r#"
+[project]
+targets = ["spirv", "msl", "hlsl"]
+
+[[shader]]
+name = "Lit"
+source = "shaders/lit.wgsl"
+axes = [["_", "FOG"], ["_", "SKIN"], ["LIGHTS_1", "LIGHTS_4"]]
+
+[shader.passes.Forward]
+stage = "fragment"
+entry = "fs_main"
+
+[shader.passes.Depth]
+stage = "vertex"
+entry = "vs_main"
+
+[[shader]]
+name = "Post"
+source = "shaders/post.frag"
+axes = [["_", "VIGNETTE"], ["_", "HDR"]]
+
+[shader.passes.Main]
+stage = "fragment"
+entry = "main"
+"#;
+
+const LIT: &str = r#"#include "include/common.wgsl"
+
+struct VsOut {
+    @builtin(position) position: vec4<f32>,
+    @location(0) uv: vec2<f32>,
+};
+
+@vertex
+fn vs_main(@location(0) position: vec3<f32>) -> VsOut {
+    var out: VsOut;
+    var p = position;
+#ifdef SKIN
+    p = p * skin_scale();
+#endif
+    out.position = vec4<f32>(p, 1.0);
+    out.uv = p.xy;
+    return out;
+}
+
+@fragment
+fn fs_main(in: VsOut) -> @location(0) vec4<f32> {
+    var color = base_color(in.uv);
+#ifdef LIGHTS_4
+    color = color * 4.0;
+#else
+    color = color * 1.0;
+#endif
+#ifdef FOG
+    color = mix(color, vec4<f32>(0.5, 0.5, 0.5, 1.0), 0.25);
+#endif
+    return color;
+}
+"#;
+
+const COMMON: &str = r#"// Shared helpers.
+fn base_color(uv: vec2<f32>) -> vec4<f32> {
+    return vec4<f32>(uv, 0.0, 1.0);
+}
+
+fn skin_scale() -> f32 {
+    return 1.5;
+}
+"#;
+
+const POST: &str = r#"#version 450
+layout(location = 0) in vec2 v_uv;
+layout(location = 0) out vec4 o_color;
+layout(set = 0, binding = 0) uniform Params { vec4 tint; };
+void main() {
+    vec4 c = tint;
+#ifdef VIGNETTE
+    c *= 1.0 - length(v_uv - vec2(0.5));
+#endif
+    o_color = c;
+}
+"#;
+
+/// A temporary project: manifest, sources, and the `kiln` binary to run on it.
+struct Project {
+    dir: tempfile::TempDir,
+}
+
+impl Project {
+    fn new() -> Self {
+        let project = Project {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        project.write("kiln.toml", MANIFEST);
+        project.write("shaders/lit.wgsl", LIT);
+        project.write("shaders/include/common.wgsl", COMMON);
+        project.write("shaders/post.frag", POST);
+        project
+    }
+
+    fn path(&self, relative: &str) -> PathBuf {
+        self.dir.path().join(relative)
+    }
+
+    fn write(&self, relative: &str, text: &str) {
+        let path = self.path(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn edit(&self, relative: &str, from: &str, to: &str) {
+        let text = std::fs::read_to_string(self.path(relative)).unwrap();
+        assert!(text.contains(from), "{relative} does not contain {from:?}");
+        self.write(relative, &text.replacen(from, to, 1));
+    }
+
+    fn run(&self, extra: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_kiln"))
+            .arg("build")
+            .arg("--manifest")
+            .arg(self.path("kiln.toml"))
+            .args(extra)
+            .output()
+            .unwrap()
+    }
+
+    /// Runs `kiln build --json` and returns the report and the exit code.
+    fn build(&self) -> (Value, i32) {
+        self.build_with(&[])
+    }
+
+    fn build_with(&self, extra: &[&str]) -> (Value, i32) {
+        let mut args = vec!["--json"];
+        args.extend_from_slice(extra);
+        let out = self.run(&args);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+            panic!(
+                "no JSON report ({e}); stdout: {stdout}\nstderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (report, out.status.code().unwrap_or(-1))
+    }
+
+    fn index(&self) -> Value {
+        index_in(&self.path("out"))
+    }
+}
+
+fn index_in(out: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(out.join("index.json")).unwrap()).unwrap()
+}
+
+fn count(report: &Value, field: &str) -> u64 {
+    report[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {field} in {report}"))
+}
+
+fn entries(index: &Value) -> &Vec<Value> {
+    index["entries"].as_array().unwrap()
+}
+
+/// content hash per output path.
+fn hashes(index: &Value) -> std::collections::BTreeMap<String, String> {
+    entries(index)
+        .iter()
+        .map(|e| {
+            (
+                e["path"].as_str().unwrap().to_owned(),
+                e["content_hash"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+// Lit: 2 x 2 x 2 = 8 keyword sets x 2 passes; Post: 4 sets x 1 pass, of which HDR (unused
+// by its code) gives 2 texts identical to others.
+const VARIANTS: u64 = 20;
+const TARGETS: usize = 3;
+
+#[test]
+fn cold_build_compiles_everything_and_a_new_process_compiles_nothing() {
+    let p = Project::new();
+    let (cold, code) = p.build();
+    assert_eq!(code, 0, "{cold}");
+    assert_eq!(count(&cold, "variants"), VARIANTS);
+    assert_eq!(count(&cold, "failed"), 0);
+    assert_eq!(count(&cold, "compiled"), VARIANTS - 2, "{cold}");
+    assert_eq!(count(&cold, "deduplicated"), 2, "{cold}");
+    let index = p.index();
+    assert_eq!(entries(&index).len(), VARIANTS as usize * TARGETS);
+    for entry in entries(&index) {
+        let file = p.path("out").join(entry["path"].as_str().unwrap());
+        let bytes = std::fs::read(&file).unwrap();
+        assert_eq!(bytes.len() as u64, entry["bytes"].as_u64().unwrap());
+        assert_eq!(
+            blake3::hash(&bytes).to_hex().as_str(),
+            entry["content_hash"].as_str().unwrap()
+        );
+        assert_eq!(entry["digest"].as_str().unwrap().len(), 12);
+    }
+
+    let (warm, code) = p.build();
+    assert_eq!(code, 0);
+    assert_eq!(count(&warm, "compiled"), 0, "{warm}");
+    assert_eq!(count(&warm, "cached"), VARIANTS);
+    assert_eq!(count(&warm, "outputs_written"), 0);
+    assert_eq!(p.index(), index);
+}
+
+#[test]
+fn a_comment_edited_in_an_include_recompiles_nothing() {
+    let p = Project::new();
+    p.build();
+    let before = p.index();
+    p.edit(
+        "shaders/include/common.wgsl",
+        "// Shared helpers.",
+        "// Shared helpers, reworded.\n// And a second comment line.\n/* a block\n   comment */",
+    );
+    let (report, code) = p.build();
+    assert_eq!(code, 0);
+    assert_eq!(count(&report, "compiled"), 0, "{report}");
+    assert_eq!(count(&report, "outputs_written"), 0);
+    // The revision (a hash of the include closure) moved; the outputs did not.
+    assert_eq!(hashes(&p.index()), hashes(&before));
+}
+
+#[test]
+fn code_edited_under_ifdef_fog_recompiles_only_fog_variants() {
+    let p = Project::new();
+    p.build();
+    let before = hashes(&p.index());
+    p.edit("shaders/lit.wgsl", "0.25);", "0.75);");
+    let (report, code) = p.build();
+    assert_eq!(code, 0);
+    // The 4 FOG keyword sets x 2 passes have a new text; nothing else compiles.
+    assert_eq!(count(&report, "compiled"), 8, "{report}");
+    let after = hashes(&p.index());
+    let changed: Vec<&String> = after
+        .iter()
+        .filter(|(path, hash)| before.get(*path) != Some(hash))
+        .map(|(path, _)| path)
+        .collect();
+    assert_eq!(changed.len(), 4 * TARGETS, "{changed:?}");
+    assert!(changed
+        .iter()
+        .all(|p| p.starts_with("Lit/Forward/") && p.contains("FOG")));
+}
+
+#[test]
+fn a_corrupt_store_entry_is_detected_reported_and_rebuilt() {
+    let p = Project::new();
+    p.build();
+    let before = hashes(&p.index());
+    let store_files: Vec<PathBuf> = walk(&p.path(".kiln"))
+        .into_iter()
+        .filter(|f| f.file_name().unwrap().len() == 64)
+        .collect();
+    assert!(store_files.len() >= 10);
+    // One flipped byte at the end, one truncated entry.
+    let flipped = &store_files[0];
+    let mut bytes = std::fs::read(flipped).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(flipped, bytes).unwrap();
+    let truncated = &store_files[1];
+    let bytes = std::fs::read(truncated).unwrap();
+    std::fs::write(truncated, &bytes[..bytes.len() / 2]).unwrap();
+
+    let (report, code) = p.build_with(&["--out", p.path("out2").to_str().unwrap()]);
+    assert_eq!(code, 0, "{report}");
+    let warnings: Vec<&Value> = report["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| {
+            d["severity"] == "warning" && d["message"].as_str().unwrap().contains("corrupt")
+        })
+        .collect();
+    assert_eq!(warnings.len(), 2, "{report}");
+    assert!(count(&report, "compiled") >= 1, "{report}");
+    // Rebuilt identically, and the store holds valid entries again.
+    assert_eq!(hashes(&index_in(&p.path("out2"))), before);
+    let (again, _) = p.build_with(&["--out", p.path("out3").to_str().unwrap()]);
+    assert_eq!(count(&again, "compiled"), 0, "{again}");
+    assert!(
+        again["diagnostics"].as_array().unwrap().is_empty(),
+        "{again}"
+    );
+}
+
+#[test]
+fn an_include_escaping_the_root_is_an_error_naming_file_and_line() {
+    let p = Project::new();
+    p.edit(
+        "shaders/lit.wgsl",
+        "#include \"include/common.wgsl\"",
+        "#include \"include/common.wgsl\"\n#include \"../../../etc/passwd\"",
+    );
+    let (report, code) = p.build();
+    assert_eq!(code, 1, "{report}");
+    assert_eq!(count(&report, "failed"), 16, "{report}");
+    let d = &report["diagnostics"][0];
+    assert_eq!(d["file"], "shaders/lit.wgsl", "{d}");
+    assert_eq!(d["line"], 2, "{d}");
+    assert!(d["variant"].as_str().unwrap().starts_with("Lit/"), "{d}");
+    // The other shader was still built.
+    assert!(p.path("out/Post/Main/VIGNETTE.spv").exists());
+    let human = p.run(&[]);
+    let stderr = String::from_utf8_lossy(&human.stderr);
+    assert!(stderr.contains("shaders/lit.wgsl:2"), "{stderr}");
+    assert!(stderr.contains("root"), "{stderr}");
+}
+
+#[test]
+fn an_unknown_keyword_is_an_error_naming_it() {
+    let p = Project::new();
+    p.edit(
+        "kiln.toml",
+        "axes = [[\"_\", \"VIGNETTE\"], [\"_\", \"HDR\"]]",
+        "axes = [[\"_\", \"VIGNETTE\"], [\"_\", \"HDR\"]]\nvariants = [[\"GRAIN\"]]",
+    );
+    let out = p.run(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("unknown keyword `GRAIN`"), "{stderr}");
+    assert!(stderr.contains("kiln.toml:"), "{stderr}");
+}
+
+#[test]
+fn a_shader_that_fails_to_compile_fails_alone() {
+    let p = Project::new();
+    p.edit(
+        "shaders/post.frag",
+        "o_color = c;",
+        "o_color = c + undefined_thing;",
+    );
+    let (report, code) = p.build();
+    assert_eq!(code, 1);
+    assert_eq!(count(&report, "failed"), 4, "{report}");
+    assert_eq!(count(&report, "variants"), VARIANTS);
+    let d = &report["diagnostics"][0];
+    assert_eq!(d["file"], "shaders/post.frag", "{d}");
+    assert_eq!(d["line"], 10, "{d}");
+    assert!(
+        d["variant"].as_str().unwrap().starts_with("Post/Main"),
+        "{d}"
+    );
+    // Every Lit output was written.
+    assert_eq!(
+        entries(&p.index()).len(),
+        16 * TARGETS,
+        "only Lit's outputs are in the index"
+    );
+    // Fixing it builds its variants (two texts), and nothing else.
+    p.edit("shaders/post.frag", "c + undefined_thing;", "c;");
+    let (report, code) = p.build();
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(count(&report, "compiled"), 2, "{report}");
+    assert_eq!(count(&report, "deduplicated"), 2, "{report}");
+}
+
+#[test]
+fn two_concurrent_builds_on_one_cache_succeed_with_identical_outputs() {
+    let p = Project::new();
+    let spawn = |out: &str| {
+        Command::new(env!("CARGO_BIN_EXE_kiln"))
+            .args(["build", "--json", "--manifest"])
+            .arg(p.path("kiln.toml"))
+            .arg("--out")
+            .arg(p.path(out))
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let a = spawn("out-a");
+    let b = spawn("out-b");
+    assert!(a.wait_with_output().unwrap().status.success());
+    assert!(b.wait_with_output().unwrap().status.success());
+    let ia = hashes(&index_in(&p.path("out-a")));
+    assert_eq!(ia, hashes(&index_in(&p.path("out-b"))));
+    for path in ia.keys() {
+        assert_eq!(
+            std::fs::read(p.path("out-a").join(path)).unwrap(),
+            std::fs::read(p.path("out-b").join(path)).unwrap()
+        );
+    }
+}
+
+#[test]
+fn every_spirv_output_passes_spirv_val() {
+    let p = Project::new();
+    let (report, code) = p.build();
+    assert_eq!(code, 0, "{report}");
+    let available = Command::new("spirv-val").arg("--version").output().is_ok();
+    if !available {
+        assert_ne!(
+            std::env::var("KILN_REQUIRE_SPIRV_VAL").as_deref(),
+            Ok("1"),
+            "KILN_REQUIRE_SPIRV_VAL=1 but spirv-val is not installed"
+        );
+        eprintln!("spirv-val not installed: skipping validation");
+        return;
+    }
+    let mut checked = 0;
+    for entry in entries(&p.index()) {
+        if entry["target"] != "spirv" {
+            continue;
+        }
+        let file = p.path("out").join(entry["path"].as_str().unwrap());
+        let out = Command::new("spirv-val").arg(&file).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            file.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, VARIANTS);
+}
+
+#[test]
+fn removed_variants_retire_their_outputs() {
+    let p = Project::new();
+    p.build();
+    p.edit(
+        "kiln.toml",
+        "axes = [[\"_\", \"VIGNETTE\"], [\"_\", \"HDR\"]]",
+        "axes = [[\"_\", \"HDR\"]]",
+    );
+    let (report, code) = p.build();
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(count(&report, "compiled"), 0, "{report}");
+    assert_eq!(
+        count(&report, "outputs_removed"),
+        2 * TARGETS as u64,
+        "{report}"
+    );
+    assert!(!p.path("out/Post/Main/VIGNETTE.spv").exists());
+    assert!(p.path("out/Post/Main/_.spv").exists());
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                out.extend(walk(&path));
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
