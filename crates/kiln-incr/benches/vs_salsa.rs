@@ -6,7 +6,10 @@
 //! executed (through a counter in the query bodies), so a figure cannot come from an
 //! engine that skipped or repeated work.
 //!
-//! Run: `cargo bench -p kiln-incr --bench vs_salsa`.
+//! Run: `cargo bench -p kiln-incr --bench vs_salsa [workload...]`.
+//! Profile one engine alone: `VS_SALSA_PROFILE=kiln` (or `salsa`) repeats only that
+//! engine's reps of the selected workloads for a few seconds each and prints nothing,
+//! e.g. under `perf record`.
 
 #[path = "vs_salsa/counting_alloc.rs"]
 mod counting_alloc;
@@ -25,7 +28,10 @@ pub trait Rep {
 }
 
 /// Timed reps per engine and workload (odd, so the median is one rep).
-const REPS: usize = 11;
+const REPS: usize = 21;
+
+/// How long `VS_SALSA_PROFILE` repeats one engine's reps of a workload.
+const PROFILE_SECONDS: u64 = 5;
 
 fn main() {
     // `cargo bench` passes `--bench`; a filter argument picks workloads by name.
@@ -39,7 +45,17 @@ fn main() {
         compare(
             "hot_fetch",
             "ns per cached fetch",
-            kiln_side::HotFetch::new(),
+            kiln_side::HotFetch::new(false),
+            salsa_side::HotFetch::new(),
+        );
+    }
+    // Context for `hot_fetch`: kiln through a `QueryHandle`, i.e. without looking up the
+    // query's table on every call (salsa caches that lookup in a static per function).
+    if wanted("hot_fetch_handle") {
+        compare(
+            "hot_fetch_handle",
+            "ns per cached fetch, kiln via QueryHandle",
+            kiln_side::HotFetch::new(true),
             salsa_side::HotFetch::new(),
         );
     }
@@ -86,11 +102,15 @@ fn main() {
         );
     }
     if wanted("memo_bytes") {
-        let kiln = kiln_side::memo_bytes();
-        let salsa = salsa_side::memo_bytes();
+        let (kiln, kiln_later) = kiln_side::memo_bytes();
+        let (salsa, salsa_later) = salsa_side::memo_bytes();
         println!(
-            "vs_salsa memo_bytes kiln={kiln:.1} salsa={salsa:.1} ratio={:.3}",
-            kiln / salsa
+            "vs_salsa memo_bytes kiln={kiln:.1} salsa={salsa:.1} ratio={:.3} \
+             kiln_after_boundary={kiln_later:.1} salsa_after_boundary={salsa_later:.1} \
+             after_boundary_ratio={:.3} memos={} unit=\"requested heap bytes per memo\"",
+            kiln / salsa,
+            kiln_later / salsa_later,
+            shape::MEMO_BYTES_KEYS,
         );
     }
 }
@@ -98,6 +118,18 @@ fn main() {
 /// Alternates the two engines rep by rep after one untimed warm-up each, then prints
 /// the workload's line (medians) followed by the mins.
 fn compare(name: &str, unit: &str, mut kiln: impl Rep, mut salsa: impl Rep) {
+    if let Ok(engine) = std::env::var("VS_SALSA_PROFILE") {
+        let only: &mut dyn Rep = if engine == "salsa" {
+            &mut salsa
+        } else {
+            &mut kiln
+        };
+        let start = std::time::Instant::now();
+        while start.elapsed().as_secs() < PROFILE_SECONDS {
+            only.rep();
+        }
+        return;
+    }
     kiln.rep();
     salsa.rep();
     let mut kiln_ns = Vec::with_capacity(REPS);

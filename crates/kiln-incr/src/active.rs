@@ -5,7 +5,7 @@ use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::durability::Durability;
-use crate::memo::Edge;
+use crate::memo::{Edge, Edges};
 use crate::revision::Revision;
 
 /// What one executing query has read so far.
@@ -19,7 +19,7 @@ struct ActiveQuery {
 
 /// What an execution read, once it has finished.
 pub(crate) struct ReadSummary {
-    pub(crate) edges: Box<[Edge]>,
+    pub(crate) edges: Edges,
     /// Minimum durability over the reads (`High` when nothing was read).
     pub(crate) durability: Durability,
     /// Maximum `changed_at` over the reads.
@@ -54,7 +54,9 @@ pub(crate) fn thread_id() -> u32 {
 
 /// Starts recording reads for a new execution; returns the depth to pass to [`pop_frame`].
 pub(crate) fn push_frame(database: u64) -> usize {
-    let edges = SPARE_EDGES.with(|spare| spare.borrow_mut().pop()).unwrap_or_default();
+    let edges = SPARE_EDGES
+        .with(|spare| spare.borrow_mut().pop())
+        .unwrap_or_default();
     ACTIVE.with(|stack| {
         let mut stack = stack.borrow_mut();
         stack.push(ActiveQuery {
@@ -80,7 +82,7 @@ pub(crate) fn pop_frame(depth: usize) -> Option<ReadSummary> {
         }
     })?;
     let summary = ReadSummary {
-        edges: frame.edges.as_slice().into(),
+        edges: Edges::from_slice(&frame.edges),
         durability: frame.durability,
         changed_at: frame.changed_at,
         untracked: frame.untracked,
@@ -135,13 +137,16 @@ pub(crate) fn push_claim(database: u64, edge: Edge) {
     CLAIMED.with(|claimed| claimed.borrow_mut().push((database, edge)));
 }
 
-/// Notes that this thread released its latest claim on `edge`.
+/// Notes that this thread released its claim on `edge`. Claims nest (they are held by
+/// guards on the call stack), so it is the latest one.
 pub(crate) fn pop_claim(database: u64, edge: Edge) {
     CLAIMED.with(|claimed| {
-        let mut claimed = claimed.borrow_mut();
-        if let Some(position) = claimed.iter().rposition(|entry| *entry == (database, edge)) {
-            claimed.remove(position);
-        }
+        let popped = claimed.borrow_mut().pop();
+        debug_assert_eq!(
+            popped,
+            Some((database, edge)),
+            "claims released out of order"
+        );
     });
 }
 

@@ -8,7 +8,7 @@ use xxhash_rust::xxh3::Xxh3;
 
 use crate::derived::DerivedTable;
 use crate::durability::Durability;
-use crate::memo::{Memo, MemoValue, StoredFingerprint};
+use crate::memo::{DerivedSlot, StoredFingerprint};
 use crate::query::{Fingerprint, Query};
 
 /// xxh3-128 over a value's `Hash`: the default [`Query::fingerprint`].
@@ -19,14 +19,18 @@ pub(crate) fn hash_fingerprint<T: Hash + ?Sized>(value: &T) -> Fingerprint {
 }
 
 impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
-    /// Whether `new` may keep the old `changed_at`.
+    /// Whether `new` may keep the old `changed_at`: it equals the old value, or, when
+    /// that was evicted, the old value's fingerprint.
     ///
     /// Not when the durability dropped: dependents recorded the old, higher durability
     /// and would otherwise skip verification after a write to the lower-durability input
     /// this value now depends on.
+    ///
+    /// Preconditions: this thread holds `slot.claim`.
     pub(crate) fn can_backdate(
         &self,
-        memo: &Memo<Q::Value>,
+        index: u32,
+        slot: &DerivedSlot<Q::Key, Q::Value>,
         new: &Q::Value,
         old_durability: Durability,
         new_durability: Durability,
@@ -34,12 +38,13 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         if new_durability < old_durability {
             return false;
         }
-        match &memo.value {
-            MemoValue::Present(old) => old == new,
-            MemoValue::Evicted(fingerprint) => {
-                *fingerprint == StoredFingerprint::from(Q::fingerprint(new))
-            }
-            MemoValue::Absent => false,
+        // SAFETY: we hold the claim.
+        match unsafe { slot.claimed_value() } {
+            Some(old) => old == new,
+            None => self
+                .fingerprints
+                .get(&index)
+                .is_some_and(|old| *old == StoredFingerprint::from(Q::fingerprint(new))),
         }
     }
 }

@@ -9,7 +9,10 @@ impl<C: Send + Sync + 'static> Database<C> {
     #[cold]
     pub(crate) fn cycle_error(&self, members: Vec<Edge>) -> QueryError {
         QueryError::Cycle {
-            members: members.into_iter().map(|edge| self.frame_of(edge)).collect(),
+            members: members
+                .into_iter()
+                .map(|edge| self.frame_of(edge))
+                .collect(),
         }
     }
 

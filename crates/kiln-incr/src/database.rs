@@ -136,18 +136,18 @@ impl<C: Send + Sync + 'static> Database<C> {
     /// executing or verifying anything and without recording a dependency.
     pub fn peek<Q: Query<C>>(&self, key: &Q::Key) -> Option<Q::Value> {
         let table = self.derived::<Q>();
-        let slot = table.slot(table.lookup(key)?);
+        let (_, slot) = table.lookup(key)?;
         if slot.stamp.load(Ordering::Acquire) != self.clock.current().as_u32() | PRESENT {
             return None;
         }
         // SAFETY: we observed `stamp == current | PRESENT` under `&self`.
-        unsafe { slot.verified_value() }.cloned()
+        Some(unsafe { slot.value_unchecked() }.clone())
     }
 
     /// What the engine knows about the memo of `Q(key)`; `None` if never fetched.
     pub fn memo_info<Q: Query<C>>(&self, key: &Q::Key) -> Option<MemoInfo> {
         let table = self.derived::<Q>();
-        let slot = table.slot(table.lookup(key)?);
+        let (_, slot) = table.lookup(key)?;
         let stamp = slot.stamp.load(Ordering::Acquire);
         Some(MemoInfo {
             verified_at: Revision::from_u32(stamp & !PRESENT),
@@ -222,7 +222,12 @@ impl<C: Send + Sync + 'static> Database<C> {
 
     // ----- internals -----------------------------------------------------------------
 
-    fn write_input<I: Input>(&mut self, key: I::Key, value: Option<I::Value>, durability: Durability) {
+    fn write_input<I: Input>(
+        &mut self,
+        key: I::Key,
+        value: Option<I::Value>,
+        durability: Durability,
+    ) {
         let id = self.input_table::<I>().id;
         let Database {
             clock,
@@ -236,7 +241,9 @@ impl<C: Send + Sync + 'static> Database<C> {
         else {
             invariant_broken("an input table changed type");
         };
-        let changed = table.write(key.clone(), value, durability, |old| clock.new_revision(old));
+        let changed = table.write(key.clone(), value, durability, |old| {
+            clock.new_revision(old)
+        });
         if !changed {
             return;
         }
@@ -275,10 +282,10 @@ impl<C: Send + Sync + 'static> Database<C> {
     #[inline]
     fn ingredient<T: Ingredient<C>>(&self, make: impl FnOnce(u32) -> T) -> &T {
         let type_id = TypeId::of::<T>();
-        let index = self
+        let (_, slot) = self
             .ingredients
             .intern(&type_id, |id| IngredientSlot::new(make(id)));
-        match self.ingredients.get(index).and_then(IngredientSlot::downcast::<T>) {
+        match slot.downcast::<T>() {
             Some(table) => table,
             None => invariant_broken("an ingredient table changed type"),
         }
@@ -297,12 +304,28 @@ impl<C: Send + Sync + 'static> Database<C> {
         self.ingredients.get(id).map(IngredientSlot::ingredient)
     }
 
-    /// Whether the memo or input `edge` changed after `after` (verifying it now).
-    pub(crate) fn maybe_changed_after(&self, edge: Edge, after: Revision) -> Result<bool, QueryError> {
-        match self.ingredient_by_id(edge.query) {
-            Some(ingredient) => ingredient.maybe_changed_after(self, edge.key, after),
-            None => invariant_broken("an edge names an unknown query"),
+    /// Whether any of `edges` changed after `after`, in order, stopping at the first that
+    /// did; consecutive edges of one query are handed to it in one call.
+    pub(crate) fn any_changed_after(
+        &self,
+        edges: &[Edge],
+        after: Revision,
+    ) -> Result<bool, QueryError> {
+        let mut rest = edges;
+        while let Some(first) = rest.first() {
+            let run = rest
+                .iter()
+                .position(|edge| edge.query != first.query)
+                .unwrap_or(rest.len());
+            let Some(ingredient) = self.ingredient_by_id(first.query) else {
+                invariant_broken("an edge names an unknown query");
+            };
+            if ingredient.any_changed_after(self, &rest[..run], after)? {
+                return Ok(true);
+            }
+            rest = &rest[run..];
         }
+        Ok(false)
     }
 
     #[inline]

@@ -8,12 +8,13 @@ use std::marker::PhantomData;
 use crate::database::Database;
 use crate::error::QueryError;
 use crate::event::Listener;
+use crate::eviction::Lru;
 use crate::ingredient::{invariant_broken, Ingredient};
-use crate::memo::{DerivedSlot, Edge};
+use crate::memo::{DerivedSlot, Edge, StoredFingerprint};
 use crate::query::Query;
 use crate::revision::Revision;
 use crate::table::KeyTable;
-use crate::eviction::Lru;
+use rustc_hash::FxHashMap;
 
 /// All memos of the derived query `Q`.
 pub(crate) struct DerivedTable<Q: Query<C>, C> {
@@ -21,6 +22,10 @@ pub(crate) struct DerivedTable<Q: Query<C>, C> {
     pub(crate) id: u32,
     pub(crate) slots: KeyTable<DerivedSlot<Q::Key, Q::Value>>,
     pub(crate) lru: Lru,
+    /// Fingerprints of evicted values, by key index: written only at eviction (under
+    /// `&mut Database`), read by a claim holder re-executing an evicted memo. An entry
+    /// whose memo holds a value again is stale and ignored.
+    pub(crate) fingerprints: FxHashMap<u32, StoredFingerprint>,
     _query: PhantomData<fn() -> (Q, C)>,
 }
 
@@ -30,6 +35,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             id,
             slots: KeyTable::new(),
             lru: Lru::new(),
+            fingerprints: FxHashMap::default(),
             _query: PhantomData,
         }
     }
@@ -51,14 +57,15 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         }
     }
 
-    /// The index of `key`, if it was ever fetched.
-    pub(crate) fn lookup(&self, key: &Q::Key) -> Option<u32> {
-        self.slots.lookup(key, KeyTable::<DerivedSlot<Q::Key, Q::Value>>::hash(key))
+    /// The index and slot of `key`, if it was ever fetched.
+    pub(crate) fn lookup(&self, key: &Q::Key) -> Option<(u32, &DerivedSlot<Q::Key, Q::Value>)> {
+        self.slots
+            .lookup(key, KeyTable::<DerivedSlot<Q::Key, Q::Value>>::hash(key))
     }
 
-    /// The index of `key`, interning it.
+    /// The index and slot of `key`, interning it.
     #[inline]
-    pub(crate) fn intern(&self, key: &Q::Key) -> u32 {
+    pub(crate) fn intern(&self, key: &Q::Key) -> (u32, &DerivedSlot<Q::Key, Q::Value>) {
         self.slots.intern(key, |_| DerivedSlot::new(key.clone()))
     }
 }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use crate::derived::DerivedTable;
 use crate::event::{Event, EventKind, Listener};
-use crate::memo::{DerivedSlot, Memo, MemoValue, StoredFingerprint, PRESENT};
+use crate::memo::{DerivedSlot, StoredFingerprint, PRESENT};
 use crate::query::Query;
 use crate::revision::Revision;
 
@@ -67,31 +67,19 @@ impl Lru {
 }
 
 impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
-    /// Stores `value` into a memo whose untracked mark does not change.
-    pub(crate) fn store_value(
-        &self,
-        slot: &DerivedSlot<Q::Key, Q::Value>,
-        memo: &mut Memo<Q::Value>,
-        value: Q::Value,
-        untracked: bool,
-    ) {
-        self.replace_value(slot, memo, value, untracked, untracked);
-    }
-
-    /// Stores `value`, keeping the LRU accounting of evictable values exact.
+    /// Keeps the LRU accounting of evictable values exact after a value was stored,
+    /// replacing `old`, and stamps the memo as just used.
     ///
     /// Preconditions: this thread holds `slot.claim`.
-    pub(crate) fn replace_value(
+    pub(crate) fn account(
         &self,
         slot: &DerivedSlot<Q::Key, Q::Value>,
-        memo: &mut Memo<Q::Value>,
-        value: Q::Value,
+        old: Option<Q::Value>,
         was_untracked: bool,
+        new: &Q::Value,
         untracked: bool,
     ) {
-        let size = Q::size_bytes(&value);
-        let old = std::mem::replace(&mut memo.value, MemoValue::Present(value));
-        if let MemoValue::Present(old) = &old {
+        if let Some(old) = &old {
             if !was_untracked {
                 self.lru.live_count.fetch_sub(1, Ordering::Relaxed);
                 self.lru
@@ -101,7 +89,9 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         }
         if !untracked {
             self.lru.live_count.fetch_add(1, Ordering::Relaxed);
-            self.lru.live_bytes.fetch_add(size, Ordering::Relaxed);
+            self.lru
+                .live_bytes
+                .fetch_add(Q::size_bytes(new), Ordering::Relaxed);
         }
         self.lru.stamp(slot);
     }
@@ -141,11 +131,12 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             let Some(slot) = self.slots.get_mut(index) else {
                 continue;
             };
-            let size = match &slot.memo_mut().value {
-                MemoValue::Present(value) => Q::size_bytes(value),
-                MemoValue::Absent | MemoValue::Evicted(_) => continue,
+            let Some(value) = slot.value_mut() else {
+                continue;
             };
-            let fits = (capacity == 0 || kept < capacity) && (budget == 0 || kept_bytes + size <= budget);
+            let size = Q::size_bytes(value);
+            let fits =
+                (capacity == 0 || kept < capacity) && (budget == 0 || kept_bytes + size <= budget);
             if fits && !evicting {
                 kept += 1;
                 kept_bytes += size;
@@ -153,12 +144,9 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             }
             // Strict LRU: once one value does not fit, every older one goes too.
             evicting = true;
-            let memo = slot.memo_mut();
-            if let MemoValue::Present(value) = &memo.value {
-                let fingerprint = StoredFingerprint::from(Q::fingerprint(value));
-                memo.value = MemoValue::Evicted(fingerprint);
-            }
-            *slot.stamp.get_mut() &= !PRESENT;
+            let fingerprint = StoredFingerprint::from(Q::fingerprint(value));
+            self.fingerprints.insert(index, fingerprint);
+            drop(slot.take_value());
             if let Some(listener) = listener {
                 listener(&Event {
                     kind: EventKind::Evicted,

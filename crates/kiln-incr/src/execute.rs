@@ -11,21 +11,20 @@ use crate::derived::DerivedTable;
 use crate::error::QueryError;
 use crate::event::EventKind;
 use crate::ingredient::invariant_broken;
-use crate::memo::{DerivedSlot, Memo, PRESENT};
+use crate::memo::DerivedSlot;
 use crate::query::Query;
 use crate::revision::Revision;
 
 impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
     /// Runs `Q::execute` for the key at `index` and stores the result.
     ///
-    /// Preconditions: this thread holds `slot.claim`; `memo` is the slot's memo and
-    /// `verified_at` the revision its current contents were last verified at.
+    /// Preconditions: this thread holds `slot.claim`; `verified_at` is the revision the
+    /// memo was last verified at (`NEVER` if it was never computed).
     pub(crate) fn execute(
         &self,
         db: &Database<C>,
         index: u32,
         slot: &DerivedSlot<Q::Key, Q::Value>,
-        memo: &mut Memo<Q::Value>,
         verified_at: Revision,
     ) -> Result<Q::Value, QueryError> {
         db.emit(EventKind::WillExecute, Q::NAME, &slot.key);
@@ -46,13 +45,14 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             invariant_broken("the execution's read frame vanished");
         };
         let current = db.current_revision();
+        let was_untracked = slot.is_untracked();
         if verified_at == current {
             // The memo was verified this revision and then evicted (explicit `evict`):
             // its inputs are those it was verified against, so only the value is refilled;
             // dependents may already have read its revisions.
-            self.store_value(slot, memo, value.clone(), slot.is_untracked());
-            slot.stamp
-                .store(current.as_u32() | PRESENT, Ordering::Release);
+            // SAFETY: we hold the claim; the value is absent, so nobody reads it.
+            let old = unsafe { slot.publish_value(value.clone(), current) };
+            self.account(slot, old, was_untracked, &value, was_untracked);
             return Ok(value);
         }
         let mut changed_at = if reads.untracked {
@@ -64,19 +64,19 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             reads.changed_at.max(verified_at.next())
         };
         if verified_at != Revision::NEVER
-            && self.can_backdate(memo, &value, slot.durability(), reads.durability)
+            && self.can_backdate(index, slot, &value, slot.durability(), reads.durability)
         {
             changed_at = slot.changed_at();
             db.emit(EventKind::Backdated, Q::NAME, &slot.key);
         }
-        let was_untracked = slot.is_untracked();
-        memo.edges = reads.edges;
-        self.replace_value(slot, memo, value.clone(), was_untracked, reads.untracked);
+        // SAFETY: we hold the claim and hold no reference to the old edges.
+        unsafe { slot.set_claimed_edges(reads.edges) };
         slot.changed_at
             .store(changed_at.as_u32(), Ordering::Release);
         slot.set_durability(reads.durability, reads.untracked);
-        slot.stamp
-            .store(current.as_u32() | PRESENT, Ordering::Release);
+        // SAFETY: we hold the claim and the stamp is not `current | PRESENT`.
+        let old = unsafe { slot.publish_value(value.clone(), current) };
+        self.account(slot, old, was_untracked, &value, reads.untracked);
         Ok(value)
     }
 }

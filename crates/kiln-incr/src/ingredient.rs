@@ -7,6 +7,7 @@ use std::fmt::Debug;
 use crate::database::Database;
 use crate::error::{QueryError, QueryFrame};
 use crate::event::Listener;
+use crate::memo::Edge;
 use crate::revision::Revision;
 use crate::table::Keyed;
 
@@ -23,6 +24,22 @@ pub(crate) trait Ingredient<C>: Send + Sync + 'static {
         key: u32,
         after: Revision,
     ) -> Result<bool, QueryError>;
+
+    /// Whether any of `edges` (all of this ingredient, in read order) changed after
+    /// `after`; stops at the first that did.
+    fn any_changed_after(
+        &self,
+        db: &Database<C>,
+        edges: &[Edge],
+        after: Revision,
+    ) -> Result<bool, QueryError> {
+        for edge in edges {
+            if self.maybe_changed_after(db, edge.key, after)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
 
     /// Work done when a revision ends or on an explicit eviction: LRU eviction, freeing
     /// retired index tables.

@@ -58,14 +58,13 @@ impl<I: Input> InputTable<I> {
 
     /// The dense index of `key`, creating a "missing" slot for a key never set, so that a
     /// query reading it depends on it and sees it appear later.
-    pub(crate) fn intern(&self, key: &I::Key) -> u32 {
+    pub(crate) fn intern(&self, key: &I::Key) -> (u32, &InputSlot<I::Key, I::Value>) {
         self.slots.intern(key, |_| InputSlot::missing(key.clone()))
     }
 
     /// Reads `key`, recording the read in the executing query of `database`, if any.
     pub(crate) fn read(&self, database: u64, key: &I::Key) -> Option<I::Value> {
-        let index = self.intern(key);
-        let slot = self.slots.get(index)?;
+        let (index, slot) = self.intern(key);
         active::record_read(
             database,
             Edge {
@@ -88,7 +87,7 @@ impl<I: Input> InputTable<I> {
         durability: Durability,
         new_revision: impl FnOnce(Durability) -> Revision,
     ) -> bool {
-        let index = self.intern(&key);
+        let (index, _) = self.intern(&key);
         let Some(slot) = self.slots.get_mut(index) else {
             return false;
         };
@@ -125,6 +124,19 @@ impl<I: Input, C: Send + Sync + 'static> Ingredient<C> for InputTable<I> {
             .slots
             .get(key)
             .is_none_or(|slot| slot.changed_at > after))
+    }
+
+    fn any_changed_after(
+        &self,
+        _db: &Database<C>,
+        edges: &[Edge],
+        after: Revision,
+    ) -> Result<bool, QueryError> {
+        Ok(edges.iter().any(|edge| {
+            self.slots
+                .get(edge.key)
+                .is_none_or(|slot| slot.changed_at > after)
+        }))
     }
 
     fn at_boundary(&mut self, _listener: Option<&Listener>, _revision: Revision) {

@@ -1,10 +1,13 @@
-//! The memo of one derived `(query, key)`: its value (or the fingerprint left when the value
-//! was evicted), revisions, durability and dependency edges, and the slot that holds it.
+//! The memo of one derived `(query, key)`: its value (absent once evicted), revisions,
+//! durability and dependency edges, and the slot that holds it. (The 128-bit fingerprint
+//! of an evicted value is kept beside the slots, in `DerivedTable::fingerprints`, so
+//! that memos holding a value do not pay for it.)
 //!
 //! A memo is plain data: edges are `(query id, key index)` pairs of dense `u32`s, never
 //! pointers, so that a later step can write memos to disk as they are.
 
 use std::cell::UnsafeCell;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
 use crate::durability::Durability;
@@ -27,7 +30,39 @@ pub(crate) struct Edge {
     pub(crate) key: u32,
 }
 
-/// A fingerprint stored as two `u64`s, so that a memo is 8-byte aligned, not 16.
+/// A memo's dependency edges, in the order they were read. A single edge (the common
+/// one-input query) is stored inline, without an allocation.
+#[derive(Debug, Default)]
+pub(crate) enum Edges {
+    /// Read nothing tracked.
+    #[default]
+    None,
+    /// Read exactly one thing.
+    One(Edge),
+    /// Read several things (boxed twice so that `Edges` stays two words).
+    Many(Box<Box<[Edge]>>),
+}
+
+impl Edges {
+    pub(crate) fn from_slice(edges: &[Edge]) -> Edges {
+        match edges {
+            [] => Edges::None,
+            [edge] => Edges::One(*edge),
+            many => Edges::Many(Box::new(many.into())),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn as_slice(&self) -> &[Edge] {
+        match self {
+            Edges::None => &[],
+            Edges::One(edge) => std::slice::from_ref(edge),
+            Edges::Many(edges) => edges,
+        }
+    }
+}
+
+/// A fingerprint stored as two `u64`s, so that it is 8-byte aligned, not 16.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) struct StoredFingerprint([u64; 2]);
 
@@ -37,37 +72,19 @@ impl From<Fingerprint> for StoredFingerprint {
     }
 }
 
-/// What a memo holds in place of a value.
-pub(crate) enum MemoValue<V> {
-    /// Never computed successfully.
-    Absent,
-    /// The value of the last execution.
-    Present(V),
-    /// Evicted by LRU; the fingerprint still allows backdating after re-execution.
-    Evicted(StoredFingerprint),
-}
-
-/// The parts of a memo that only the thread holding the slot's claim touches (or anyone
-/// under `&mut Database`).
-pub(crate) struct Memo<V> {
-    pub(crate) value: MemoValue<V>,
-    /// What the last execution read, in order. Empty for untracked memos' purposes: an
-    /// untracked memo is re-executed every revision regardless of its edges.
-    pub(crate) edges: Box<[Edge]>,
-}
-
 /// Storage for one derived `(query, key)`.
 ///
-/// Access protocol (why the `UnsafeCell` is sound):
-/// - `memo` is written only by the thread holding `claim` (see `sync.rs`), or under
-///   `&mut Database` (eviction).
-/// - When `stamp == current | PRESENT`, nobody writes `memo.value` until the next
-///   `&mut Database`, so any thread that observes that stamp (Acquire) may read the value.
-/// - `memo.edges` is read only by the claim holder.
-/// - `changed_at` and `flags` are atomics: readable by anyone at any time.
+/// Access protocol (why the `UnsafeCell`s are sound):
+/// - `value` is initialized exactly when `stamp` has [`PRESENT`].
+/// - `value` and `edges` are written only by the thread holding `claim` (see `sync.rs`),
+///   or under `&mut Database` (eviction).
+/// - When `stamp == current | PRESENT`, nobody writes `value` until the next
+///   `&mut Database`, so any thread that observes that stamp (Acquire) may read it.
+/// - `edges` is read only by the claim holder.
+/// - `changed_at`, `last_used` and `flags` are atomics, readable by anyone at any time.
 pub(crate) struct DerivedSlot<K, V> {
     pub(crate) key: K,
-    /// `verified_at` (low 31 bits) | [`PRESENT`].
+    /// `verified_at` (low 31 bits; 0 = never computed) | [`PRESENT`].
     pub(crate) stamp: AtomicU32,
     /// The revision in which the value last changed (kept by backdating).
     pub(crate) changed_at: AtomicU32,
@@ -77,7 +94,8 @@ pub(crate) struct DerivedSlot<K, V> {
     pub(crate) claim: AtomicU32,
     /// Durability (low two bits) | `UNTRACKED`.
     flags: AtomicU8,
-    memo: UnsafeCell<Memo<V>>,
+    value: UnsafeCell<MaybeUninit<V>>,
+    edges: UnsafeCell<Edges>,
 }
 
 // SAFETY: see the access protocol above; `V` values are cloned out to many threads (Sync)
@@ -103,10 +121,8 @@ impl<K, V> DerivedSlot<K, V> {
             last_used: AtomicU32::new(0),
             claim: AtomicU32::new(0),
             flags: AtomicU8::new(Durability::Low as u8),
-            memo: UnsafeCell::new(Memo {
-                value: MemoValue::Absent,
-                edges: Box::default(),
-            }),
+            value: UnsafeCell::new(MaybeUninit::uninit()),
+            edges: UnsafeCell::new(Edges::None),
         }
     }
 
@@ -132,33 +148,98 @@ impl<K, V> DerivedSlot<K, V> {
             .store(durability as u8 | untracked, Ordering::Release);
     }
 
-    /// The value, for a reader that observed `stamp == current | PRESENT`.
+    /// The value.
     ///
     /// # Safety
-    /// The caller observed (Acquire) `stamp == current | PRESENT` in the current revision
-    /// and holds `&Database` (so no eviction can run).
+    /// The caller observed (Acquire) a stamp with [`PRESENT`] and either that stamp was
+    /// `current | PRESENT` (under `&Database`) or the caller holds the claim.
     #[inline]
-    pub(crate) unsafe fn verified_value(&self) -> Option<&V> {
-        // SAFETY: per the access protocol nobody writes `memo` in this state.
-        match unsafe { &(*self.memo.get()).value } {
-            MemoValue::Present(value) => Some(value),
-            MemoValue::Absent | MemoValue::Evicted(_) => None,
-        }
+    pub(crate) unsafe fn value_unchecked(&self) -> &V {
+        // SAFETY: `PRESENT` means initialized; per the protocol nobody writes it now.
+        unsafe { (*self.value.get()).assume_init_ref() }
     }
 
-    /// The memo, for the thread that holds the claim.
+    /// The value, if present, for the claim holder.
     ///
     /// # Safety
-    /// The caller holds `claim`, and the stamp is not `current | PRESENT` (or the caller
-    /// only reads).
-    #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn claimed_memo(&self) -> &mut Memo<V> {
-        // SAFETY: the claim excludes other writers and readers of `memo`.
-        unsafe { &mut *self.memo.get() }
+    /// The caller holds the claim.
+    pub(crate) unsafe fn claimed_value(&self) -> Option<&V> {
+        if self.stamp.load(Ordering::Acquire) & PRESENT == 0 {
+            return None;
+        }
+        // SAFETY: present, and the claim excludes writers.
+        Some(unsafe { self.value_unchecked() })
     }
 
-    /// The memo under `&mut` (no claim needed: nobody else can run).
-    pub(crate) fn memo_mut(&mut self) -> &mut Memo<V> {
-        self.memo.get_mut()
+    /// Stores `value` and publishes the stamp `verified_at | PRESENT`; returns the value
+    /// it replaces. Write everything else of the memo before: the stamp publishes it.
+    ///
+    /// # Safety
+    /// The caller holds the claim, and the stamp is not `current | PRESENT` (no reader).
+    pub(crate) unsafe fn publish_value(&self, value: V, verified_at: Revision) -> Option<V> {
+        let stamp = self.stamp.load(Ordering::Acquire);
+        let cell = self.value.get();
+        let old = if stamp & PRESENT != 0 {
+            // SAFETY: present, and nobody else reads or writes it now.
+            Some(unsafe { (*cell).assume_init_read() })
+        } else {
+            None
+        };
+        // SAFETY: as above; the old value (if any) was moved out.
+        unsafe { (*cell).write(value) };
+        self.stamp
+            .store(verified_at.as_u32() | PRESENT, Ordering::Release);
+        old
+    }
+
+    /// Marks the memo verified at `verified_at`, keeping its value (or its absence).
+    pub(crate) fn mark_verified(&self, verified_at: Revision) {
+        let present = self.stamp.load(Ordering::Acquire) & PRESENT;
+        self.stamp
+            .store(verified_at.as_u32() | present, Ordering::Release);
+    }
+
+    /// The edges, for the claim holder.
+    ///
+    /// # Safety
+    /// The caller holds the claim.
+    pub(crate) unsafe fn claimed_edges(&self) -> &Edges {
+        // SAFETY: only claim holders touch `edges`.
+        unsafe { &*self.edges.get() }
+    }
+
+    /// Replaces the edges.
+    ///
+    /// # Safety
+    /// The caller holds the claim and holds no reference from `claimed_edges`.
+    pub(crate) unsafe fn set_claimed_edges(&self, edges: Edges) {
+        // SAFETY: only claim holders touch `edges`.
+        unsafe { *self.edges.get() = edges };
+    }
+
+    /// The value, under `&mut` (boundary work).
+    pub(crate) fn value_mut(&mut self) -> Option<&V> {
+        if *self.stamp.get_mut() & PRESENT == 0 {
+            return None;
+        }
+        // SAFETY: present.
+        Some(unsafe { self.value.get_mut().assume_init_ref() })
+    }
+
+    /// Removes the value (eviction), keeping every other part of the memo.
+    pub(crate) fn take_value(&mut self) -> Option<V> {
+        let stamp = self.stamp.get_mut();
+        if *stamp & PRESENT == 0 {
+            return None;
+        }
+        *stamp &= !PRESENT;
+        // SAFETY: it was present; clearing the bit hands ownership to the caller.
+        Some(unsafe { self.value.get_mut().assume_init_read() })
+    }
+}
+
+impl<K, V> Drop for DerivedSlot<K, V> {
+    fn drop(&mut self) {
+        drop(self.take_value());
     }
 }

@@ -53,7 +53,9 @@ impl WaitTable {
     }
 
     fn shard(&self, edge: Edge) -> &WaitShard {
-        let mixed = (edge.query as usize).wrapping_mul(31).wrapping_add(edge.key as usize);
+        let mixed = (edge.query as usize)
+            .wrapping_mul(31)
+            .wrapping_add(edge.key as usize);
         &self.shards[mixed % SHARDS]
     }
 

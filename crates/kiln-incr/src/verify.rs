@@ -8,7 +8,7 @@ use crate::database::Database;
 use crate::derived::DerivedTable;
 use crate::error::QueryError;
 use crate::event::EventKind;
-use crate::memo::{DerivedSlot, Memo, PRESENT};
+use crate::memo::{DerivedSlot, PRESENT};
 use crate::query::Query;
 use crate::revision::Revision;
 use crate::sync::Claimed;
@@ -23,7 +23,6 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         db: &Database<C>,
         index: u32,
         slot: &DerivedSlot<Q::Key, Q::Value>,
-        memo: &Memo<Q::Value>,
         verified_at: Revision,
     ) -> Result<bool, QueryError> {
         if verified_at == Revision::NEVER || slot.is_untracked() {
@@ -33,12 +32,11 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             return Ok(true);
         }
         db.emit_for(EventKind::DidDeepVerify, self.edge(index));
-        for edge in memo.edges.iter() {
-            if db.maybe_changed_after(*edge, verified_at)? {
-                return Ok(false);
-            }
-        }
-        Ok(true)
+        // SAFETY: we hold the claim; nothing below replaces this memo's edges (a cycle
+        // back to it is refused by the claim).
+        let edges = unsafe { slot.claimed_edges() };
+        db.any_changed_after(edges.as_slice(), verified_at)
+            .map(|changed| !changed)
     }
 
     /// Whether the value at `index` changed after `after`: verifies the memo at the
@@ -88,16 +86,12 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             // it must run again.
             return Ok(true);
         }
-        // SAFETY: we hold the claim and the memo is not verified at the current revision,
-        // so nobody else reads it.
-        let memo = unsafe { slot.claimed_memo() };
-        if self.validate(db, index, slot, memo, verified_at)? {
-            slot.stamp
-                .store(current.as_u32() | (stamp & PRESENT), Ordering::Release);
+        if self.validate(db, index, slot, verified_at)? {
+            slot.mark_verified(current);
             db.emit_for(EventKind::DidValidateMemoizedValue, self.edge(index));
             return Ok(slot.changed_at() > after);
         }
-        self.execute(db, index, slot, memo, verified_at)?;
+        self.execute(db, index, slot, verified_at)?;
         Ok(slot.changed_at() > after)
     }
 }

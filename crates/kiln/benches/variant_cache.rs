@@ -111,6 +111,33 @@ fn key_and_hit(c: &mut Criterion) -> Option<f64> {
             samples.record(start.elapsed(), iters)
         })
     });
+    // The two halves alone, to see where the time goes.
+    c.bench_function("variant_cache/key_only", |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            for i in 0..iters as usize {
+                let slot = i % 16;
+                let key = VariantKey::new(&shaders[slot], "Forward", &requests[slot], 1);
+                black_box(key.is_ok());
+            }
+            start.elapsed()
+        })
+    });
+    let keys: Vec<VariantKey> = shaders
+        .iter()
+        .zip(&requests)
+        .filter_map(|(shader, set)| VariantKey::new(shader, "Forward", set, 1).ok())
+        .collect();
+    c.bench_function("variant_cache/hit_only", |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            for i in 0..iters as usize {
+                let hit = cache.get_or_compile(&keys[i % 16], |_| Err(std::fmt::Error));
+                black_box(hit.is_ok());
+            }
+            start.elapsed()
+        })
+    });
     let stats = cache.stats();
     assert_eq!(
         stats.compiles,

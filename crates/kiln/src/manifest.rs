@@ -126,17 +126,12 @@ impl Manifest {
             span: None,
             message: format!("cannot read manifest: {e}"),
         })?;
-        let root = path
+        let parent = path
             .parent()
-            .map(|p| {
-                if p.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    p
-                }
-            })
-            .unwrap_or(Path::new("."))
-            .to_owned();
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        // Absolute, so that file-watcher paths and include confinement compare as paths.
+        let root = std::fs::canonicalize(parent).unwrap_or_else(|_| parent.to_owned());
         Self::parse(path, &root, &text)
     }
 

@@ -302,3 +302,47 @@ fn crlf_and_lf_sources_give_the_same_text() {
     assert_eq!(out_crlf.text, "fog\nx\n");
     assert_eq!(out_crlf, out_lf);
 }
+
+#[test]
+fn preprocessed_text_is_accepted_by_naga_and_its_errors_map_back() {
+    let files = Files::new(&[
+        (
+            "shaders/lit.wgsl",
+            "// Lit\n#include \"inc/light.wgsl\"\n\n@fragment\nfn fs_main() -> @location(0) vec4<f32> {\n\
+             #ifdef FOG\n    return vec4<f32>(light() * FOG_DENSITY);\n#else\n    return vec4<f32>(light());\n#endif\n}\n",
+        ),
+        ("shaders/inc/light.wgsl", "#pragma once\n/* lighting */\nconst FOG_DENSITY: f32 = 0.5;\nfn light() -> f32 {\n    return 1.0;\n}\n"),
+        ("shaders/bad.wgsl", "#include \"inc/light.wgsl\"\n#include \"inc/broken.wgsl\"\n"),
+        ("shaders/inc/broken.wgsl", "// nothing here\n\nfn broken() -> f32 { return undefined_name; }\n"),
+        (
+            "shaders/lit.frag",
+            "// GLSL\n#version 450\n#include \"inc/common.glsl\"\nlayout(location = 0) out vec4 color;\n\
+             void main() {\n#ifdef FOG\n    color = vec4(PI * 0.5);\n#else\n    color = vec4(PI);\n#endif\n}\n",
+        ),
+        ("shaders/inc/common.glsl", "#ifndef COMMON\n#define COMMON\nconst float PI = 3.14159;\n#endif\n"),
+    ]);
+    for keywords in [&[][..], &["FOG"]] {
+        let out = wgsl(&files, "shaders/lit.wgsl", keywords).unwrap();
+        naga::front::wgsl::parse_str(&out.text).unwrap_or_else(|e| {
+            panic!(
+                "{keywords:?}: {}\n{}",
+                e.emit_to_string(&out.text),
+                out.text
+            )
+        });
+        let out = glsl(&files, "shaders/lit.frag", keywords).unwrap();
+        let options = naga::front::glsl::Options::from(naga::ShaderStage::Fragment);
+        naga::front::glsl::Frontend::default()
+            .parse(&options, &out.text)
+            .unwrap_or_else(|e| panic!("{keywords:?}: {e:?}\n{}", out.text));
+    }
+    // naga's error in the preprocessed text maps back to the include's line.
+    let out = wgsl(&files, "shaders/bad.wgsl", &[]).unwrap();
+    let err = naga::front::wgsl::parse_str(&out.text).unwrap_err();
+    let location = err.location(&out.text).expect("naga locates the error");
+    let origin = out.origin(location.line_number).unwrap();
+    assert_eq!(
+        (origin.file.to_str().unwrap(), origin.line),
+        ("shaders/inc/broken.wgsl", 3)
+    );
+}

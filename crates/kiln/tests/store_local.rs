@@ -103,7 +103,10 @@ fn empty_payload_round_trips() {
     let dir = tempfile::tempdir().unwrap();
     let store = LocalStore::new(dir.path());
     store.save(&spirv(), &key(0), &[]).unwrap();
-    assert_eq!(store.load(&spirv(), &key(0)).unwrap(), Lookup::Hit(Vec::new()));
+    assert_eq!(
+        store.load(&spirv(), &key(0)).unwrap(),
+        Lookup::Hit(Vec::new())
+    );
     assert_eq!(
         fs::metadata(store.entry_path(&spirv(), &key(0)))
             .unwrap()
@@ -140,9 +143,14 @@ fn namespaces_are_isolated_by_every_field() {
         assert_eq!(store.load(other, &k).unwrap(), Lookup::Miss, "{other:?}");
     }
     for (i, other) in others.iter().enumerate() {
-        store.save(other, &k, format!("artifact {i}").as_bytes()).unwrap();
+        store
+            .save(other, &k, format!("artifact {i}").as_bytes())
+            .unwrap();
     }
-    assert_eq!(store.load(&base, &k).unwrap(), Lookup::Hit(b"base artifact".to_vec()));
+    assert_eq!(
+        store.load(&base, &k).unwrap(),
+        Lookup::Hit(b"base artifact".to_vec())
+    );
     for (i, other) in others.iter().enumerate() {
         assert_eq!(
             store.load(other, &k).unwrap(),
@@ -172,7 +180,9 @@ fn namespace_json_is_written_once_and_reads_back() {
     let old = SystemTime::now() - Duration::from_secs(3600);
     set_mtime(&path, old);
     let before = mtime(&path);
-    LocalStore::new(dir.path()).save(&ns, &key(2), b"b").unwrap();
+    LocalStore::new(dir.path())
+        .save(&ns, &key(2), b"b")
+        .unwrap();
     store.save(&ns, &key(3), b"c").unwrap();
     assert_eq!(mtime(&path), before);
 }
@@ -183,7 +193,10 @@ fn resaving_a_key_replaces_the_entry_atomically() {
     let store = LocalStore::new(dir.path());
     store.save(&spirv(), &key(1), b"first").unwrap();
     store.save(&spirv(), &key(1), b"second").unwrap();
-    assert_eq!(store.load(&spirv(), &key(1)).unwrap(), Lookup::Hit(b"second".to_vec()));
+    assert_eq!(
+        store.load(&spirv(), &key(1)).unwrap(),
+        Lookup::Hit(b"second".to_vec())
+    );
     assert_eq!(files_under(dir.path()).len(), 2);
 }
 
@@ -194,10 +207,16 @@ fn saves_leave_no_temporary_files_behind() {
     let ns = spirv();
     for round in 0..2 {
         for i in 0..300 {
-            store.save(&ns, &key(i), &payload(i, 64 + i as usize)).unwrap();
+            store
+                .save(&ns, &key(i), &payload(i, 64 + i as usize))
+                .unwrap();
         }
         let files = files_under(dir.path());
-        assert_eq!(files.len(), 301, "round {round}: 300 entries + namespace.json");
+        assert_eq!(
+            files.len(),
+            301,
+            "round {round}: 300 entries + namespace.json"
+        );
         let temps: Vec<_> = files
             .iter()
             .filter(|path| {
@@ -257,7 +276,10 @@ fn flipped_payload_byte_is_a_checksum_mismatch() {
 
 #[test]
 fn flipped_magic_byte_is_bad_magic() {
-    check_corruption(|_, path| edit(path, |b| b[0] ^= 0x20), CorruptReason::BadMagic);
+    check_corruption(
+        |_, path| edit(path, |b| b[0] ^= 0x20),
+        CorruptReason::BadMagic,
+    );
 }
 
 #[test]
@@ -398,11 +420,17 @@ fn a_hit_refreshes_an_old_modification_time() {
     set_mtime(&path, day_ago);
     assert!(mtime(&path) < SystemTime::now() - Duration::from_secs(23 * 3600));
 
-    assert!(matches!(store.load(&spirv(), &key(1)).unwrap(), Lookup::Hit(_)));
+    assert!(matches!(
+        store.load(&spirv(), &key(1)).unwrap(),
+        Lookup::Hit(_)
+    ));
     let age = SystemTime::now()
         .duration_since(mtime(&path))
         .unwrap_or_default();
-    assert!(age < Duration::from_secs(3600), "mtime not refreshed: {age:?} old");
+    assert!(
+        age < Duration::from_secs(3600),
+        "mtime not refreshed: {age:?} old"
+    );
 }
 
 #[test]
@@ -414,7 +442,10 @@ fn a_hit_leaves_a_recent_modification_time_alone() {
     // Recent (inside TOUCH_INTERVAL) but distinguishable from "now".
     set_mtime(&path, SystemTime::now() - LocalStore::TOUCH_INTERVAL / 2);
     let before = mtime(&path);
-    assert!(matches!(store.load(&spirv(), &key(1)).unwrap(), Lookup::Hit(_)));
+    assert!(matches!(
+        store.load(&spirv(), &key(1)).unwrap(),
+        Lookup::Hit(_)
+    ));
     assert_eq!(mtime(&path), before);
 }
 
@@ -439,7 +470,10 @@ fn sync_writes_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     let store = LocalStore::new(dir.path()).with_sync_writes(true);
     store.save(&spirv(), &key(1), b"durable").unwrap();
-    assert_eq!(store.load(&spirv(), &key(1)).unwrap(), Lookup::Hit(b"durable".to_vec()));
+    assert_eq!(
+        store.load(&spirv(), &key(1)).unwrap(),
+        Lookup::Hit(b"durable".to_vec())
+    );
 }
 
 proptest! {

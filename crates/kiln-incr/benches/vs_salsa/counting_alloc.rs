@@ -52,7 +52,10 @@ unsafe impl GlobalAlloc for CountingAlloc {
         // SAFETY: forwarded with the caller's contract.
         let new_ptr = unsafe { System.realloc(ptr, layout, new_size) };
         if !new_ptr.is_null() {
-            LIVE_BYTES.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+            LIVE_BYTES.fetch_add(
+                new_size as isize - layout.size() as isize,
+                Ordering::Relaxed,
+            );
         }
         new_ptr
     }

@@ -1,54 +1,89 @@
-//! TEMPORARY stand-in: salsa twice.
+//! The kiln-incr half of every workload, on `kiln_incr::Database` (no event listener).
+//!
+//! Every fetch goes through `Database::get`, the call queries themselves make, so the
+//! figures include kiln's key interning just as salsa's include its id lookup.
 
 use std::hint::black_box;
 use std::sync::Barrier;
 use std::time::Instant;
 
-use salsa::{Database, DatabaseImpl, Durability, Setter};
+use kiln_incr::{Database, Durability, Input, Query, QueryError};
 
 use super::counting_alloc::live_bytes;
 use super::shape::{self, count_execution, executions};
 use super::Rep;
 
-#[salsa::input]
-struct Num {
-    #[returns(copy)]
-    value: u64,
+/// The numeric inputs every workload reads, keyed by index.
+struct Num;
+impl Input for Num {
+    type Key = u32;
+    type Value = u64;
+    const NAME: &'static str = "num";
 }
 
-#[salsa::input]
-struct NumList {
-    #[returns(ref)]
-    items: Vec<Num>,
+/// Input `index`; the bench sets every input before any query reads it.
+fn num(db: &Database, index: u32) -> u64 {
+    db.input::<Num>(&index)
+        .expect("vs_salsa sets every input before reading it")
 }
 
-fn new_nums(db: &DatabaseImpl, count: usize) -> Vec<Num> {
-    (0..count)
-        .map(|i| Num::new(db, shape::initial_input(i)))
-        .collect()
+fn new_database(inputs: usize) -> Database {
+    let mut db = Database::default();
+    for i in 0..inputs {
+        db.set_input::<Num>(i as u32, shape::initial_input(i), Durability::Low);
+    }
+    db
 }
 
 // ---- hot_fetch -------------------------------------------------------------------
 
-#[salsa::tracked(returns(copy))]
-fn hot_query(db: &dyn Database, num: Num) -> u64 {
-    count_execution();
-    shape::hot(num.value(db))
+struct HotQuery;
+impl Query for HotQuery {
+    type Key = u32;
+    type Value = u64;
+    const NAME: &'static str = "hot_query";
+    fn execute(db: &Database, key: &u32) -> Result<u64, QueryError> {
+        count_execution();
+        Ok(shape::hot(num(db, *key)))
+    }
 }
 
-/// `hot_fetch`: cached fetches in one revision.
+/// `hot_fetch`: cached fetches in one revision, through `Database::get` or, with
+/// `via_handle`, through a `QueryHandle` that skips the per-call query-table lookup.
 pub struct HotFetch {
-    db: DatabaseImpl,
-    keys: Vec<Num>,
+    db: Database,
+    via_handle: bool,
     expected: u64,
 }
 
 impl HotFetch {
-    pub fn new() -> Self {
-        let db = DatabaseImpl::new();
-        let keys = new_nums(&db, shape::HOT_KEYS);
-        let expected = keys.iter().map(|&k| hot_query(&db, k)).sum();
-        HotFetch { db, keys, expected }
+    pub fn new(via_handle: bool) -> Self {
+        let db = new_database(shape::HOT_KEYS);
+        let expected = (0..shape::HOT_KEYS as u32)
+            .map(|k| db.get::<HotQuery>(&k).unwrap())
+            .sum();
+        HotFetch {
+            db,
+            via_handle,
+            expected,
+        }
+    }
+
+    fn pass(&self) -> u64 {
+        let mut sum = 0u64;
+        if self.via_handle {
+            let handle = black_box(&self.db).query::<HotQuery>();
+            for key in 0..shape::HOT_KEYS as u32 {
+                sum += handle.get(&black_box(key)).unwrap();
+            }
+        } else {
+            for key in 0..shape::HOT_KEYS as u32 {
+                sum += black_box(&self.db)
+                    .get::<HotQuery>(&black_box(key))
+                    .unwrap();
+            }
+        }
+        sum
     }
 }
 
@@ -57,86 +92,85 @@ impl Rep for HotFetch {
         let before = executions();
         let start = Instant::now();
         for _ in 0..shape::HOT_PASSES {
-            let mut sum = 0u64;
-            for &key in &self.keys {
-                sum += hot_query(black_box(&self.db), black_box(key));
-            }
-            assert_eq!(black_box(sum), self.expected);
+            assert_eq!(black_box(self.pass()), self.expected);
         }
         let elapsed = start.elapsed();
-        assert_eq!(executions(), before, "salsa hot_fetch executed a query");
+        assert_eq!(executions(), before, "kiln hot_fetch executed a query");
         elapsed.as_nanos() as f64 / (shape::HOT_PASSES * shape::HOT_KEYS) as f64
     }
 }
 
 // ---- deep_verify -----------------------------------------------------------------
 
-#[salsa::tracked(returns(copy))]
-fn tree_leaf0(db: &dyn Database, num: Num) -> u64 {
-    count_execution();
-    shape::leaf(num.value(db), 0)
+/// Leaf `WHICH` of a tree: reads the root's input.
+struct TreeLeaf<const WHICH: u64>;
+impl<const WHICH: u64> Query for TreeLeaf<WHICH> {
+    type Key = u32;
+    type Value = u64;
+    const NAME: &'static str = "tree_leaf";
+    fn execute(db: &Database, key: &u32) -> Result<u64, QueryError> {
+        count_execution();
+        Ok(shape::leaf(num(db, *key), WHICH))
+    }
 }
 
-#[salsa::tracked(returns(copy))]
-fn tree_leaf1(db: &dyn Database, num: Num) -> u64 {
-    count_execution();
-    shape::leaf(num.value(db), 1)
+struct TreeLeft;
+impl Query for TreeLeft {
+    type Key = u32;
+    type Value = u64;
+    const NAME: &'static str = "tree_left";
+    fn execute(db: &Database, key: &u32) -> Result<u64, QueryError> {
+        count_execution();
+        Ok(db.get::<TreeLeaf<0>>(key)? + db.get::<TreeLeaf<1>>(key)?)
+    }
 }
 
-#[salsa::tracked(returns(copy))]
-fn tree_leaf2(db: &dyn Database, num: Num) -> u64 {
-    count_execution();
-    shape::leaf(num.value(db), 2)
+struct TreeRight;
+impl Query for TreeRight {
+    type Key = u32;
+    type Value = u64;
+    const NAME: &'static str = "tree_right";
+    fn execute(db: &Database, key: &u32) -> Result<u64, QueryError> {
+        count_execution();
+        Ok(db.get::<TreeLeaf<2>>(key)? + db.get::<TreeLeaf<3>>(key)?)
+    }
 }
 
-#[salsa::tracked(returns(copy))]
-fn tree_leaf3(db: &dyn Database, num: Num) -> u64 {
-    count_execution();
-    shape::leaf(num.value(db), 3)
+struct TreeRoot;
+impl Query for TreeRoot {
+    type Key = u32;
+    type Value = u64;
+    const NAME: &'static str = "tree_root";
+    fn execute(db: &Database, key: &u32) -> Result<u64, QueryError> {
+        count_execution();
+        Ok(db.get::<TreeLeft>(key)? + db.get::<TreeRight>(key)?)
+    }
 }
 
-#[salsa::tracked(returns(copy))]
-fn tree_left(db: &dyn Database, num: Num) -> u64 {
-    count_execution();
-    tree_leaf0(db, num) + tree_leaf1(db, num)
-}
-
-#[salsa::tracked(returns(copy))]
-fn tree_right(db: &dyn Database, num: Num) -> u64 {
-    count_execution();
-    tree_leaf2(db, num) + tree_leaf3(db, num)
-}
-
-#[salsa::tracked(returns(copy))]
-fn tree_root(db: &dyn Database, num: Num) -> u64 {
-    count_execution();
-    tree_left(db, num) + tree_right(db, num)
-}
+/// An input key no query reads.
+const BYSTANDER: u32 = u32::MAX;
 
 /// `deep_verify`: 256 trees re-verified after a write to a same-durability input nobody reads.
 pub struct DeepVerify {
-    db: DatabaseImpl,
-    roots: Vec<Num>,
-    bystander: Num,
+    db: Database,
     bystander_value: u64,
     expected: u64,
 }
 
 impl DeepVerify {
     pub fn new() -> Self {
-        let db = DatabaseImpl::new();
-        let roots = new_nums(&db, shape::DEEP_ROOTS);
+        let mut db = new_database(shape::DEEP_ROOTS);
         // Same (low) durability as the trees, so durability alone cannot skip them.
-        let bystander = Num::builder(0).durability(Durability::LOW).new(&db);
-        let expected = roots.iter().map(|&r| tree_root(&db, r)).sum();
+        db.set_input::<Num>(BYSTANDER, 0, Durability::Low);
+        let expected = (0..shape::DEEP_ROOTS as u32)
+            .map(|r| db.get::<TreeRoot>(&r).unwrap())
+            .sum();
         let want: u64 = (0..shape::DEEP_ROOTS)
             .map(|i| shape::tree_root(shape::initial_input(i)))
             .sum();
         assert_eq!(expected, want);
         DeepVerify {
             db,
-            roots,
-            bystander,
             bystander_value: 0,
             expected,
         }
@@ -149,75 +183,95 @@ impl Rep for DeepVerify {
         let mut timed_ns = 0u128;
         for _ in 0..shape::DEEP_ROUNDS {
             self.bystander_value += 1;
-            self.bystander
-                .set_value(&mut self.db)
-                .to(self.bystander_value);
+            self.db
+                .set_input::<Num>(BYSTANDER, self.bystander_value, Durability::Low);
             let start = Instant::now();
             let mut sum = 0u64;
-            for &root in &self.roots {
-                sum += tree_root(black_box(&self.db), black_box(root));
+            for root in 0..shape::DEEP_ROOTS as u32 {
+                sum += black_box(&self.db)
+                    .get::<TreeRoot>(&black_box(root))
+                    .unwrap();
             }
             timed_ns += start.elapsed().as_nanos();
             assert_eq!(black_box(sum), self.expected);
         }
-        assert_eq!(executions(), before, "salsa deep_verify re-executed a query");
+        assert_eq!(executions(), before, "kiln deep_verify re-executed a query");
         timed_ns as f64 / (shape::DEEP_ROUNDS * shape::DEEP_ROOTS * shape::DEEP_TREE_MEMOS) as f64
     }
 }
 
 // ---- lru_seed --------------------------------------------------------------------
 
-#[salsa::tracked(returns(copy), lru = 1000)]
-fn seed_inner(db: &dyn Database, num: Num) -> u64 {
-    count_execution();
-    shape::seed_inner(num.value(db))
+struct SeedInner;
+impl Query for SeedInner {
+    type Key = u32;
+    type Value = u64;
+    const NAME: &'static str = "seed_inner";
+    fn execute(db: &Database, key: &u32) -> Result<u64, QueryError> {
+        count_execution();
+        Ok(shape::seed_inner(num(db, *key)))
+    }
 }
 
-#[salsa::tracked(returns(copy))]
-fn seed_outer(db: &dyn Database, num: Num) -> u64 {
-    count_execution();
-    shape::seed_outer(seed_inner(db, num))
+struct SeedOuter;
+impl Query for SeedOuter {
+    type Key = u32;
+    type Value = u64;
+    const NAME: &'static str = "seed_outer";
+    fn execute(db: &Database, key: &u32) -> Result<u64, QueryError> {
+        count_execution();
+        Ok(shape::seed_outer(db.get::<SeedInner>(key)?))
+    }
 }
 
 /// `lru_seed`: the founding test at 100,000 inputs; re-reads must execute nothing.
 pub struct LruSeed {
-    db: DatabaseImpl,
-    nums: Vec<Num>,
+    db: Database,
     expected: u64,
 }
 
 impl LruSeed {
     pub fn new() -> Self {
-        let mut db = DatabaseImpl::new();
-        seed_inner::set_lru_capacity(&mut db, shape::SEED_INNER_CAPACITY);
-        let nums = new_nums(&db, shape::SEED_INPUTS);
+        let db = new_database(shape::SEED_INPUTS);
+        db.set_lru_capacity::<SeedInner>(shape::SEED_INNER_CAPACITY);
         let before = executions();
-        let expected = nums.iter().map(|&n| seed_outer(&db, n)).sum();
+        let expected = (0..shape::SEED_INPUTS as u32)
+            .map(|k| db.get::<SeedOuter>(&k).unwrap())
+            .sum();
         assert_eq!(executions() - before, 2 * shape::SEED_INPUTS);
         let want: u64 = (0..shape::SEED_INPUTS)
             .map(|i| shape::seed_outer(shape::seed_inner(shape::initial_input(i))))
             .sum();
         assert_eq!(expected, want);
-        LruSeed { db, nums, expected }
+        LruSeed { db, expected }
     }
 }
 
 impl Rep for LruSeed {
     fn rep(&mut self) -> f64 {
-        // The revision boundary is where salsa evicts inner values beyond capacity.
-        self.db.synthetic_write(Durability::HIGH);
+        // The revision boundary is where kiln evicts inner values beyond capacity.
+        self.db.synthetic_write(Durability::High);
+        let inner = self.db.memo_stats::<SeedInner>();
+        assert!(
+            inner.values <= shape::SEED_INNER_CAPACITY,
+            "kiln kept {} inner values over a capacity of {}",
+            inner.values,
+            shape::SEED_INNER_CAPACITY
+        );
         let before = executions();
         let start = Instant::now();
         let mut sum = 0u64;
-        for &num in &self.nums {
-            sum += seed_outer(black_box(&self.db), black_box(num));
+        for key in 0..shape::SEED_INPUTS as u32 {
+            sum += black_box(&self.db)
+                .get::<SeedOuter>(&black_box(key))
+                .unwrap();
         }
         let elapsed = start.elapsed();
         assert_eq!(black_box(sum), self.expected);
         assert_eq!(
             executions(),
             before,
-            "salsa lru_seed re-read executed a query"
+            "kiln lru_seed re-read executed a query"
         );
         elapsed.as_nanos() as f64
     }
@@ -225,32 +279,31 @@ impl Rep for LruSeed {
 
 // ---- fan_in ----------------------------------------------------------------------
 
-#[salsa::tracked(returns(copy))]
-fn fan_sum(db: &dyn Database, list: NumList) -> u64 {
-    count_execution();
-    list.items(db).iter().map(|num| num.value(db)).sum()
+struct FanSum;
+impl Query for FanSum {
+    type Key = ();
+    type Value = u64;
+    const NAME: &'static str = "fan_sum";
+    fn execute(db: &Database, _: &()) -> Result<u64, QueryError> {
+        count_execution();
+        Ok((0..shape::FAN_INPUTS as u32).map(|i| num(db, i)).sum())
+    }
 }
 
 /// `fan_in`: one query over 100,000 inputs, re-read after one of them changed.
 pub struct FanIn {
-    db: DatabaseImpl,
-    nums: Vec<Num>,
-    list: NumList,
+    db: Database,
     round: u64,
     base_sum: u64,
 }
 
 impl FanIn {
     pub fn new() -> Self {
-        let db = DatabaseImpl::new();
-        let nums = new_nums(&db, shape::FAN_INPUTS);
-        let list = NumList::new(&db, nums.clone());
+        let db = new_database(shape::FAN_INPUTS);
         let base_sum: u64 = (0..shape::FAN_INPUTS).map(shape::initial_input).sum();
-        assert_eq!(fan_sum(&db, list), base_sum);
+        assert_eq!(db.get::<FanSum>(&()).unwrap(), base_sum);
         FanIn {
             db,
-            nums,
-            list,
             round: 0,
             base_sum,
         }
@@ -261,35 +314,39 @@ impl Rep for FanIn {
     fn rep(&mut self) -> f64 {
         self.round += 1;
         let edit = shape::fan_edit(self.round);
-        self.nums[shape::FAN_CHANGED_INPUT]
-            .set_value(&mut self.db)
-            .to(edit);
-        let expected =
-            self.base_sum - shape::initial_input(shape::FAN_CHANGED_INPUT) + edit;
+        self.db
+            .set_input::<Num>(shape::FAN_CHANGED_INPUT as u32, edit, Durability::Low);
+        let expected = self.base_sum - shape::initial_input(shape::FAN_CHANGED_INPUT) + edit;
         let before = executions();
         let start = Instant::now();
-        let sum = fan_sum(black_box(&self.db), black_box(self.list));
+        let sum = black_box(&self.db).get::<FanSum>(&()).unwrap();
         let elapsed = start.elapsed();
         assert_eq!(sum, expected);
-        assert_eq!(executions() - before, 1, "salsa fan_in must execute once");
+        assert_eq!(executions() - before, 1, "kiln fan_in must execute once");
         elapsed.as_nanos() as f64
     }
 }
 
 // ---- parallel_hits ---------------------------------------------------------------
 
-#[salsa::tracked(returns(copy), lru = 2000)]
-fn parallel_query(db: &dyn Database, num: Num) -> u64 {
-    count_execution();
-    shape::parallel_value(num.value(db))
+struct ParallelQuery;
+impl Query for ParallelQuery {
+    type Key = u32;
+    type Value = u64;
+    const NAME: &'static str = "parallel_query";
+    fn execute(db: &Database, key: &u32) -> Result<u64, QueryError> {
+        count_execution();
+        Ok(shape::parallel_value(num(db, *key)))
+    }
 }
 
-fn parallel_pass_sum(db: &DatabaseImpl, keys: &[Num], offset: usize) -> u64 {
+fn parallel_pass_sum(db: &Database, offset: usize) -> u64 {
+    let keys = shape::PARALLEL_KEYS;
     let mut sum = 0u64;
     for pass in 0..shape::PARALLEL_PASSES {
-        for i in 0..keys.len() {
-            let key = keys[(i + offset + pass) % keys.len()];
-            sum = sum.wrapping_add(parallel_query(black_box(db), black_box(key)));
+        for i in 0..keys {
+            let key = ((i + offset + pass) % keys) as u32;
+            sum = sum.wrapping_add(black_box(db).get::<ParallelQuery>(&black_box(key)).unwrap());
         }
     }
     sum
@@ -297,21 +354,20 @@ fn parallel_pass_sum(db: &DatabaseImpl, keys: &[Num], offset: usize) -> u64 {
 
 /// `parallel_hits`: `threads` threads of cached hits on an LRU-enabled query.
 pub struct ParallelHits {
-    db: DatabaseImpl,
-    keys: Vec<Num>,
+    db: Database,
     threads: usize,
     expected_per_thread: u64,
 }
 
 impl ParallelHits {
     pub fn new(threads: usize) -> Self {
-        let mut db = DatabaseImpl::new();
-        parallel_query::set_lru_capacity(&mut db, shape::PARALLEL_CAPACITY);
-        let keys = new_nums(&db, shape::PARALLEL_KEYS);
-        let one_pass: u64 = keys.iter().map(|&k| parallel_query(&db, k)).sum();
+        let db = new_database(shape::PARALLEL_KEYS);
+        db.set_lru_capacity::<ParallelQuery>(shape::PARALLEL_CAPACITY);
+        let one_pass: u64 = (0..shape::PARALLEL_KEYS as u32)
+            .map(|k| db.get::<ParallelQuery>(&k).unwrap())
+            .sum();
         ParallelHits {
             db,
-            keys,
             threads,
             expected_per_thread: one_pass.wrapping_mul(shape::PARALLEL_PASSES as u64),
         }
@@ -323,35 +379,29 @@ impl Rep for ParallelHits {
         let before = executions();
         let threads = self.threads;
         let barrier = Barrier::new(threads + 1);
-        // salsa shares one storage between handles; each thread reads through its own clone.
-        let handles: Vec<DatabaseImpl> = (0..threads)
-            .map(|_| self.db.clone())
-            .collect();
-        let keys = &self.keys;
+        let db = &self.db;
         let barrier = &barrier;
         let (elapsed, sums) = std::thread::scope(|scope| {
-            let threads: Vec<_> = handles
-                .into_iter()
-                .enumerate()
-                .map(|(t, db)| {
+            let workers: Vec<_> = (0..threads)
+                .map(|t| {
                     scope.spawn(move || {
                         barrier.wait();
-                        parallel_pass_sum(&db, keys, t * keys.len() / threads)
+                        parallel_pass_sum(db, t * shape::PARALLEL_KEYS / threads)
                     })
                 })
                 .collect();
             barrier.wait();
             let start = Instant::now();
-            let sums: Vec<u64> = threads
+            let sums: Vec<u64> = workers
                 .into_iter()
-                .map(|t| t.join().expect("salsa parallel_hits thread panicked"))
+                .map(|w| w.join().expect("kiln parallel_hits thread panicked"))
                 .collect();
             (start.elapsed(), sums)
         });
         for sum in sums {
             assert_eq!(sum, self.expected_per_thread);
         }
-        assert_eq!(executions(), before, "salsa parallel_hits executed a query");
+        assert_eq!(executions(), before, "kiln parallel_hits executed a query");
         let hits = threads * shape::PARALLEL_PASSES * shape::PARALLEL_KEYS;
         elapsed.as_nanos() as f64 / hits as f64
     }
@@ -359,26 +409,40 @@ impl Rep for ParallelHits {
 
 // ---- memo_bytes ------------------------------------------------------------------
 
-#[salsa::tracked(returns(copy))]
-fn memo_query(db: &dyn Database, num: Num) -> u64 {
-    count_execution();
-    shape::memo_value(num.value(db))
+struct MemoQuery;
+impl Query for MemoQuery {
+    type Key = u32;
+    type Value = u64;
+    const NAME: &'static str = "memo_query";
+    fn execute(db: &Database, key: &u32) -> Result<u64, QueryError> {
+        count_execution();
+        Ok(shape::memo_value(num(db, *key)))
+    }
 }
 
-/// Live heap bytes added per memo of a one-input derived function.
-pub fn memo_bytes() -> f64 {
-    let db = DatabaseImpl::new();
-    // Register the ingredient first so its one-off tables are not charged to the memos.
-    let warm = Num::new(&db, 0);
-    assert_eq!(memo_query(&db, warm), shape::memo_value(0));
-    let nums = new_nums(&db, shape::MEMO_BYTES_KEYS);
+/// Live heap bytes added per memo of a one-input derived function: right after the
+/// fetches, and after the next revision boundary (where kiln frees index tables that a
+/// resize replaced while readers might still probe them).
+pub fn memo_bytes() -> (f64, f64) {
+    // One extra input, fetched first, registers the query's table so its one-off
+    // structures are not charged to the memos.
+    let warm_key = shape::MEMO_BYTES_KEYS as u32;
+    let mut db = new_database(shape::MEMO_BYTES_KEYS);
+    db.set_input::<Num>(warm_key, 0, Durability::Low);
+    assert_eq!(
+        db.get::<MemoQuery>(&warm_key).unwrap(),
+        shape::memo_value(0)
+    );
     let before = live_bytes();
     let mut sum = 0u64;
-    for &num in &nums {
-        sum = sum.wrapping_add(memo_query(&db, num));
+    for key in 0..shape::MEMO_BYTES_KEYS as u32 {
+        sum = sum.wrapping_add(db.get::<MemoQuery>(&key).unwrap());
     }
     let after = live_bytes();
     black_box(sum);
+    db.synthetic_write(Durability::Low);
+    let after_boundary = live_bytes();
     drop(db);
-    (after - before) as f64 / shape::MEMO_BYTES_KEYS as f64
+    let per_memo = |bytes: isize| (bytes - before) as f64 / shape::MEMO_BYTES_KEYS as f64;
+    (per_memo(after), per_memo(after_boundary))
 }

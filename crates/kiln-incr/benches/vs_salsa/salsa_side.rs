@@ -160,7 +160,11 @@ impl Rep for DeepVerify {
             timed_ns += start.elapsed().as_nanos();
             assert_eq!(black_box(sum), self.expected);
         }
-        assert_eq!(executions(), before, "salsa deep_verify re-executed a query");
+        assert_eq!(
+            executions(),
+            before,
+            "salsa deep_verify re-executed a query"
+        );
         timed_ns as f64 / (shape::DEEP_ROUNDS * shape::DEEP_ROOTS * shape::DEEP_TREE_MEMOS) as f64
     }
 }
@@ -264,8 +268,7 @@ impl Rep for FanIn {
         self.nums[shape::FAN_CHANGED_INPUT]
             .set_value(&mut self.db)
             .to(edit);
-        let expected =
-            self.base_sum - shape::initial_input(shape::FAN_CHANGED_INPUT) + edit;
+        let expected = self.base_sum - shape::initial_input(shape::FAN_CHANGED_INPUT) + edit;
         let before = executions();
         let start = Instant::now();
         let sum = fan_sum(black_box(&self.db), black_box(self.list));
@@ -324,9 +327,7 @@ impl Rep for ParallelHits {
         let threads = self.threads;
         let barrier = Barrier::new(threads + 1);
         // salsa shares one storage between handles; each thread reads through its own clone.
-        let handles: Vec<DatabaseImpl> = (0..threads)
-            .map(|_| self.db.clone())
-            .collect();
+        let handles: Vec<DatabaseImpl> = (0..threads).map(|_| self.db.clone()).collect();
         let keys = &self.keys;
         let barrier = &barrier;
         let (elapsed, sums) = std::thread::scope(|scope| {
@@ -365,9 +366,10 @@ fn memo_query(db: &dyn Database, num: Num) -> u64 {
     shape::memo_value(num.value(db))
 }
 
-/// Live heap bytes added per memo of a one-input derived function.
-pub fn memo_bytes() -> f64 {
-    let db = DatabaseImpl::new();
+/// Live heap bytes added per memo of a one-input derived function: right after the
+/// fetches, and after the next revision boundary.
+pub fn memo_bytes() -> (f64, f64) {
+    let mut db = DatabaseImpl::new();
     // Register the ingredient first so its one-off tables are not charged to the memos.
     let warm = Num::new(&db, 0);
     assert_eq!(memo_query(&db, warm), shape::memo_value(0));
@@ -379,6 +381,9 @@ pub fn memo_bytes() -> f64 {
     }
     let after = live_bytes();
     black_box(sum);
+    db.synthetic_write(Durability::LOW);
+    let after_boundary = live_bytes();
     drop(db);
-    (after - before) as f64 / shape::MEMO_BYTES_KEYS as f64
+    let per_memo = |bytes: isize| (bytes - before) as f64 / shape::MEMO_BYTES_KEYS as f64;
+    (per_memo(after), per_memo(after_boundary))
 }

@@ -2,8 +2,8 @@
 
 use rustc_hash::FxHashSet;
 
-use super::symbol::lookup_name;
-use super::{build, check_keyword, check_name, intern_name, KeyError, Symbol, VariantKey};
+use super::symbol::with_local;
+use super::{build, check_keyword, check_name, KeyError, Symbol, VariantKey};
 
 /// The keywords a shader declares (e.g. the union of its keyword axes).
 ///
@@ -26,29 +26,35 @@ impl DeclaredKeywords {
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
-        check_name(shader).map_err(|fault| KeyError::InvalidShader {
-            shader: shader.to_owned(),
-            fault,
-        })?;
-        let mut legal = FxHashSet::default();
-        let mut sorted = Vec::new();
-        for keyword in keywords {
-            let keyword = keyword.as_ref();
-            check_keyword(keyword).map_err(|fault| KeyError::InvalidDeclaredKeyword {
-                shader: shader.to_owned(),
-                keyword: keyword.to_owned(),
-                fault,
-            })?;
-            let (symbol, name) = intern_name(keyword);
-            if legal.insert(symbol) {
-                sorted.push(name);
+        with_local(|tables| {
+            let shader_name =
+                tables
+                    .name(shader, check_name)
+                    .map_err(|fault| KeyError::InvalidShader {
+                        shader: shader.to_owned(),
+                        fault,
+                    })?;
+            let mut legal = FxHashSet::default();
+            let mut sorted = Vec::new();
+            for keyword in keywords {
+                let keyword = keyword.as_ref();
+                let name = tables.keyword(keyword, check_keyword).map_err(|fault| {
+                    KeyError::InvalidDeclaredKeyword {
+                        shader: shader.to_owned(),
+                        keyword: keyword.to_owned(),
+                        fault,
+                    }
+                })?;
+                if legal.insert(name) {
+                    sorted.push(name.as_str());
+                }
             }
-        }
-        sorted.sort_unstable();
-        Ok(DeclaredKeywords {
-            shader: intern_name(shader).0,
-            legal,
-            sorted,
+            sorted.sort_unstable();
+            Ok(DeclaredKeywords {
+                shader: shader_name,
+                legal,
+                sorted,
+            })
         })
     }
 
@@ -64,7 +70,8 @@ impl DeclaredKeywords {
 
     /// Whether `keyword` is declared.
     pub fn contains(&self, keyword: &str) -> bool {
-        Symbol::lookup(keyword).is_some_and(|symbol| self.legal.contains(&symbol))
+        with_local(|tables| tables.known_keyword(keyword, check_keyword))
+            .is_some_and(|symbol| self.legal.contains(&symbol))
     }
 
     /// Builds the canonical key of this shader's `pass` with `keywords` at `revision`, like
@@ -75,9 +82,10 @@ impl DeclaredKeywords {
         I::Item: AsRef<str>,
     {
         let shader = self.shader();
-        build(shader, pass, keywords, revision, |keyword| {
-            lookup_name(keyword)
-                .filter(|(symbol, _)| self.legal.contains(symbol))
+        build(shader, pass, keywords, revision, |tables, keyword| {
+            tables
+                .known_keyword(keyword, check_keyword)
+                .filter(|symbol| self.legal.contains(symbol))
                 .ok_or_else(|| self.unknown(pass, keyword))
         })
     }

@@ -20,7 +20,7 @@ use std::hash::{Hash, Hasher};
 
 use sha2::{Digest as _, Sha256};
 
-use symbol::{intern_name, INLINE_KEYWORDS};
+use symbol::{with_local, KeywordBuf, LocalTables};
 
 /// The identity of one shader variant: which shader, which pass, which keywords, and which
 /// revision of its source.
@@ -47,14 +47,15 @@ impl VariantKey {
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
-        build(shader, pass, keywords, revision, |keyword| {
-            check_keyword(keyword).map_err(|fault| KeyError::InvalidKeyword {
-                shader: shader.to_owned(),
-                pass: pass.to_owned(),
-                keyword: keyword.to_owned(),
-                fault,
-            })?;
-            Ok(intern_name(keyword))
+        build(shader, pass, keywords, revision, |tables, keyword| {
+            tables
+                .keyword(keyword, check_keyword)
+                .map_err(|fault| KeyError::InvalidKeyword {
+                    shader: shader.to_owned(),
+                    pass: pass.to_owned(),
+                    keyword: keyword.to_owned(),
+                    fault,
+                })
         })
     }
 
@@ -178,88 +179,45 @@ impl fmt::Debug for VariantKey {
     }
 }
 
-/// Checks the names, interns every keyword through `admit` (which validates it), and
-/// canonicalises the set on the stack when it is small.
+/// Validates and interns the names, admits every keyword through `admit` (which validates
+/// it), and interns the canonical set; all through this thread's tables.
 fn build<I>(
     shader: &str,
     pass: &str,
     keywords: I,
     revision: u64,
-    mut admit: impl FnMut(&str) -> Result<(Symbol, &'static str), KeyError>,
+    mut admit: impl FnMut(&mut LocalTables, &str) -> Result<Symbol, KeyError>,
 ) -> Result<VariantKey, KeyError>
 where
     I: IntoIterator,
     I::Item: AsRef<str>,
 {
-    check_name(shader).map_err(|fault| KeyError::InvalidShader {
-        shader: shader.to_owned(),
-        fault,
-    })?;
-    check_name(pass).map_err(|fault| KeyError::InvalidPass {
-        shader: shader.to_owned(),
-        pass: pass.to_owned(),
-        fault,
-    })?;
-    let mut buf = InlineBuf::new();
-    for keyword in keywords {
-        let (symbol, name) = admit(keyword.as_ref())?;
-        buf.push((name, symbol));
-    }
-    let set = KeywordSet::intern_sorted(buf.canonical());
-    Ok(VariantKey {
-        shader: intern_name(shader).0,
-        pass: intern_name(pass).0,
-        keywords: set,
-        revision,
+    with_local(|tables| {
+        let shader_name =
+            tables
+                .name(shader, check_name)
+                .map_err(|fault| KeyError::InvalidShader {
+                    shader: shader.to_owned(),
+                    fault,
+                })?;
+        let pass_name = tables
+            .name(pass, check_name)
+            .map_err(|fault| KeyError::InvalidPass {
+                shader: shader.to_owned(),
+                pass: pass.to_owned(),
+                fault,
+            })?;
+        let mut buf = KeywordBuf::new();
+        for keyword in keywords {
+            buf.push(admit(tables, keyword.as_ref())?);
+        }
+        Ok(VariantKey {
+            shader: shader_name,
+            pass: pass_name,
+            keywords: buf.to_set(tables),
+            revision,
+        })
     })
-}
-
-/// A small vector of (name, symbol) pairs that lives on the stack up to `INLINE_KEYWORDS`.
-struct InlineBuf {
-    len: usize,
-    inline: [(&'static str, Symbol); INLINE_KEYWORDS],
-    spilled: Vec<(&'static str, Symbol)>,
-}
-
-impl InlineBuf {
-    fn new() -> Self {
-        InlineBuf {
-            len: 0,
-            inline: [("", Symbol::PLACEHOLDER); INLINE_KEYWORDS],
-            spilled: Vec::new(),
-        }
-    }
-
-    fn push(&mut self, item: (&'static str, Symbol)) {
-        if self.len < INLINE_KEYWORDS {
-            self.inline[self.len] = item;
-        } else {
-            if self.spilled.is_empty() {
-                self.spilled.extend_from_slice(&self.inline);
-            }
-            self.spilled.push(item);
-        }
-        self.len += 1;
-    }
-
-    /// Sorts by name bytes (ordinal order, independent of interning order) and removes
-    /// repeats.
-    fn canonical(&mut self) -> &[(&'static str, Symbol)] {
-        let items: &mut [(&'static str, Symbol)] = if self.len <= INLINE_KEYWORDS {
-            &mut self.inline[..self.len]
-        } else {
-            &mut self.spilled
-        };
-        items.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        let mut kept = 0;
-        for i in 0..items.len() {
-            if kept == 0 || items[kept - 1].1 != items[i].1 {
-                items[kept] = items[i];
-                kept += 1;
-            }
-        }
-        &items[..kept]
-    }
 }
 
 /// Shader and pass names: not empty, no `|` (the digest's separator).

@@ -3,6 +3,7 @@
 //! that `kiln watch` rebuilds incrementally; `kiln build` is one [`Project::build`].
 
 mod diagnostic;
+mod events;
 mod output;
 mod queries;
 mod services;
@@ -112,8 +113,33 @@ pub struct BuildReport {
     pub diagnostics: Vec<Diagnostic>,
     /// Per variant that was (re)computed in this build, how its artifacts were obtained.
     pub outcomes: BTreeMap<VariantId, Outcome>,
+    /// Project files whose contents changed since the previous build of this project.
+    pub changed_files: Vec<PathBuf>,
+    /// Whether the manifest changed since the previous build.
+    pub manifest_changed: bool,
+    /// Variants whose artifacts the engine re-verified without re-executing anything.
+    pub verified: usize,
+    /// Variants whose preprocessing re-ran but whose text (or artifacts) came out equal, so
+    /// nothing after it re-executed (early cutoff).
+    pub early_cutoff: usize,
+    /// Memo values the engine's LRU evicted at this build's revision boundary.
+    pub evicted: usize,
+    /// Every variant naga compiled, with why.
+    pub recompiled: Vec<Recompiled>,
     /// Wall time.
     pub elapsed: Duration,
+}
+
+/// A variant naga compiled in a build, and the reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recompiled {
+    /// The variant.
+    pub variant: VariantId,
+    /// Its key's digest (for logs).
+    pub digest: String,
+    /// Why: the changed file and the source that includes it, a manifest change, or an
+    /// artifact missing from the store.
+    pub reason: String,
 }
 
 /// A project open for building: the manifest, the engine database, the store.
@@ -125,6 +151,13 @@ pub struct Project {
     pool: rayon::ThreadPool,
     /// Every project file the engine has read, with whether it existed.
     known_files: BTreeSet<PathBuf>,
+    /// Files whose contents changed since the last build, for the next report.
+    changed_files: BTreeSet<PathBuf>,
+    manifest_changed: bool,
+    /// What the last build wrote, to skip checking unchanged outputs on the next one.
+    last_index: Option<Index>,
+    last_artifacts: FxHashMap<VariantId, queries::Artifacts>,
+    events: Arc<events::EventCounts>,
 }
 
 impl Project {
@@ -157,6 +190,16 @@ impl Project {
             .clone()
             .unwrap_or_else(|| manifest.root.join("out"));
         let mut db = Db::new(Services::new(store, options.max_memory));
+        if let Some(bytes) = options.max_memory {
+            // Preprocessed texts are the engine's largest memos; evicting them keeps their
+            // edges, so dependents re-verify without re-executing.
+            let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+            db.set_lru_bytes::<queries::PreprocessQ>(bytes);
+            db.set_lru_bytes::<queries::CompileTextQ>(bytes);
+        }
+        let events = Arc::new(events::EventCounts::default());
+        let listener = events.clone();
+        db.set_event_listener(move |event| listener.record(event));
         let manifest = Arc::new(manifest);
         db.set_input::<ManifestInput>((), manifest.clone(), Durability::Medium);
         Ok(Self {
@@ -166,6 +209,11 @@ impl Project {
             cache_dir,
             pool,
             known_files: BTreeSet::new(),
+            changed_files: BTreeSet::new(),
+            manifest_changed: false,
+            last_index: None,
+            last_artifacts: FxHashMap::default(),
+            events,
         })
     }
 
@@ -189,32 +237,47 @@ impl Project {
         &mut self.db
     }
 
-    /// Re-reads the manifest. On error the previous manifest stays in use.
-    pub fn reload_manifest(&mut self) -> Result<(), ManifestError> {
+    /// Re-reads the manifest; returns whether it changed. On error the previous manifest
+    /// stays in use.
+    pub fn reload_manifest(&mut self) -> Result<bool, ManifestError> {
         let manifest = Manifest::load(&self.manifest.path)?;
-        if manifest != *self.manifest {
-            self.manifest = Arc::new(manifest);
-            self.db
-                .set_input::<ManifestInput>((), self.manifest.clone(), Durability::Medium);
+        if manifest == *self.manifest {
+            return Ok(false);
         }
-        Ok(())
+        self.manifest = Arc::new(manifest);
+        self.manifest_changed = true;
+        self.db
+            .set_input::<ManifestInput>((), self.manifest.clone(), Durability::Medium);
+        Ok(true)
     }
 
-    /// Re-reads the given project files (root-relative or absolute paths under the root) if
-    /// the engine depends on them; returns those that are. Equal contents change nothing.
+    /// Re-reads the given files (absolute, or relative to the project root) that the build
+    /// depends on; returns those whose contents changed. A file touched without a change, or
+    /// one no variant reads, changes nothing and costs no rebuild.
     pub fn refresh_files(&mut self, paths: &[PathBuf]) -> Vec<PathBuf> {
-        let mut relevant = Vec::new();
+        let mut changed = Vec::new();
         for path in paths {
             let relative = match path.strip_prefix(&self.manifest.root) {
                 Ok(r) => r.to_owned(),
                 Err(_) => path.clone(),
             };
-            if self.known_files.contains(&relative) {
-                self.read_file(&relative);
-                relevant.push(relative);
+            if !self.known_files.contains(&relative) {
+                continue;
+            }
+            let text = self.read_text(&relative);
+            if self.db.input::<SourceFile>(&relative) != Some(text.clone()) {
+                self.db
+                    .set_input::<SourceFile>(relative.clone(), text, Durability::Low);
+                self.changed_files.insert(relative.clone());
+                changed.push(relative);
             }
         }
-        relevant
+        changed
+    }
+
+    /// Whether anything changed since the last build (a rebuild would do work).
+    pub fn is_dirty(&self) -> bool {
+        self.manifest_changed || !self.changed_files.is_empty() || self.last_index.is_none()
     }
 
     /// The number of project files the engine has read.
@@ -222,10 +285,14 @@ impl Project {
         &self.known_files
     }
 
-    fn read_file(&mut self, relative: &Path) {
-        let text: Option<Arc<str>> = std::fs::read_to_string(self.manifest.root.join(relative))
+    fn read_text(&self, relative: &Path) -> Option<Arc<str>> {
+        std::fs::read_to_string(self.manifest.root.join(relative))
             .ok()
-            .map(Arc::from);
+            .map(Arc::from)
+    }
+
+    fn read_file(&mut self, relative: &Path) {
+        let text = self.read_text(relative);
         self.known_files.insert(relative.to_owned());
         self.db
             .set_input::<SourceFile>(relative.to_owned(), text, Durability::Low);
@@ -292,13 +359,16 @@ impl Project {
     ///
     /// A failed variant does not stop the build: every other variant is built, stored and
     /// written, and the failure is a diagnostic in the report. The previous outputs of a
-    /// failed variant stay in place.
+    /// failed variant stay in place. In a project already built in this process, only what
+    /// changed since re-executes.
     pub fn build(
         &mut self,
         progress: &(dyn Fn(Progress) + Sync),
     ) -> Result<BuildReport, ProjectError> {
         let started = Instant::now();
         self.db.context().start_build();
+        // Evictions at the revision boundaries since the last build belong to this report.
+        let evicted_before = self.events.take().evicted;
         self.discover_files();
 
         let variants = self.variants();
@@ -330,10 +400,17 @@ impl Project {
             }
         }
 
-        let services = self.db.context();
-        let outcomes = std::mem::take(&mut *services.outcomes.lock());
+        let outcomes = std::mem::take(&mut *self.db.context().outcomes.lock());
+        let counts = self.events.take();
         let mut report = BuildReport {
             variants: total,
+            changed_files: std::mem::take(&mut self.changed_files)
+                .into_iter()
+                .collect(),
+            manifest_changed: std::mem::take(&mut self.manifest_changed),
+            verified: counts.artifacts_validated,
+            early_cutoff: counts.backdated,
+            evicted: counts.evicted + evicted_before,
             ..BuildReport::default()
         };
         let mut built = Vec::new();
@@ -342,7 +419,14 @@ impl Project {
             match result {
                 Ok(Ok(artifacts)) => {
                     match outcomes.get(variant) {
-                        Some(Outcome::Compiled) => report.compiled += 1,
+                        Some(Outcome::Compiled) => {
+                            report.compiled += 1;
+                            report.recompiled.push(Recompiled {
+                                variant: variant.clone(),
+                                digest: artifacts.key.digest(),
+                                reason: self.reason(variant, &report),
+                            });
+                        }
                         Some(Outcome::Deduplicated) => report.deduplicated += 1,
                         Some(Outcome::Cached) | None => report.cached += 1,
                     }
@@ -378,13 +462,45 @@ impl Project {
             .extend(std::mem::take(&mut *self.db.context().warnings.lock()));
         report
             .diagnostics
-            .sort_by(|a, b| b.severity.cmp(&a.severity));
+            .sort_by_key(|d| std::cmp::Reverse(d.severity));
         report.elapsed = started.elapsed();
         Ok(report)
     }
 
+    /// Why naga had to compile `variant` in this build.
+    fn reason(&self, variant: &VariantId, report: &BuildReport) -> String {
+        if let Ok(Ok(pre)) = self.db.get::<queries::PreprocessQ>(variant) {
+            let files = pre.files();
+            let changed: Vec<&PathBuf> = report
+                .changed_files
+                .iter()
+                .filter(|f| files.contains(f))
+                .collect();
+            if let (Some(first), Some(entry)) = (changed.first(), files.first()) {
+                let mut reason = if *first == entry {
+                    format!("{} changed", first.display())
+                } else {
+                    format!(
+                        "{} changed (included by {})",
+                        first.display(),
+                        entry.display()
+                    )
+                };
+                if changed.len() > 1 {
+                    reason.push_str(&format!(" and {} more file(s)", changed.len() - 1));
+                }
+                return reason;
+            }
+        }
+        if report.manifest_changed {
+            "the manifest changed".to_owned()
+        } else {
+            "no artifact in the store".to_owned()
+        }
+    }
+
     fn write_outputs(
-        &self,
+        &mut self,
         built: &[(&VariantId, queries::Artifacts)],
         failed: &BTreeSet<VariantId>,
     ) -> Result<(usize, usize), ProjectError> {
@@ -394,7 +510,10 @@ impl Project {
             source,
         };
         std::fs::create_dir_all(out_dir).map_err(|e| output_error(out_dir, e))?;
-        let previous = Index::read(out_dir);
+        let previous = match self.last_index.take() {
+            Some(index) => index,
+            None => Index::read(out_dir),
+        };
         let previous_by_path: FxHashMap<&str, &IndexEntry> = previous
             .entries
             .iter()
@@ -402,17 +521,14 @@ impl Project {
             .collect();
 
         let services = self.db.context();
-        let targets: FxHashMap<_, _> = self
-            .manifest
-            .targets
-            .iter()
-            .map(|t| (t.target(), t.clone()))
-            .collect();
+        let last_artifacts = &self.last_artifacts;
         let written = AtomicUsize::new(0);
         let entries: Result<Vec<Vec<IndexEntry>>, ProjectError> = self.pool.install(|| {
             built
                 .par_iter()
                 .map(|(variant, artifacts)| {
+                    // Outputs this process wrote for the same artifacts need no look on disk.
+                    let unchanged = last_artifacts.get(*variant) == Some(artifacts);
                     let keywords: Vec<String> =
                         variant.keywords.iter().map(|k| k.to_string()).collect();
                     let mut entries = Vec::with_capacity(artifacts.outputs.len());
@@ -426,12 +542,14 @@ impl Project {
                         );
                         let path = out_dir.join(&relative);
                         let hash = output.hash.to_hex();
-                        if !output::is_current(
-                            &path,
-                            previous_by_path.get(relative.as_str()).copied(),
-                            output.bytes,
-                            &hash,
-                        ) {
+                        let current = unchanged
+                            || output::is_current(
+                                &path,
+                                previous_by_path.get(relative.as_str()).copied(),
+                                output.bytes,
+                                &hash,
+                            );
+                        if !current {
                             if bytes_of_variant.is_none() {
                                 bytes_of_variant = services.cache.get(&artifacts.key);
                             }
@@ -441,9 +559,7 @@ impl Project {
                                     .iter()
                                     .find(|(t, _)| *t == output.target)
                                     .map(|(_, b)| b.clone()),
-                                None => {
-                                    self.reload(&artifacts.key, variant, output.target, &targets)
-                                }
+                                None => self.reload(&artifacts.key, variant, output.target),
                             };
                             let bytes = bytes.ok_or_else(|| {
                                 output_error(
@@ -513,6 +629,11 @@ impl Project {
                 .write(out_dir)
                 .map_err(|e| output_error(&out_dir.join(INDEX_FILE), e))?;
         }
+        self.last_index = Some(index);
+        self.last_artifacts = built
+            .iter()
+            .map(|(variant, artifacts)| ((*variant).clone(), artifacts.clone()))
+            .collect();
         Ok((written.into_inner(), removed))
     }
 
@@ -523,7 +644,6 @@ impl Project {
         key: &crate::key::VariantKey,
         variant: &VariantId,
         target: crate::compile::Target,
-        _targets: &FxHashMap<crate::compile::Target, crate::compile::TargetConfig>,
     ) -> Option<Arc<[u8]>> {
         let text = self.db.get::<queries::CompileTextQ>(variant).ok()?.ok()?;
         let spec = self

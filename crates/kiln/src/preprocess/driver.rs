@@ -14,7 +14,7 @@ use super::expr;
 use super::lexer::{LexLine, LexedFile};
 use super::line_map::LineMap;
 use super::loader::SourceLoader;
-use super::macros::{macro_name_len, MacroTable};
+use super::macros::{macro_name_len, MacroOrigin, MacroTable};
 use super::path::resolve_include_str;
 use super::{Preprocessed, SourceLanguage, MAX_INCLUDE_DEPTH};
 
@@ -41,7 +41,8 @@ struct Conditional {
     taken: bool,
     /// Whether `#else` was seen.
     in_else: bool,
-    opened_at: SourceLocation,
+    /// The opening directive's line and span, made a location only on error.
+    opened: (LexLine, Range<u32>),
     directive: &'static str,
 }
 
@@ -151,7 +152,7 @@ impl<'l> Driver<'l> {
                         parent_active: active,
                         taken,
                         in_else: false,
-                        opened_at: at(directive.span.clone()),
+                        opened: (*line, directive.span.clone()),
                         directive: match name {
                             "if" => "if",
                             "ifdef" => "ifdef",
@@ -215,7 +216,7 @@ impl<'l> Driver<'l> {
                 }
                 _ if !active => {}
                 "include" => self.include(file, &directive, &at)?,
-                "define" => self.define(&directive, &at)?,
+                "define" => self.define(file, &lexed, line, &directive, &at)?,
                 "undef" => {
                     let name = single_name("undef", &directive, &at)?;
                     self.macros.undefine(name);
@@ -284,7 +285,7 @@ impl<'l> Driver<'l> {
         }
         match conditionals.pop() {
             Some(open) => Err(PreprocessError::UnterminatedConditional {
-                at: open.opened_at,
+                at: location(&path, &lexed, &open.opened.0, open.opened.1),
                 directive: open.directive.to_owned(),
             }),
             None => Ok(()),
@@ -320,6 +321,9 @@ impl<'l> Driver<'l> {
 
     fn define(
         &mut self,
+        file: u32,
+        lexed: &LexedFile,
+        line: &LexLine,
         directive: &Directive<'_>,
         at: &dyn Fn(Range<u32>) -> SourceLocation,
     ) -> Result<(), PreprocessError> {
@@ -347,13 +351,22 @@ impl<'l> Driver<'l> {
                 at(name_span),
             ));
         }
-        let location = at(name_span);
+        let origin = MacroOrigin {
+            file,
+            line: line.number,
+            columns: lexed.original_column(line, name_span.start)
+                ..lexed.original_column(line, name_span.end),
+        };
         self.macros
-            .define(name, &args[name_len..], Some(location.clone()))
+            .define(name, &args[name_len..], Some(origin))
             .map_err(|previous| PreprocessError::MacroRedefined {
-                at: location,
+                at: at(name_span),
                 name: name.to_owned(),
-                previous,
+                previous: previous.map(|origin| SourceLocation {
+                    file: PathBuf::from(&*self.files[origin.file as usize].path),
+                    line: origin.line,
+                    columns: origin.columns,
+                }),
             })
     }
 
@@ -426,7 +439,10 @@ impl<'l> Driver<'l> {
         line: &LexLine,
     ) -> Result<(), PreprocessError> {
         let start = self.out.len();
-        if let Err(too_large) = self.macros.expand_line(lexed.text(line), &mut self.out) {
+        if let Err(too_large) =
+            self.macros
+                .expand_line(lexed.text(line), lexed.identifiers(line), &mut self.out)
+        {
             let span = 0..u32::try_from(lexed.text(line).len()).unwrap_or(u32::MAX);
             return Err(PreprocessError::MacroExpansionTooLarge {
                 at: location(&self.files[file as usize].path, lexed, line, span),

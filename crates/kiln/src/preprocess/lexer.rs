@@ -8,6 +8,7 @@
 //! endings read alike, and a leading UTF-8 byte-order mark is ignored.
 
 use super::error::{PreprocessError, SourceLocation};
+use super::macros::Identifiers;
 
 /// One surviving line of a file.
 #[derive(Clone, Copy, Debug)]
@@ -20,6 +21,8 @@ pub(crate) struct LexLine {
     end: u32,
     cuts_start: u32,
     cuts_end: u32,
+    identifiers_start: u32,
+    identifiers_end: u32,
 }
 
 /// Where removed comments shifted the text: from `stripped` on, the line's text continues at
@@ -36,6 +39,9 @@ pub(crate) struct LexedFile {
     text: String,
     lines: Vec<LexLine>,
     cuts: Vec<Cut>,
+    /// Byte ranges of each code line's identifiers, found once so that every variant's
+    /// macro substitution only looks at identifiers.
+    identifiers: Vec<(u32, u32)>,
 }
 
 impl LexedFile {
@@ -46,6 +52,7 @@ impl LexedFile {
             text: String::with_capacity(source.len()),
             lines: Vec::new(),
             cuts: Vec::new(),
+            identifiers: Vec::new(),
         };
         // Where an open block comment started: (line, column).
         let mut open_comment: Option<(u32, u32)> = None;
@@ -91,6 +98,11 @@ impl LexedFile {
             }
         }
         while i < bytes.len() {
+            // Only `/` and `"` can start a comment or a string.
+            match bytes[i..].iter().position(|&b| b == b'/' || b == b'"') {
+                Some(skip) => i += skip,
+                None => break,
+            }
             match bytes[i] {
                 b'/' if bytes.get(i + 1) == Some(&b'/') => {
                     self.text.push_str(&raw[run_start..i]);
@@ -135,14 +147,25 @@ impl LexedFile {
                 self.text.truncate(start);
                 self.cuts.truncate(cuts_start);
             }
-            Some(&first) => self.lines.push(LexLine {
-                number,
-                directive: first == b'#',
-                start: to_u32(start),
-                end: to_u32(self.text.len()),
-                cuts_start: to_u32(cuts_start),
-                cuts_end: to_u32(self.cuts.len()),
-            }),
+            Some(&first) => {
+                let directive = first == b'#';
+                let identifiers_start = self.identifiers.len();
+                if !directive {
+                    let text = &self.text[start..];
+                    self.identifiers
+                        .extend(Identifiers::new(text).map(|r| (to_u32(r.start), to_u32(r.end))));
+                }
+                self.lines.push(LexLine {
+                    number,
+                    directive,
+                    start: to_u32(start),
+                    end: to_u32(self.text.len()),
+                    cuts_start: to_u32(cuts_start),
+                    cuts_end: to_u32(self.cuts.len()),
+                    identifiers_start: to_u32(identifiers_start),
+                    identifiers_end: to_u32(self.identifiers.len()),
+                });
+            }
         }
         open_comment
     }
@@ -162,6 +185,12 @@ impl LexedFile {
     /// A line's comment-free text, trailing whitespace trimmed, never blank.
     pub fn text(&self, line: &LexLine) -> &str {
         &self.text[line.start as usize..line.end as usize]
+    }
+
+    /// The byte ranges (within [`Self::text`]) of a code line's identifiers; empty for
+    /// directives.
+    pub fn identifiers(&self, line: &LexLine) -> &[(u32, u32)] {
+        &self.identifiers[line.identifiers_start as usize..line.identifiers_end as usize]
     }
 
     /// Maps a byte column of a line's comment-free text to the column in the original line.

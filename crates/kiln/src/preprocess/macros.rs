@@ -8,7 +8,7 @@
 
 use rustc_hash::FxHashMap;
 
-use super::error::SourceLocation;
+use std::ops::Range;
 
 /// How deeply macro replacements may nest.
 const MAX_EXPANSION_DEPTH: usize = 256;
@@ -16,10 +16,21 @@ const MAX_EXPANSION_DEPTH: usize = 256;
 /// ... doubles per level).
 const MAX_EXPANSION_GROWTH: usize = 1 << 20;
 
+/// Where a `#define` is, compactly (the run turns it into a `SourceLocation` on error).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct MacroOrigin {
+    /// The run's index of the file.
+    pub file: u32,
+    /// 1-based line.
+    pub line: u32,
+    /// Byte columns of the name in the original line.
+    pub columns: Range<u32>,
+}
+
 #[derive(Debug)]
 struct Macro {
     value: Box<str>,
-    defined_at: Option<SourceLocation>,
+    defined_at: Option<MacroOrigin>,
 }
 
 /// Defined macros, by name.
@@ -45,8 +56,8 @@ impl MacroTable {
         &mut self,
         name: &str,
         value: &str,
-        at: Option<SourceLocation>,
-    ) -> Result<(), Option<SourceLocation>> {
+        at: Option<MacroOrigin>,
+    ) -> Result<(), Option<MacroOrigin>> {
         let value = collapse_whitespace(value);
         if let Some(existing) = self.map.get(name) {
             if *existing.value == *value {
@@ -78,12 +89,16 @@ impl MacroTable {
         self.lookup(name).is_some()
     }
 
+    /// Whether some macro name starts with `first` (a filter: most identifiers are not macros).
+    #[inline]
+    fn may_start_a_name(&self, first: u8) -> bool {
+        self.first_bytes[usize::from(first >> 6)] & (1 << (first & 63)) != 0
+    }
+
     /// The name (with the table's lifetime) and value of a defined macro.
     pub fn lookup(&self, name: &str) -> Option<(&str, &str)> {
         let first = *name.as_bytes().first()?;
-        if name.len() > self.longest_name
-            || self.first_bytes[usize::from(first >> 6)] & (1 << (first & 63)) == 0
-        {
+        if name.len() > self.longest_name || !self.may_start_a_name(first) {
             return None;
         }
         self.map
@@ -91,69 +106,141 @@ impl MacroTable {
             .map(|(key, m)| (&**key, &*m.value))
     }
 
-    /// Appends `line` to `out` with every macro substituted.
-    pub fn expand_line(&self, line: &str, out: &mut String) -> Result<(), ExpansionTooLarge> {
+    /// Appends `line` to `out` with every macro substituted; `identifiers` are the byte
+    /// ranges of `line`'s identifiers (from [`Identifiers`], computed once per file).
+    pub fn expand_line(
+        &self,
+        line: &str,
+        identifiers: &[(u32, u32)],
+        out: &mut String,
+    ) -> Result<(), ExpansionTooLarge> {
         let mut active = Vec::new();
         let limit = out.len() + line.len() + MAX_EXPANSION_GROWTH;
-        self.expand_into(line, out, &mut active, limit)
+        let spans = identifiers
+            .iter()
+            .map(|&(start, end)| start as usize..end as usize);
+        self.expand_into(line, spans, out, &mut active, limit)
     }
 
     fn expand_into<'s>(
         &'s self,
         text: &str,
+        identifiers: impl Iterator<Item = Range<usize>>,
         out: &mut String,
         active: &mut Vec<&'s str>,
         limit: usize,
     ) -> Result<(), ExpansionTooLarge> {
-        let bytes = text.as_bytes();
-        let mut i = 0;
         let mut copied = 0;
-        while i < bytes.len() {
-            let b = bytes[i];
-            if is_ident_start(b) {
-                let start = i;
-                i += 1;
-                while i < bytes.len() && is_ident_continue(bytes[i]) {
-                    i += 1;
-                }
-                let Some((name, value)) = self.lookup(&text[start..i]) else {
-                    continue;
-                };
-                if active.contains(&name) {
-                    continue;
-                }
-                if active.len() >= MAX_EXPANSION_DEPTH || out.len() > limit {
-                    return Err(ExpansionTooLarge {
-                        name: name.to_owned(),
-                    });
-                }
-                out.push_str(&text[copied..start]);
-                active.push(name);
-                self.expand_into(value, out, active, limit)?;
-                active.pop();
-                copied = i;
-            } else if b.is_ascii_digit() {
-                i += 1;
-                while i < bytes.len() && (is_ident_continue(bytes[i]) || bytes[i] == b'.') {
-                    i += 1;
-                }
-            } else {
-                i += 1;
+        for span in identifiers {
+            if !self.may_start_a_name(text.as_bytes()[span.start]) {
+                continue;
             }
+            let Some((name, value)) = self.lookup(&text[span.clone()]) else {
+                continue;
+            };
+            if active.contains(&name) {
+                continue;
+            }
+            if active.len() >= MAX_EXPANSION_DEPTH || out.len() > limit {
+                return Err(ExpansionTooLarge {
+                    name: name.to_owned(),
+                });
+            }
+            out.push_str(&text[copied..span.start]);
+            active.push(name);
+            self.expand_into(value, Identifiers::new(value), out, active, limit)?;
+            active.pop();
+            copied = span.end;
         }
         out.push_str(&text[copied..]);
         Ok(())
     }
 }
 
+/// The byte ranges of the identifiers in a text, numeric literals (`1e5f`, `0x1Fu`) skipped.
+pub(crate) struct Identifiers<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Identifiers<'a> {
+    pub fn new(text: &'a str) -> Self {
+        Self {
+            bytes: text.as_bytes(),
+            pos: 0,
+        }
+    }
+}
+
+impl Iterator for Identifiers<'_> {
+    type Item = Range<usize>;
+
+    fn next(&mut self) -> Option<Range<usize>> {
+        let bytes = self.bytes;
+        let mut i = self.pos;
+        while i < bytes.len() {
+            let class = byte_class(bytes[i]);
+            if class & (IDENT_START | DIGIT) == 0 {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            i += 1;
+            // A numeric literal runs on through letters and dots (`1.5e3f`, `0x1Fu`).
+            let continues = if class == DIGIT {
+                IDENT_START | DIGIT | DOT
+            } else {
+                IDENT_START | DIGIT
+            };
+            while i < bytes.len() && byte_class(bytes[i]) & continues != 0 {
+                i += 1;
+            }
+            if class == IDENT_START {
+                self.pos = i;
+                return Some(start..i);
+            }
+        }
+        self.pos = i;
+        None
+    }
+}
+
+const IDENT_START: u8 = 1;
+const DIGIT: u8 = 2;
+const DOT: u8 = 4;
+
+/// Byte classes for scanning, one table lookup per byte.
+static BYTE_CLASSES: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let byte = b as u8;
+        table[b] = if byte.is_ascii_alphabetic() || byte == b'_' || byte >= 0x80 {
+            IDENT_START
+        } else if byte.is_ascii_digit() {
+            DIGIT
+        } else if byte == b'.' {
+            DOT
+        } else {
+            0
+        };
+        b += 1;
+    }
+    table
+};
+
+fn byte_class(b: u8) -> u8 {
+    BYTE_CLASSES[usize::from(b)]
+}
+
 /// Whether `b` can start an identifier (non-ASCII bytes belong to identifiers).
 pub(crate) fn is_ident_start(b: u8) -> bool {
-    b.is_ascii_alphabetic() || b == b'_' || b >= 0x80
+    byte_class(b) == IDENT_START
 }
 
 /// Whether `b` can continue an identifier.
 pub(crate) fn is_ident_continue(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80
+    byte_class(b) & (IDENT_START | DIGIT) != 0
 }
 
 /// The length of the ASCII macro name at the start of `text` (0 if there is none).
@@ -188,9 +275,15 @@ fn collapse_whitespace(value: &str) -> String {
 mod tests {
     use super::*;
 
+    fn spans(line: &str) -> Vec<(u32, u32)> {
+        Identifiers::new(line)
+            .map(|r| (r.start as u32, r.end as u32))
+            .collect()
+    }
+
     fn expand(table: &MacroTable, line: &str) -> String {
         let mut out = String::new();
-        table.expand_line(line, &mut out).unwrap();
+        table.expand_line(line, &spans(line), &mut out).unwrap();
         out
     }
 
@@ -225,7 +318,7 @@ mod tests {
                 .unwrap();
         }
         let mut out = String::new();
-        assert!(table.expand_line("M0", &mut out).is_err());
+        assert!(table.expand_line("M0", &spans("M0"), &mut out).is_err());
     }
 
     #[test]

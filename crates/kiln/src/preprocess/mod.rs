@@ -33,9 +33,15 @@
 //! `#ifdef`, `#ifndef`, `#if`, `#elif`, `#else`, `#endif`, `#error`, `#pragma once`, and `#`
 //! alone. For GLSL, `#version`, `#extension` and other `#pragma`s pass through as written, and
 //! `#version` must come before any code; for WGSL they are errors. `#line` and function-like
-//! macros are refused with a clear error. `#if` expressions are described in `expr`.
-//! Directives inside a false group are not checked, except for the nesting of conditionals
-//! (as in C). Lines cannot be continued with `\`.
+//! macros are refused with a clear error. `#if` takes integer literals, `defined(X)` /
+//! `defined X`, identifiers (a macro's value, or 0), parentheses, `! - + ~`, `* / %`, `+ -`,
+//! comparisons, `== !=`, `&&` and `||` (short-circuiting), with C precedence. Macros are
+//! substituted at identifier boundaries in code lines (`FOG` never inside `FOGGY`) and
+//! rescanned, C-style. Directives inside a false group are not checked, except for the
+//! nesting of conditionals (as in C); conditionals must balance within each file. Lines
+//! cannot be continued with `\`. Includes may nest [`MAX_INCLUDE_DEPTH`] deep; a file may
+//! include itself (or a cycle) only behind a guard or `#pragma once`, otherwise it is an
+//! include cycle error naming the files.
 //!
 //! The variant's keywords are defined as `1` before the first line, then the caller's
 //! defines. Defining a macro again with a different value is an error.
@@ -56,7 +62,19 @@
 //! [`Preprocessed::line_map`] to map naga's diagnostics back to the sources.
 //!
 //! [`include_closure`] lists every file any variant could include, for hashing into the
-//! shader's source revision.
+//! shader's source revision; [`Preprocessed::files`] lists those this variant read.
+//!
+//! # Cost
+//!
+//! Linear in the text read; no regular expressions. Within one call each file is read and
+//! lexed once however often it is included. A [`Preprocessor`] also keeps lexed files across
+//! calls (checked against the loader's text, so never stale), so that a shader's thousands of
+//! variants lex each file once.
+//!
+//! # Errors
+//!
+//! [`PreprocessError`] carries the root-relative file, 1-based line and byte columns of the
+//! offending directive ([`PreprocessError::span`]), for a codespan snippet.
 
 mod cache;
 mod closure;

@@ -17,20 +17,20 @@
 //! - The load path is one open and one read per entry; anything that scans directories
 //!   (garbage collection, usage) is a separate, explicit call.
 
+mod content_key;
 pub mod entry;
 mod error;
 mod gc;
-mod content_key;
 mod local;
 mod memory;
 mod namespace;
 
 use std::sync::Arc;
 
+pub use content_key::{ContentKey, ParseContentKeyError};
 pub use entry::CorruptReason;
 pub use error::StoreError;
 pub use gc::{GcReport, NamespaceUsage, StoreUsage};
-pub use content_key::{ContentKey, ParseContentKeyError};
 pub use local::LocalStore;
 pub use memory::MemoryStore;
 pub use namespace::{Namespace, KILN_VERSION};

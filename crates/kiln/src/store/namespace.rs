@@ -99,8 +99,13 @@ impl Namespace {
     }
 
     /// The directory name: the target (reduced to `[a-z0-9_]`, at most 32 characters), a
-    /// dash, and 16 hex digits of the blake3 hash of all fields. Stable across processes,
-    /// platforms and releases of kiln that keep store format `v1`.
+    /// dash, and the first 16 hex digits of the blake3 hash of all fields. Stable across
+    /// processes, platforms and releases of kiln that keep store layout `v1`.
+    ///
+    /// The hashed bytes are `b"kiln.store.namespace.v1\0"`, then the kiln version, compiler
+    /// version and target, then the number of options and each name and value (sorted by
+    /// name), then the number of capabilities and each capability (sorted); every string is
+    /// preceded by its length and every count is a `u64`, little endian.
     pub fn dir_name(&self) -> &str {
         &self.dir_name
     }

@@ -7,23 +7,23 @@
 //! - Single flight: concurrent requesters of one key cause one compile; the others wait and
 //!   share its outcome, an error included. A failed or panicking compile is never inserted,
 //!   and the next request compiles again.
-//! - A reverse index shader -> keys makes invalidation cost proportional to that shader's
-//!   entries, not to the cache.
+//! - Entries are grouped by shader (the reverse index shader -> keys is the layout itself),
+//!   so invalidation costs that shader's entries, not the cache's.
 //! - Each shader's current revision (set by `invalidate_shader`) gates insertion, so a
 //!   compile still running for a stale revision is returned to its requesters but never
 //!   inserted after the invalidation.
 //! - An optional byte capacity, kept by evicting the least recently used artifacts.
 //!
-//! Layout: the entries live in shards (a read-write lock and hit counters per cache line),
-//! so a hit takes one uncontended read lock and touches no shared cache line. Everything
-//! that changes which artifacts are held (insert, remove, invalidate, evict) also holds the
-//! `ledger` lock, which owns the reverse index, the byte count and the eviction queue; lock
-//! order is always ledger, then shard. No lock is held while a compiler runs.
+//! Locking: one table behind a reader-striped lock (`striped`): a hit read-locks only its
+//! thread's stripe and counts itself there, so hits on different threads write no shared
+//! cache line. Everything that changes the table (placeholders, inserts, removals,
+//! invalidation, eviction) takes the write side. No lock is held while a compiler runs.
 
 mod error;
 mod eviction;
 mod flight;
 mod stats;
+mod striped;
 mod weigh;
 
 pub use error::CacheError;
@@ -31,32 +31,31 @@ pub use stats::CacheStats;
 pub use weigh::Weigh;
 
 use std::fmt;
-use std::hash::{Hash, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
-use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
+use rustc_hash::FxHashMap;
 
 use crate::key::{Symbol, VariantKey};
 use eviction::EvictionQueue;
 use flight::{panic_message, Failure, Flight};
-
-/// log2 of the number of shards: 32 shards keep two to eight threads apart on hits.
-const SHARD_BITS: u32 = 5;
+use striped::Striped;
 
 /// A thread-safe cache of compiled artifacts keyed by [`VariantKey`].
 ///
-/// `A` is the artifact (cheap to clone: typically an `Arc`). All methods take `&self`; share
-/// the cache between threads by reference or in an `Arc`.
+/// `A` is the artifact (cheap to clone: typically an `Arc`; its `Clone` must not call back
+/// into the cache). All methods take `&self`; share the cache between threads by reference
+/// or in an `Arc`.
 pub struct VariantCache<A> {
-    shards: Box<[Shard<A>]>,
-    ledger: Mutex<Ledger>,
+    table: Striped<Table<A>>,
     capacity: Option<u64>,
     weigh: Box<dyn Fn(&A) -> u64 + Send + Sync>,
-    /// Source of access stamps for LRU; advanced only when a capacity is set.
+    /// Source of access stamps for LRU; advanced on hits only when a capacity is set.
     clock: AtomicU64,
+    /// Hits found under the write lock (inserted while the requester upgraded); the usual
+    /// hits are counted per stripe.
+    late_hits: AtomicU64,
     compiles: AtomicU64,
     joined_waits: AtomicU64,
     failures: AtomicU64,
@@ -65,45 +64,74 @@ pub struct VariantCache<A> {
     stale_discarded: AtomicU64,
 }
 
-/// One slice of the entries, alone on its cache line(s) so that hits on different shards
-/// never share a line.
-#[repr(align(128))]
-struct Shard<A> {
-    map: RwLock<FxHashMap<VariantKey, Slot<A>>>,
-    requests: AtomicU64,
-    hits: AtomicU64,
+/// Everything the lock guards.
+struct Table<A> {
+    shaders: FxHashMap<Symbol, ShaderTable<A>>,
+    /// Ready entries (placeholders of running compiles excluded).
+    entries: usize,
+    /// Total weight of ready entries.
+    bytes: u64,
+    eviction: EvictionQueue,
+}
+
+/// One shader's entries and its current revision.
+struct ShaderTable<A> {
+    /// Set by `invalidate_shader`: once set, only results at this revision are inserted.
+    current: Option<u64>,
+    slots: FxHashMap<VariantKey, Slot<A>>,
 }
 
 enum Slot<A> {
     Ready(Entry<A>),
-    /// A compile is running; requesters join it. Never counted as an entry, never in the
-    /// reverse index, never evicted or invalidated (its leader decides whether it is
-    /// inserted).
+    /// A compile is running; requesters join it. Never counted as an entry, never evicted or
+    /// invalidated: its leader decides whether its result is inserted.
     Compiling(Arc<Flight<A>>),
 }
 
 struct Entry<A> {
     artifact: A,
     bytes: u64,
-    /// The clock value of the last use; unique per use when a capacity is set.
+    /// The clock value at the last use; unique per use when a capacity is set.
     stamp: AtomicU64,
 }
 
-/// What changes when artifacts come and go; guarded by one mutex, taken off the hit path.
-#[derive(Default)]
-struct Ledger {
-    shaders: FxHashMap<Symbol, ShaderEntries>,
-    entries: usize,
-    bytes: u64,
-    eviction: EvictionQueue,
-}
+impl<A> Table<A> {
+    #[inline]
+    fn slot(&self, key: &VariantKey) -> Option<&Slot<A>> {
+        self.shaders.get(&key.shader_symbol())?.slots.get(key)
+    }
 
-#[derive(Default)]
-struct ShaderEntries {
-    /// Set by `invalidate_shader`: once set, only results at this revision are inserted.
-    current: Option<u64>,
-    /// The shader's ready entries (the reverse index).
-    keys: FxHashSet<VariantKey>,
+    fn ready(&self, key: &VariantKey) -> Option<&Entry<A>> {
+        match self.slot(key)? {
+            Slot::Ready(entry) => Some(entry),
+            Slot::Compiling(_) => None,
+        }
+    }
+
+    /// Removes `key`'s ready entry, keeping the counts right.
+    fn take_ready(&mut self, key: &VariantKey) -> Option<Entry<A>> {
+        let slots = &mut self.shaders.get_mut(&key.shader_symbol())?.slots;
+        if !matches!(slots.get(key), Some(Slot::Ready(_))) {
+            return None;
+        }
+        let Some(Slot::Ready(entry)) = slots.remove(key) else {
+            return None;
+        };
+        self.entries -= 1;
+        self.bytes -= entry.bytes;
+        Some(entry)
+    }
+
+    /// Removes `flight`'s placeholder, if it is still there.
+    fn withdraw(&mut self, key: &VariantKey, flight: &Arc<Flight<A>>) {
+        if let Some(shader) = self.shaders.get_mut(&key.shader_symbol()) {
+            if let Some(Slot::Compiling(placeholder)) = shader.slots.get(key) {
+                if Arc::ptr_eq(placeholder, flight) {
+                    shader.slots.remove(key);
+                }
+            }
+        }
+    }
 }
 
 impl<A: Clone + Send + Sync + Weigh> VariantCache<A> {
@@ -131,19 +159,17 @@ impl<A: Clone + Send + Sync> VariantCache<A> {
         capacity: Option<u64>,
         weigh: impl Fn(&A) -> u64 + Send + Sync + 'static,
     ) -> Self {
-        let shards = (0..1usize << SHARD_BITS)
-            .map(|_| Shard {
-                map: RwLock::new(FxHashMap::default()),
-                requests: AtomicU64::new(0),
-                hits: AtomicU64::new(0),
-            })
-            .collect();
         VariantCache {
-            shards,
-            ledger: Mutex::new(Ledger::default()),
+            table: Striped::new(Table {
+                shaders: FxHashMap::default(),
+                entries: 0,
+                bytes: 0,
+                eviction: EvictionQueue::default(),
+            }),
             capacity,
             weigh: Box::new(weigh),
             clock: AtomicU64::new(0),
+            late_hits: AtomicU64::new(0),
             compiles: AtomicU64::new(0),
             joined_waits: AtomicU64::new(0),
             failures: AtomicU64::new(0),
@@ -161,40 +187,50 @@ impl<A: Clone + Send + Sync> VariantCache<A> {
     /// is inserted: the next request compiles again. A successful artifact is inserted unless
     /// `invalidate_shader` has since made `key`'s revision stale (it is still returned), or
     /// it alone exceeds the capacity.
+    #[inline]
     pub fn get_or_compile<E, F>(&self, key: &VariantKey, compile: F) -> Result<A, CacheError<E>>
     where
         F: FnOnce(&VariantKey) -> Result<A, E>,
         E: fmt::Display + Send + Sync + 'static,
     {
-        let shard = self.shard(key);
-        shard.requests.fetch_add(1, Relaxed);
-        if let Some(Slot::Ready(entry)) = shard.map.read().get(key) {
-            shard.hits.fetch_add(1, Relaxed);
-            self.touch(entry);
-            return Ok(entry.artifact.clone());
+        {
+            let table = self.table.read();
+            if let Some(entry) = table.ready(key) {
+                table.count_hit();
+                self.touch(entry);
+                return Ok(entry.artifact.clone());
+            }
         }
-        self.miss(shard, key, compile)
+        self.miss(key, compile)
     }
 
     #[cold]
-    fn miss<E, F>(&self, shard: &Shard<A>, key: &VariantKey, compile: F) -> Result<A, CacheError<E>>
+    fn miss<E, F>(&self, key: &VariantKey, compile: F) -> Result<A, CacheError<E>>
     where
         F: FnOnce(&VariantKey) -> Result<A, E>,
         E: fmt::Display + Send + Sync + 'static,
     {
         let flight = {
-            let mut map = shard.map.write();
-            match map.get(key) {
+            let mut table = self.table.write();
+            let slots = &mut table
+                .shaders
+                .entry(key.shader_symbol())
+                .or_insert_with(|| ShaderTable {
+                    current: None,
+                    slots: FxHashMap::default(),
+                })
+                .slots;
+            match slots.get(key) {
                 // Inserted between our read and write locks.
                 Some(Slot::Ready(entry)) => {
-                    shard.hits.fetch_add(1, Relaxed);
+                    self.late_hits.fetch_add(1, Relaxed);
                     self.touch(entry);
                     return Ok(entry.artifact.clone());
                 }
                 Some(Slot::Compiling(flight)) => Err(Arc::clone(flight)),
                 None => {
                     let flight = Arc::new(Flight::new());
-                    map.insert(*key, Slot::Compiling(Arc::clone(&flight)));
+                    slots.insert(*key, Slot::Compiling(Arc::clone(&flight)));
                     Ok(flight)
                 }
             }
@@ -238,7 +274,7 @@ impl<A: Clone + Send + Sync> VariantCache<A> {
                 self.failures.fetch_add(1, Relaxed);
                 let error = Arc::new(error);
                 let message = error.to_string();
-                self.withdraw(key, &lead.flight);
+                self.table.write().withdraw(key, &lead.flight);
                 lead.finish(Err(Failure::Compile {
                     error: Arc::clone(&error) as _,
                     message,
@@ -252,7 +288,7 @@ impl<A: Clone + Send + Sync> VariantCache<A> {
             Err(payload) => {
                 self.failures.fetch_add(1, Relaxed);
                 let message = panic_message(payload.as_ref());
-                self.withdraw(key, &lead.flight);
+                self.table.write().withdraw(key, &lead.flight);
                 lead.finish(Err(Failure::Panicked {
                     message: message.clone(),
                 }));
@@ -268,16 +304,22 @@ impl<A: Clone + Send + Sync> VariantCache<A> {
     /// Replaces `flight`'s placeholder by the artifact, unless the key went stale or the
     /// artifact cannot fit; then evicts down to the capacity.
     fn admit(&self, key: &VariantKey, flight: &Arc<Flight<A>>, artifact: A, bytes: u64) {
-        let mut ledger = self.ledger.lock();
-        let stale = ledger
-            .shaders
-            .get(&key.shader_symbol())
-            .and_then(|shader| shader.current)
+        let mut table = self.table.write();
+        let table = &mut *table;
+        let Some(shader) = table.shaders.get_mut(&key.shader_symbol()) else {
+            return;
+        };
+        match shader.slots.get(key) {
+            Some(Slot::Compiling(placeholder)) if Arc::ptr_eq(placeholder, flight) => {}
+            // Our placeholder is gone (only its leader removes it): keep what is there.
+            _ => return,
+        }
+        let stale = shader
+            .current
             .is_some_and(|current| current != key.revision());
         let oversized = self.capacity.is_some_and(|capacity| bytes > capacity);
         if stale || oversized {
-            drop(ledger);
-            self.withdraw(key, flight);
+            shader.slots.remove(key);
             let counter = if stale {
                 &self.stale_discarded
             } else {
@@ -286,69 +328,40 @@ impl<A: Clone + Send + Sync> VariantCache<A> {
             counter.fetch_add(1, Relaxed);
             return;
         }
-        {
-            let mut map = self.shard(key).map.write();
-            match map.get(key) {
-                Some(Slot::Compiling(placeholder)) if Arc::ptr_eq(placeholder, flight) => {}
-                // Our placeholder is gone (only its leader removes it): keep what is there.
-                _ => return,
-            }
-            let stamp = self.clock.fetch_add(1, Relaxed) + 1;
-            map.insert(
-                *key,
-                Slot::Ready(Entry {
-                    artifact,
-                    bytes,
-                    stamp: AtomicU64::new(stamp),
-                }),
-            );
-        }
-        ledger.entries += 1;
-        ledger.bytes += bytes;
-        ledger
-            .shaders
-            .entry(key.shader_symbol())
-            .or_default()
-            .keys
-            .insert(*key);
+        let stamp = self.clock.fetch_add(1, Relaxed) + 1;
+        shader.slots.insert(
+            *key,
+            Slot::Ready(Entry {
+                artifact,
+                bytes,
+                stamp: AtomicU64::new(stamp),
+            }),
+        );
+        table.entries += 1;
+        table.bytes += bytes;
         if let Some(capacity) = self.capacity {
-            self.evict_to(&mut ledger, capacity);
-        }
-    }
-
-    /// Removes `flight`'s placeholder (a compile that produced nothing to insert).
-    fn withdraw(&self, key: &VariantKey, flight: &Arc<Flight<A>>) {
-        let mut map = self.shard(key).map.write();
-        if let Some(Slot::Compiling(placeholder)) = map.get(key) {
-            if Arc::ptr_eq(placeholder, flight) {
-                map.remove(key);
-            }
+            self.evict_to(table, capacity);
         }
     }
 
     /// The artifact of `key` if it is held (it counts as a use for LRU); never compiles and
     /// does not count as a request.
     pub fn get(&self, key: &VariantKey) -> Option<A> {
-        match self.shard(key).map.read().get(key) {
-            Some(Slot::Ready(entry)) => {
-                self.touch(entry);
-                Some(entry.artifact.clone())
-            }
-            _ => None,
-        }
+        let table = self.table.read();
+        let entry = table.ready(key)?;
+        self.touch(entry);
+        Some(entry.artifact.clone())
     }
 
     /// Whether an artifact of `key` is held (not a use for LRU).
     pub fn contains(&self, key: &VariantKey) -> bool {
-        matches!(self.shard(key).map.read().get(key), Some(Slot::Ready(_)))
+        self.table.read().ready(key).is_some()
     }
 
     /// Removes and returns the artifact of `key`, if held. A compile in flight for `key` is
     /// not affected.
     pub fn remove(&self, key: &VariantKey) -> Option<A> {
-        let mut ledger = self.ledger.lock();
-        let entry = self.take_ready(&mut ledger, key)?;
-        Some(entry.artifact)
+        Some(self.table.write().take_ready(key)?.artifact)
     }
 
     /// Removes every entry of `shader` whose revision differs from `current_revision`, and
@@ -360,26 +373,32 @@ impl<A: Clone + Send + Sync> VariantCache<A> {
     /// requesters but not inserted, until a later call names another revision.
     pub fn invalidate_shader(&self, shader: &str, current_revision: u64) -> usize {
         let symbol = Symbol::intern(shader);
-        let mut ledger = self.ledger.lock();
-        let entries = ledger.shaders.entry(symbol).or_default();
-        entries.current = Some(current_revision);
-        let stale: Vec<VariantKey> = entries
-            .keys
-            .iter()
-            .filter(|key| key.revision() != current_revision)
-            .copied()
-            .collect();
-        for key in &stale {
-            self.take_ready(&mut ledger, key);
-        }
-        self.invalidated.fetch_add(stale.len() as u64, Relaxed);
-        stale.len()
+        let mut table = self.table.write();
+        let table = &mut *table;
+        let shader = table.shaders.entry(symbol).or_insert_with(|| ShaderTable {
+            current: None,
+            slots: FxHashMap::default(),
+        });
+        shader.current = Some(current_revision);
+        let (mut removed, mut bytes) = (0, 0);
+        shader.slots.retain(|key, slot| match slot {
+            Slot::Ready(entry) if key.revision() != current_revision => {
+                removed += 1;
+                bytes += entry.bytes;
+                false
+            }
+            _ => true,
+        });
+        table.entries -= removed;
+        table.bytes -= bytes;
+        self.invalidated.fetch_add(removed as u64, Relaxed);
+        removed
     }
 
     /// The revision last given to `invalidate_shader` for `shader`, if any.
     pub fn current_revision(&self, shader: &str) -> Option<u64> {
         let symbol = Symbol::lookup(shader)?;
-        self.ledger.lock().shaders.get(&symbol)?.current
+        self.table.read().shaders.get(&symbol)?.current
     }
 
     /// The keys of `shader`'s held artifacts, in ordinal order.
@@ -387,13 +406,15 @@ impl<A: Clone + Send + Sync> VariantCache<A> {
         let Some(symbol) = Symbol::lookup(shader) else {
             return Vec::new();
         };
-        let mut keys: Vec<VariantKey> = self
-            .ledger
-            .lock()
-            .shaders
-            .get(&symbol)
-            .map(|entries| entries.keys.iter().copied().collect())
-            .unwrap_or_default();
+        let mut keys: Vec<VariantKey> = match self.table.read().shaders.get(&symbol) {
+            Some(shader) => shader
+                .slots
+                .iter()
+                .filter(|(_, slot)| matches!(slot, Slot::Ready(_)))
+                .map(|(key, _)| *key)
+                .collect(),
+            None => Vec::new(),
+        };
         keys.sort_unstable();
         keys
     }
@@ -401,24 +422,20 @@ impl<A: Clone + Send + Sync> VariantCache<A> {
     /// Removes every held artifact (compiles in flight are not affected; current revisions
     /// are kept).
     pub fn clear(&self) {
-        let mut ledger = self.ledger.lock();
-        for shard in self.shards.iter() {
-            shard
-                .map
-                .write()
+        let mut table = self.table.write();
+        for shader in table.shaders.values_mut() {
+            shader
+                .slots
                 .retain(|_, slot| matches!(slot, Slot::Compiling(_)));
         }
-        for entries in ledger.shaders.values_mut() {
-            entries.keys.clear();
-        }
-        ledger.entries = 0;
-        ledger.bytes = 0;
-        ledger.eviction.clear();
+        table.entries = 0;
+        table.bytes = 0;
+        table.eviction.clear();
     }
 
     /// The number of held artifacts.
     pub fn len(&self) -> usize {
-        self.ledger.lock().entries
+        self.table.read().entries
     }
 
     /// Whether no artifact is held.
@@ -428,7 +445,7 @@ impl<A: Clone + Send + Sync> VariantCache<A> {
 
     /// The total weight of held artifacts, in bytes.
     pub fn bytes(&self) -> u64 {
-        self.ledger.lock().bytes
+        self.table.read().bytes
     }
 
     /// The byte capacity, if bounded.
@@ -438,42 +455,25 @@ impl<A: Clone + Send + Sync> VariantCache<A> {
 
     /// A snapshot of the counters.
     pub fn stats(&self) -> CacheStats {
-        let (requests, hits) = self.shards.iter().fold((0, 0), |(requests, hits), shard| {
-            (
-                requests + shard.requests.load(Relaxed),
-                hits + shard.hits.load(Relaxed),
-            )
-        });
+        let hits = self.late_hits.load(Relaxed)
+            + self
+                .table
+                .stripes()
+                .iter()
+                .map(|stripe| stripe.hits.load(Relaxed))
+                .sum::<u64>();
+        let compiles = self.compiles.load(Relaxed);
+        let joined_waits = self.joined_waits.load(Relaxed);
         CacheStats {
-            requests,
+            requests: hits + compiles + joined_waits,
             hits,
-            compiles: self.compiles.load(Relaxed),
-            joined_waits: self.joined_waits.load(Relaxed),
+            compiles,
+            joined_waits,
             failures: self.failures.load(Relaxed),
             invalidated: self.invalidated.load(Relaxed),
             evicted: self.evicted.load(Relaxed),
             stale_discarded: self.stale_discarded.load(Relaxed),
         }
-    }
-
-    /// Removes the ready entry of `key` from its shard and from the ledger.
-    fn take_ready(&self, ledger: &mut Ledger, key: &VariantKey) -> Option<Entry<A>> {
-        let entry = {
-            let mut map = self.shard(key).map.write();
-            if !matches!(map.get(key), Some(Slot::Ready(_))) {
-                return None;
-            }
-            match map.remove(key) {
-                Some(Slot::Ready(entry)) => entry,
-                _ => return None,
-            }
-        };
-        ledger.entries -= 1;
-        ledger.bytes -= entry.bytes;
-        if let Some(entries) = ledger.shaders.get_mut(&key.shader_symbol()) {
-            entries.keys.remove(key);
-        }
-        Some(entry)
     }
 
     /// Marks `entry` as the most recently used. Only a bounded cache needs the order, so an
@@ -485,17 +485,6 @@ impl<A: Clone + Send + Sync> VariantCache<A> {
                 .stamp
                 .store(self.clock.fetch_add(1, Relaxed) + 1, Relaxed);
         }
-    }
-
-    #[inline]
-    fn shard(&self, key: &VariantKey) -> &Shard<A> {
-        let mut hasher = FxHasher::default();
-        key.hash(&mut hasher);
-        // The shard's map hashes the key again with the same function and reads both the low
-        // bits and the top seven; choose the shard from a remix so that keys within one shard
-        // still spread over the map.
-        let remixed = hasher.finish().wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        &self.shards[(remixed >> (64 - SHARD_BITS)) as usize]
     }
 }
 
@@ -521,7 +510,7 @@ impl<A: Clone + Send + Sync> Drop for Lead<'_, A> {
         if self.finished {
             return;
         }
-        self.cache.withdraw(&self.key, &self.flight);
+        self.cache.table.write().withdraw(&self.key, &self.flight);
         self.flight.complete(Err(Failure::Panicked {
             message: "the compiling request unwound before finishing".to_owned(),
         }));

@@ -1,0 +1,217 @@
+//! Property test against a from-scratch model: random query DAGs over random inputs,
+//! random edit sequences (including equal-value sets, removals, synthetic writes and LRU
+//! capacity changes). After every edit each query's value equals a plain recursive
+//! recomputation, no query executes twice in a revision, and a query executes only if
+//! one of its transitive inputs changed in that revision or LRU evicted its value.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use kiln_incr::{Database, Durability, EventKind, Input, Query, QueryError};
+use parking_lot::Mutex;
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+struct Node {
+    inputs: Vec<usize>,
+    /// Indices of earlier nodes: the graph is a DAG by construction.
+    deps: Vec<usize>,
+    /// Small moduli make equal results (and so backdating) frequent.
+    modulus: u32,
+}
+
+#[derive(Clone, Debug)]
+enum Edit {
+    Set {
+        input: usize,
+        value: u32,
+        durability: Durability,
+    },
+    Remove {
+        input: usize,
+    },
+    Synthetic(Durability),
+    Capacity(usize),
+}
+
+const MISSING: u32 = 7;
+
+struct Model {
+    nodes: Vec<Node>,
+    executed: Mutex<Vec<usize>>,
+}
+
+struct In;
+impl Input for In {
+    type Key = usize;
+    type Value = u32;
+    const NAME: &'static str = "in";
+}
+
+struct Eval;
+impl Query<Arc<Model>> for Eval {
+    type Key = usize;
+    type Value = u32;
+    const NAME: &'static str = "eval";
+    fn execute(db: &Database<Arc<Model>>, node: &usize) -> Result<u32, QueryError> {
+        let model = db.context();
+        model.executed.lock().push(*node);
+        let spec = &model.nodes[*node];
+        let mut sum = *node as u32;
+        for input in &spec.inputs {
+            sum += db.input::<In>(input).unwrap_or(MISSING);
+        }
+        for dep in &spec.deps {
+            sum += db.get::<Eval>(dep)?;
+        }
+        Ok(sum % spec.modulus)
+    }
+}
+
+/// The same function, recomputed from scratch.
+fn oracle(nodes: &[Node], inputs: &HashMap<usize, u32>, node: usize) -> u32 {
+    let spec = &nodes[node];
+    let mut sum = node as u32;
+    for input in &spec.inputs {
+        sum += inputs.get(input).copied().unwrap_or(MISSING);
+    }
+    for dep in &spec.deps {
+        sum += oracle(nodes, inputs, *dep);
+    }
+    sum % spec.modulus
+}
+
+fn transitive_inputs(nodes: &[Node], node: usize) -> BTreeSet<usize> {
+    let mut inputs: BTreeSet<usize> = nodes[node].inputs.iter().copied().collect();
+    for dep in &nodes[node].deps {
+        inputs.extend(transitive_inputs(nodes, *dep));
+    }
+    inputs
+}
+
+fn durability() -> impl Strategy<Value = Durability> {
+    prop_oneof![
+        Just(Durability::Low),
+        Just(Durability::Medium),
+        Just(Durability::High)
+    ]
+}
+
+fn scenario() -> impl Strategy<Value = (usize, Vec<Node>, Vec<Edit>, Vec<usize>)> {
+    (1..5usize, 1..9usize).prop_flat_map(|(input_count, node_count)| {
+        let nodes = (0..node_count)
+            .map(|index| {
+                let deps = if index == 0 {
+                    Just(Vec::new()).boxed()
+                } else {
+                    prop::collection::vec(0..index, 0..3).boxed()
+                };
+                (prop::collection::vec(0..input_count, 0..3), deps, 2..5u32).prop_map(
+                    |(inputs, deps, modulus)| Node {
+                        inputs,
+                        deps,
+                        modulus,
+                    },
+                )
+            })
+            .collect::<Vec<_>>();
+        let edit = prop_oneof![
+            6 => (0..input_count, 0..3u32, durability()).prop_map(|(input, value, durability)| {
+                Edit::Set { input, value, durability }
+            }),
+            1 => (0..input_count).prop_map(|input| Edit::Remove { input }),
+            1 => durability().prop_map(Edit::Synthetic),
+            1 => (0..4usize).prop_map(Edit::Capacity),
+        ];
+        (
+            Just(input_count),
+            nodes,
+            prop::collection::vec(edit, 1..14),
+            // A fetch order (a permutation is derived from it per round).
+            prop::collection::vec(0..node_count, node_count..=node_count),
+        )
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn matches_from_scratch_and_does_no_spurious_work(
+        (input_count, nodes, edits, order_seed) in scenario(),
+        initial_capacity in 0..4usize,
+    ) {
+        let model = Arc::new(Model { nodes: nodes.clone(), executed: Mutex::new(Vec::new()) });
+        let mut db = Database::new(Arc::clone(&model));
+        let evicted = Arc::new(Mutex::new(Vec::<usize>::new()));
+        let sink = Arc::clone(&evicted);
+        db.set_event_listener(move |event| {
+            if event.kind == EventKind::Evicted {
+                let key: usize = format!("{:?}", event.key).parse().unwrap();
+                sink.lock().push(key);
+            }
+        });
+        db.set_lru_capacity::<Eval>(initial_capacity);
+
+        // Input state: value and durability; absent = missing.
+        let mut state: HashMap<usize, (u32, Durability)> = HashMap::new();
+        for input in 0..input_count {
+            if input % 2 == 0 {
+                db.set_input::<In>(input, input as u32, Durability::Low);
+                state.insert(input, (input as u32, Durability::Low));
+            }
+        }
+        let order: Vec<usize> = {
+            let mut order: Vec<usize> = (0..nodes.len()).collect();
+            order.sort_by_key(|node| (order_seed[*node], *node));
+            order
+        };
+        let fetch_all = |db: &Database<Arc<Model>>, state: &HashMap<usize, (u32, Durability)>| {
+            let values: HashMap<usize, u32> = state.iter().map(|(k, (v, _))| (*k, *v)).collect();
+            for node in &order {
+                let expected = oracle(&nodes, &values, *node);
+                assert_eq!(db.get::<Eval>(node).unwrap(), expected, "node {}", node);
+            }
+        };
+
+        fetch_all(&db, &state);
+        let mut first: Vec<usize> = std::mem::take(&mut *model.executed.lock());
+        first.sort();
+        prop_assert_eq!(first, (0..nodes.len()).collect::<Vec<_>>());
+        evicted.lock().clear();
+
+        for edit in &edits {
+            let before = state.clone();
+            match edit {
+                Edit::Set { input, value, durability } => {
+                    db.set_input::<In>(*input, *value, *durability);
+                    state.insert(*input, (*value, *durability));
+                }
+                Edit::Remove { input } => {
+                    db.remove_input::<In>(input);
+                    state.remove(input);
+                }
+                Edit::Synthetic(durability) => db.synthetic_write(*durability),
+                Edit::Capacity(capacity) => db.set_lru_capacity::<Eval>(*capacity),
+            }
+            let changed: BTreeSet<usize> = (0..input_count)
+                .filter(|input| before.get(input) != state.get(input))
+                .collect();
+            let evicted_now: BTreeSet<usize> = std::mem::take(&mut *evicted.lock()).into_iter().collect();
+
+            fetch_all(&db, &state);
+
+            let executed = std::mem::take(&mut *model.executed.lock());
+            let unique: BTreeSet<usize> = executed.iter().copied().collect();
+            prop_assert_eq!(unique.len(), executed.len(), "a node ran twice in one revision: {:?}", executed);
+            for node in executed {
+                let inputs_changed = !transitive_inputs(&nodes, node).is_disjoint(&changed);
+                prop_assert!(
+                    inputs_changed || evicted_now.contains(&node),
+                    "spurious execution of node {} after {:?} (changed inputs {:?}, evicted {:?})",
+                    node, edit, changed, evicted_now
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,418 @@
+//! Benchmark of `kiln build` on a generated project (10 WGSL shaders x 100 keyword sets x 2
+//! passes = 2,000 variants, targets spirv, msl and hlsl by default), against what users run
+//! today: a plain single-threaded loop that, per variant, preprocesses the source (kiln's
+//! preprocessor over the disk: naga has none), parses, validates and emits with naga for every
+//! target, and writes each output file, as a Makefile calling naga would.
+//!
+//! Every keyword changes the preprocessed text, so the project has no duplicate variants (the
+//! line `pipeline project` prints how many distinct compile inputs there are): kiln compiles
+//! exactly what the loop compiles, and the comparison measures kiln's overhead only.
+//!
+//! Printed, each measured in this one run with the contenders alternating rep by rep (these
+//! VMs have slow phases), as the median of the reps and their minimum:
+//! - `pipeline cold_vs_raw ratio=<kiln cold, jobs=1 / raw loop>` (target <= 1.10). A kiln
+//!   cold build is `Project::open` + `build` + drop over an empty store and output directory.
+//! - `pipeline warm_vs_cold ratio=<cold jobs=1 / warm>` (target >= 100): warm is a fresh
+//!   `Project` (new engine, nothing in memory) over the filled store and outputs; the line
+//!   `pipeline warm_vs_cold process` measures the same by spawning `target/release/kiln build`
+//!   when that binary exists (build it with `cargo build --release -p kiln-cli`).
+//! - `pipeline jobs2_vs_jobs1 speedup=<cold jobs=1 / cold jobs=2>` (target >= 1.8).
+//! - `pipeline warm_phase ...`: a warm build's steps timed one by one (see `phases`).
+//!
+//! `KILN_BENCH_TARGETS=spirv` (a comma list) changes the targets. Without `--bench` (as under
+//! `cargo test --benches`) it runs once on a small project, as a smoke test.
+
+#[path = "pipeline/phases.rs"]
+mod phases;
+#[path = "pipeline/project.rs"]
+mod project;
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+use kiln::compile::{self, TargetConfig};
+use kiln::pipeline::{output_path, BuildOptions, BuildReport, Project};
+use kiln::preprocess::{self, DiskLoader, PreprocessRequest};
+use kiln::store::ContentKey;
+use project::{Generated, Scale};
+
+const FULL: Scale = Scale {
+    shaders: 10,
+    lights: 5,
+    tones: 5,
+};
+const SMOKE: Scale = Scale {
+    shaders: 2,
+    lights: 2,
+    tones: 2,
+};
+
+fn main() -> ExitCode {
+    let full = std::env::args().any(|arg| arg == "--bench");
+    match run(full) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("pipeline bench failed: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Median and minimum of some reps.
+struct Stats {
+    median: Duration,
+    min: Duration,
+}
+
+impl Stats {
+    fn of(samples: &[Duration]) -> Stats {
+        let mut sorted = samples.to_vec();
+        sorted.sort();
+        Stats {
+            median: sorted.get(sorted.len() / 2).copied().unwrap_or_default(),
+            min: sorted.first().copied().unwrap_or_default(),
+        }
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64().max(1e-12)
+}
+
+fn run(full: bool) -> Result<(), String> {
+    let scale = if full { FULL } else { SMOKE };
+    let cold_reps = if full { 3 } else { 1 };
+    let warm_reps = if full { 7 } else { 1 };
+    let target_names: Vec<String> = std::env::var("KILN_BENCH_TARGETS")
+        .unwrap_or_else(|_| "spirv,msl,hlsl".to_owned())
+        .split(',')
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty())
+        .collect();
+    let targets: Vec<TargetConfig> = target_names
+        .iter()
+        .map(|name| TargetConfig::parse(name, &Default::default()).map_err(|e| e.to_string()))
+        .collect::<Result<_, _>>()?;
+
+    let temp = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let root = temp.path().join("project");
+    std::fs::create_dir_all(&root).map_err(|e| e.to_string())?;
+    let project = project::generate(&root, scale, &target_names).map_err(|e| e.to_string())?;
+    let distinct = distinct_compile_inputs(&project, &root)?;
+    println!(
+        "pipeline project shaders={} keyword_sets={} passes={} variants={} targets={} \
+         distinct_compile_inputs={} duplicates={}",
+        scale.shaders,
+        scale.keyword_sets(),
+        project::PASSES.len(),
+        project.variants.len(),
+        target_names.join(","),
+        distinct,
+        project.variants.len() - distinct,
+    );
+
+    // Cold builds: raw loop, kiln jobs=1, kiln jobs=2, in a rotating order.
+    let mut raw_times = Vec::new();
+    let mut jobs1_times = Vec::new();
+    let mut jobs2_times = Vec::new();
+    let mut warm_dirs: Option<(PathBuf, PathBuf)> = None;
+    for rep in 0..cold_reps {
+        for turn in 0..3 {
+            let dir = temp.path().join(format!("rep{rep}-{turn}"));
+            match (rep + turn) % 3 {
+                0 => {
+                    let out = dir.join("raw-out");
+                    let started = Instant::now();
+                    raw_build(&project, &root, &out, &targets)?;
+                    raw_times.push(started.elapsed());
+                    remove(&dir);
+                }
+                contender => {
+                    let jobs = contender;
+                    let (out, cache) = (dir.join("out"), dir.join("cache"));
+                    let (elapsed, report) = kiln_build(&project.manifest, &out, &cache, jobs)?;
+                    check_cold(&report, project.variants.len(), distinct)?;
+                    if jobs == 1 {
+                        jobs1_times.push(elapsed);
+                        // The last jobs=1 build's store and outputs are the warm builds' input.
+                        if let Some((old, _)) = warm_dirs.replace((out, cache)) {
+                            if let Some(parent) = old.parent() {
+                                remove(parent);
+                            }
+                        }
+                    } else {
+                        jobs2_times.push(elapsed);
+                        remove(&dir);
+                    }
+                }
+            }
+        }
+    }
+    let raw = Stats::of(&raw_times);
+    let jobs1 = Stats::of(&jobs1_times);
+    let jobs2 = Stats::of(&jobs2_times);
+    let variants = project.variants.len() as f64;
+    println!(
+        "pipeline cold_vs_raw ratio={:.3} kiln_ms={:.1} raw_ms={:.1} min_ratio={:.3} \
+         kiln_min_ms={:.1} raw_min_ms={:.1} raw_us_per_variant={:.0} reps={cold_reps}",
+        ratio(jobs1.median, raw.median),
+        ms(jobs1.median),
+        ms(raw.median),
+        ratio(jobs1.min, raw.min),
+        ms(jobs1.min),
+        ms(raw.min),
+        ms(raw.median) * 1000.0 / variants,
+    );
+    println!(
+        "pipeline jobs2_vs_jobs1 speedup={:.2} jobs1_ms={:.1} jobs2_ms={:.1} min_speedup={:.2} \
+         jobs1_min_ms={:.1} jobs2_min_ms={:.1} reps={cold_reps}",
+        ratio(jobs1.median, jobs2.median),
+        ms(jobs1.median),
+        ms(jobs2.median),
+        ratio(jobs1.min, jobs2.min),
+        ms(jobs1.min),
+        ms(jobs2.min),
+    );
+
+    // Warm builds over the last jobs=1 build's store and outputs: a fresh Project in this
+    // process, alternating with the real binary in a new process when it exists.
+    let (out, cache) = warm_dirs.ok_or("no cold jobs=1 build ran")?;
+    let binary = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/release/kiln");
+    let binary = (full && binary.is_file()).then_some(binary);
+    let mut warm_times = Vec::new();
+    let mut process_times = Vec::new();
+    let mut process_reported = Vec::new();
+    for _ in 0..warm_reps {
+        let (elapsed, report) = kiln_build(&project.manifest, &out, &cache, 1)?;
+        check_warm(&report, project.variants.len())?;
+        warm_times.push(elapsed);
+        if let Some(binary) = &binary {
+            let (wall, reported) = spawn_build(binary, &project.manifest, &out, &cache)?;
+            process_times.push(wall);
+            process_reported.push(reported);
+        }
+    }
+    let warm = Stats::of(&warm_times);
+    println!(
+        "pipeline warm_vs_cold ratio={:.1} cold_ms={:.1} warm_ms={:.2} min_ratio={:.1} \
+         warm_min_ms={:.2} reps={warm_reps} (fresh Project in this process, jobs=1)",
+        ratio(jobs1.median, warm.median),
+        ms(jobs1.median),
+        ms(warm.median),
+        ratio(jobs1.min, warm.min),
+        ms(warm.min),
+    );
+    match &binary {
+        Some(binary) => {
+            let wall = Stats::of(&process_times);
+            let reported = Stats::of(&process_reported);
+            println!(
+                "pipeline warm_vs_cold process ratio={:.1} warm_wall_ms={:.2} warm_wall_min_ms={:.2} \
+                 reported_elapsed_ms={:.2} reps={warm_reps} ({} build --jobs 1 --json, new process)",
+                ratio(jobs1.median, wall.median),
+                ms(wall.median),
+                ms(wall.min),
+                ms(reported.median),
+                binary.display(),
+            );
+        }
+        None if full => println!(
+            "pipeline warm_vs_cold process skipped: no target/release/kiln \
+             (cargo build --release -p kiln-cli)"
+        ),
+        None => {}
+    }
+
+    let phases = phases::measure(&project, &out, &cache)?;
+    let sum: Duration = phases.times.iter().map(|(_, t)| *t).sum();
+    let listed: Vec<String> = phases
+        .times
+        .iter()
+        .map(|(name, t)| format!("{name}_ms={:.2}", ms(*t)))
+        .collect();
+    println!("pipeline warm_phase {}", listed.join(" "));
+    println!(
+        "pipeline warm_phase sum_ms={:.2} warm_ms={:.2} rest_ms={:.2} store_hits={}/{} \
+         outputs_current={}/{} (phases single-threaded; rest = engine, key digests, index build)",
+        ms(sum),
+        ms(warm.median),
+        ms(warm.median.saturating_sub(sum)),
+        phases.store_hits,
+        phases.store_loads,
+        phases.outputs_current,
+        project.variants.len() * targets.len(),
+    );
+    Ok(())
+}
+
+/// How many distinct (stage, entry, preprocessed text) the project has: kiln compiles each
+/// once, the raw loop compiles every variant.
+fn distinct_compile_inputs(project: &Generated, root: &Path) -> Result<usize, String> {
+    let loader = DiskLoader::new(root);
+    let mut seen = HashSet::new();
+    for variant in &project.variants {
+        let keywords: Vec<&str> = variant.keywords.iter().map(String::as_str).collect();
+        let request = PreprocessRequest {
+            entry: &variant.source,
+            language: project.language,
+            keywords: &keywords,
+            defines: &[],
+        };
+        let pre = preprocess::preprocess(&request, &loader).map_err(|e| e.to_string())?;
+        seen.insert((
+            variant.stage,
+            variant.entry,
+            ContentKey::hash(pre.text.as_bytes()),
+        ));
+    }
+    Ok(seen.len())
+}
+
+/// What a Makefile calling naga once per variant does, in one thread: preprocess, parse,
+/// validate, emit every target, write every output.
+fn raw_build(
+    project: &Generated,
+    root: &Path,
+    out: &Path,
+    targets: &[TargetConfig],
+) -> Result<(), String> {
+    let loader = DiskLoader::new(root);
+    let mut made = HashSet::new();
+    for variant in &project.variants {
+        let keywords: Vec<&str> = variant.keywords.iter().map(String::as_str).collect();
+        let request = PreprocessRequest {
+            entry: &variant.source,
+            language: project.language,
+            keywords: &keywords,
+            defines: &[],
+        };
+        let pre = preprocess::preprocess(&request, &loader).map_err(|e| e.to_string())?;
+        let module =
+            compile::parse_and_validate(project.language, &pre.text, variant.stage, variant.entry)
+                .map_err(|e| format!("{}/{}: {e}", variant.shader, variant.pass))?;
+        for target in targets {
+            let bytes = compile::emit(&module, target).map_err(|e| e.to_string())?;
+            let path = out.join(output_path(
+                &variant.shader,
+                variant.pass,
+                &variant.keywords,
+                target.target().extension(),
+            ));
+            if let Some(dir) = path.parent() {
+                if made.insert(dir.to_owned()) {
+                    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+                }
+            }
+            std::fs::write(&path, bytes).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
+/// One `kiln build` in this process: open, build, drop (a process would exit there).
+fn kiln_build(
+    manifest: &Path,
+    out: &Path,
+    cache: &Path,
+    jobs: usize,
+) -> Result<(Duration, BuildReport), String> {
+    let started = Instant::now();
+    let mut project = Project::open(&BuildOptions {
+        manifest: manifest.to_owned(),
+        out_dir: Some(out.to_owned()),
+        cache_dir: Some(cache.to_owned()),
+        jobs: Some(jobs),
+        max_memory: None,
+    })
+    .map_err(|e| e.to_string())?;
+    let report = project.build(&|_| {}).map_err(|e| e.to_string())?;
+    drop(project);
+    Ok((started.elapsed(), report))
+}
+
+/// `kiln build --json` in a new process: its wall time and the elapsed time it reports.
+fn spawn_build(
+    binary: &Path,
+    manifest: &Path,
+    out: &Path,
+    cache: &Path,
+) -> Result<(Duration, Duration), String> {
+    let started = Instant::now();
+    let output = Command::new(binary)
+        .arg("build")
+        .arg("--manifest")
+        .arg(manifest)
+        .arg("--out")
+        .arg(out)
+        .arg("--cache-dir")
+        .arg(cache)
+        .args(["--jobs", "1", "--json"])
+        .output()
+        .map_err(|e| format!("{}: {e}", binary.display()))?;
+    let wall = started.elapsed();
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).map_err(|e| {
+        format!(
+            "{} printed no JSON ({e}): {}",
+            binary.display(),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })?;
+    let compiled = json["compiled"].as_u64().unwrap_or(u64::MAX);
+    if !output.status.success() || compiled != 0 {
+        return Err(format!(
+            "warm `kiln build` in a new process compiled {compiled} (stale binary?): {json}"
+        ));
+    }
+    let reported = json["elapsed_ms"].as_f64().unwrap_or(0.0) / 1000.0;
+    Ok((wall, Duration::from_secs_f64(reported)))
+}
+
+fn check_cold(report: &BuildReport, variants: usize, distinct: usize) -> Result<(), String> {
+    if report.failed > 0 {
+        let first: Vec<String> = report
+            .diagnostics
+            .iter()
+            .take(3)
+            .map(|d| format!("{d:?}"))
+            .collect();
+        return Err(format!(
+            "{} variants failed: {}",
+            report.failed,
+            first.join("\n")
+        ));
+    }
+    if report.variants != variants || report.compiled != distinct || report.cached != 0 {
+        return Err(format!(
+            "cold build: variants={} compiled={} cached={} deduplicated={}, expected {variants} \
+             variants, {distinct} compiled",
+            report.variants, report.compiled, report.cached, report.deduplicated
+        ));
+    }
+    Ok(())
+}
+
+fn check_warm(report: &BuildReport, variants: usize) -> Result<(), String> {
+    if report.variants != variants
+        || report.compiled != 0
+        || report.failed != 0
+        || report.outputs_written != 0
+    {
+        return Err(format!(
+            "warm build: variants={} compiled={} failed={} outputs_written={}, expected \
+             {variants} variants and no work",
+            report.variants, report.compiled, report.failed, report.outputs_written
+        ));
+    }
+    Ok(())
+}
+
+/// Removes a finished rep's directory (outside the timings).
+fn remove(dir: &Path) {
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -1,0 +1,313 @@
+//! Incremental rebuilds in one process, as `kiln watch` does them: edit files, refresh the
+//! project, rebuild, and assert on exactly what the engine and naga did.
+
+use kiln::pipeline::{BuildOptions, BuildReport, Project};
+use std::path::{Path, PathBuf};
+
+const MANIFEST: &str = r#"
+[project]
+targets = ["spirv", "msl"]
+
+[[shader]]
+name = "Lit"
+source = "shaders/lit.wgsl"
+axes = [["_", "FOG"], ["_", "SKIN"]]
+
+[shader.passes.Forward]
+stage = "fragment"
+entry = "fs_main"
+
+[[shader]]
+name = "Sky"
+source = "shaders/sky.wgsl"
+axes = [["_", "STARS"]]
+
+[shader.passes.Forward]
+stage = "fragment"
+entry = "fs_main"
+"#;
+
+const LIT: &str = r#"#include "include/fog.wgsl"
+@fragment
+fn fs_main() -> @location(0) vec4<f32> {
+    var c = vec4<f32>(1.0, 0.5, 0.25, 1.0);
+#ifdef SKIN
+    c = c * 0.5;
+#endif
+    return apply_fog(c);
+}
+"#;
+
+const FOG: &str = r#"// Fog helpers.
+fn apply_fog(c: vec4<f32>) -> vec4<f32> {
+#ifdef FOG
+    return mix(c, vec4<f32>(0.5), 0.25);
+#else
+    return c;
+#endif
+}
+"#;
+
+const SKY: &str = r#"@fragment
+fn fs_main() -> @location(0) vec4<f32> {
+#ifdef STARS
+    return vec4<f32>(1.0);
+#else
+    return vec4<f32>(0.0, 0.0, 0.2, 1.0);
+#endif
+}
+"#;
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    project: Project,
+}
+
+impl Fixture {
+    fn new(max_memory: Option<u64>) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, text) in [
+            ("kiln.toml", MANIFEST),
+            ("shaders/lit.wgsl", LIT),
+            ("shaders/include/fog.wgsl", FOG),
+            ("shaders/sky.wgsl", SKY),
+        ] {
+            let path = dir.path().join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let project = Project::open(&BuildOptions {
+            manifest: dir.path().join("kiln.toml"),
+            max_memory,
+            jobs: Some(2),
+            ..BuildOptions::default()
+        })
+        .unwrap();
+        Fixture { dir, project }
+    }
+
+    fn path(&self, relative: &str) -> PathBuf {
+        self.dir.path().join(relative)
+    }
+
+    fn edit(&mut self, relative: &str, from: &str, to: &str) {
+        let path = self.path(relative);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(from), "{relative} lacks {from:?}");
+        std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+        self.project.refresh_files(&[path]);
+    }
+
+    fn build(&mut self) -> BuildReport {
+        self.project.build(&|_| {}).unwrap()
+    }
+
+    fn recompiled(report: &BuildReport) -> Vec<String> {
+        let mut names: Vec<String> = report
+            .recompiled
+            .iter()
+            .map(|r| r.variant.to_string())
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn output(&self, relative: &str) -> Vec<u8> {
+        std::fs::read(self.path("out").join(relative)).unwrap()
+    }
+}
+
+fn assert_exists(path: &Path) {
+    assert!(path.exists(), "{} missing", path.display());
+}
+
+#[test]
+fn editing_an_include_recompiles_only_its_dependents() {
+    let mut f = Fixture::new(None);
+    let cold = f.build();
+    assert_eq!(cold.compiled, 6);
+    f.edit("shaders/include/fog.wgsl", "0.25);", "0.5);");
+    let report = f.build();
+    assert_eq!(
+        Fixture::recompiled(&report),
+        ["Lit/Forward[FOG;SKIN]", "Lit/Forward[FOG]"]
+    );
+    assert_eq!(
+        report.changed_files,
+        [PathBuf::from("shaders/include/fog.wgsl")]
+    );
+    assert!(
+        report.recompiled[0]
+            .reason
+            .contains("shaders/include/fog.wgsl changed (included by shaders/lit.wgsl)"),
+        "{:?}",
+        report.recompiled[0]
+    );
+    // Lit without FOG re-ran preprocessing and got the same text; Sky was only re-verified.
+    assert_eq!(report.early_cutoff, 2, "{report:?}");
+    assert!(report.verified >= 2, "{report:?}");
+    assert_eq!(report.outputs_written, 2 * 2);
+}
+
+#[test]
+fn editing_a_comment_recompiles_nothing() {
+    let mut f = Fixture::new(None);
+    f.build();
+    f.edit(
+        "shaders/include/fog.wgsl",
+        "// Fog helpers.",
+        "// Fog.\n// More words.\n",
+    );
+    let report = f.build();
+    assert_eq!(report.compiled, 0);
+    assert!(report.recompiled.is_empty());
+    assert_eq!(report.outputs_written, 0);
+    assert_eq!(
+        report.early_cutoff, 4,
+        "every Lit variant cut off: {report:?}"
+    );
+}
+
+#[test]
+fn a_touch_without_change_is_not_a_rebuild() {
+    let mut f = Fixture::new(None);
+    f.build();
+    let path = f.path("shaders/lit.wgsl");
+    let text = std::fs::read(&path).unwrap();
+    std::fs::write(&path, text).unwrap();
+    assert!(f.project.refresh_files(&[path]).is_empty());
+    assert!(!f.project.is_dirty());
+}
+
+#[test]
+fn editing_inside_ifdef_skin_recompiles_only_skin_variants() {
+    let mut f = Fixture::new(None);
+    f.build();
+    f.edit("shaders/lit.wgsl", "c = c * 0.5;", "c = c * 0.75;");
+    let report = f.build();
+    assert_eq!(
+        Fixture::recompiled(&report),
+        ["Lit/Forward[FOG;SKIN]", "Lit/Forward[SKIN]"]
+    );
+}
+
+#[test]
+fn break_then_fix() {
+    let mut f = Fixture::new(None);
+    f.build();
+    let good = f.output("Sky/Forward/STARS.spv");
+    f.edit(
+        "shaders/sky.wgsl",
+        "return vec4<f32>(1.0);",
+        "return vec4<f32>(1.0) +;",
+    );
+    let broken = f.build();
+    assert_eq!(broken.failed, 1);
+    let d = &broken.diagnostics[0];
+    let at = d.location.as_ref().unwrap();
+    assert_eq!(at.file, PathBuf::from("shaders/sky.wgsl"));
+    assert_eq!(at.line, 4);
+    assert!(
+        d.variant
+            .as_deref()
+            .unwrap()
+            .starts_with("Sky/Forward[STARS]"),
+        "{d}"
+    );
+    // The last good output stays, and stays in the index.
+    assert_eq!(f.output("Sky/Forward/STARS.spv"), good);
+    let index = std::fs::read_to_string(f.path("out/index.json")).unwrap();
+    assert!(index.contains("Sky/Forward/STARS.spv"));
+
+    f.edit(
+        "shaders/sky.wgsl",
+        "return vec4<f32>(1.0) +;",
+        "return vec4<f32>(1.0);",
+    );
+    let fixed = f.build();
+    assert_eq!(fixed.failed, 0);
+    // The fixed text is the old one: its artifact comes from the store.
+    assert_eq!(fixed.compiled, 0, "{fixed:?}");
+    assert_eq!(f.output("Sky/Forward/STARS.spv"), good);
+}
+
+#[test]
+fn a_deleted_source_reports_errors_and_recovers() {
+    let mut f = Fixture::new(None);
+    f.build();
+    let path = f.path("shaders/include/fog.wgsl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    f.project.refresh_files(&[path.clone()]);
+    let report = f.build();
+    assert_eq!(report.failed, 4, "{report:?}");
+    assert_exists(&f.path("out/Lit/Forward/FOG.spv"));
+    std::fs::write(&path, text).unwrap();
+    f.project.refresh_files(&[path]);
+    let report = f.build();
+    assert_eq!(report.failed, 0);
+    assert_eq!(report.compiled, 0);
+}
+
+#[test]
+fn a_manifest_edit_adding_an_axis_compiles_only_what_is_new() {
+    let mut f = Fixture::new(None);
+    f.build();
+    let manifest = f.path("kiln.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text.replace(
+            r#"axes = [["_", "STARS"]]"#,
+            r#"axes = [["_", "STARS"], ["_", "MOON"]]"#,
+        ),
+    )
+    .unwrap();
+    assert!(f.project.reload_manifest().unwrap());
+    let report = f.build();
+    assert!(report.manifest_changed);
+    assert_eq!(report.variants, 8);
+    // MOON is not used by the code: its variants equal existing texts, already stored.
+    assert_eq!(report.compiled, 0, "{report:?}");
+    assert_eq!(report.cached, 8);
+    assert_exists(&f.path("out/Sky/Forward/MOON+STARS.spv"));
+    assert_eq!(report.outputs_written, 2 * 2);
+
+    // Removing the axis again retires those outputs.
+    std::fs::write(&manifest, &text).unwrap();
+    assert!(f.project.reload_manifest().unwrap());
+    let report = f.build();
+    assert_eq!(report.outputs_removed, 2 * 2);
+    assert!(!f.path("out/Sky/Forward/MOON+STARS.spv").exists());
+}
+
+#[test]
+fn with_a_small_memory_budget_evictions_happen_and_nothing_recompiles() {
+    let mut f = Fixture::new(Some(64));
+    let cold = f.build();
+    assert_eq!(cold.compiled, 6);
+    // Any new revision is a boundary where the engine's LRU evicts preprocessed texts.
+    f.edit("shaders/sky.wgsl", "0.2, 1.0", "0.3, 1.0");
+    let report = f.build();
+    assert!(report.evicted > 0, "{report:?}");
+    assert_eq!(Fixture::recompiled(&report), ["Sky/Forward[]"]);
+    // Lit's texts were evicted, its artifacts re-verified through the kept edges: nothing
+    // of Lit re-executed (only Sky's artifacts query ran), nothing compiled.
+    assert!(
+        report.outcomes.keys().all(|v| &*v.shader == "Sky"),
+        "{report:?}"
+    );
+    assert_eq!(report.verified, 4, "{report:?}");
+
+    // Outputs deleted behind kiln's back are rewritten from the store, not recompiled.
+    std::fs::remove_dir_all(f.path("out")).unwrap();
+    let mut fresh = Project::open(&BuildOptions {
+        manifest: f.path("kiln.toml"),
+        max_memory: Some(64),
+        ..BuildOptions::default()
+    })
+    .unwrap();
+    let report = fresh.build(&|_| {}).unwrap();
+    assert_eq!(report.compiled, 0, "{report:?}");
+    assert_eq!(report.outputs_written, 6 * 2);
+}
