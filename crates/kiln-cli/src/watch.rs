@@ -37,12 +37,6 @@ pub fn run(args: &WatchArgs) -> ExitCode {
         Err(e) => return project_error(&e),
     };
     let json = args.project.json;
-    match project.build(&|_| {}) {
-        Ok(report) => print_rebuild(&project, &report, None, json),
-        Err(e) => {
-            project_error(&e);
-        }
-    }
 
     let (tx, rx) = mpsc::channel::<Message>();
     let stop = tx.clone();
@@ -68,6 +62,13 @@ pub fn run(args: &WatchArgs) -> ExitCode {
     if let Err(e) = debouncer.watch(&root, RecursiveMode::Recursive) {
         eprintln!("error: cannot watch {}: {e}", root.display());
         return ExitCode::from(2);
+    }
+    // Watching starts before the first build, so that no edit made during it is missed.
+    match project.build(&|_| {}) {
+        Ok(report) => print_rebuild(&project, &report, None, json),
+        Err(e) => {
+            project_error(&e);
+        }
     }
     if !json {
         eprintln!("watching {} (Ctrl-C to stop)", root.display());

@@ -20,11 +20,54 @@ mod salsa_side;
 #[path = "vs_salsa/shape.rs"]
 mod shape;
 
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
 /// One workload on one engine, set up and ready to be timed again and again.
 pub trait Rep {
     /// Runs one timed rep and returns its figure in nanoseconds (per unit where the
     /// workload has units, e.g. per fetch).
     fn rep(&mut self) -> f64;
+}
+
+/// Runs `work(thread_index, state)` on one thread per state, all released together by a
+/// barrier, and returns the wall time from the first thread's start to the last one's
+/// end (measured by the workers, so a descheduled coordinator cannot shrink it) with
+/// each thread's result.
+pub fn run_threads<S: Send, T: Send>(
+    states: Vec<S>,
+    work: impl Fn(usize, S) -> T + Sync,
+) -> (Duration, Vec<T>) {
+    let barrier = Barrier::new(states.len());
+    let (barrier, work) = (&barrier, &work);
+    let timed: Vec<(Instant, Instant, T)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = states
+            .into_iter()
+            .enumerate()
+            .map(|(index, state)| {
+                scope.spawn(move || {
+                    barrier.wait();
+                    let start = Instant::now();
+                    let result = work(index, state);
+                    (start, Instant::now(), result)
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|worker| worker.join().expect("a vs_salsa worker thread panicked"))
+            .collect()
+    });
+    let first_start = timed.iter().map(|(start, _, _)| *start).min();
+    let last_end = timed.iter().map(|(_, end, _)| *end).max();
+    let wall = match (first_start, last_end) {
+        (Some(start), Some(end)) => end.duration_since(start),
+        _ => Duration::ZERO,
+    };
+    (
+        wall,
+        timed.into_iter().map(|(_, _, result)| result).collect(),
+    )
 }
 
 /// Timed reps per engine and workload (odd, so the median is one rep).

@@ -1,5 +1,5 @@
-//! Per-thread state: the stack of executing queries (where reads are recorded as edges)
-//! and the stack of claimed memos (for naming cycles), plus this thread's id.
+//! Per-thread state: the stack of executing queries (where reads are recorded as edges),
+//! the cycle being named while its error unwinds, and this thread's id.
 
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -30,7 +30,9 @@ pub(crate) struct ReadSummary {
 thread_local! {
     static ACTIVE: RefCell<Vec<ActiveQuery>> = const { RefCell::new(Vec::new()) };
     static SPARE_EDGES: RefCell<Vec<Vec<Edge>>> = const { RefCell::new(Vec::new()) };
-    static CLAIMED: RefCell<Vec<(u64, Edge)>> = const { RefCell::new(Vec::new()) };
+    /// Number of frames in `ACTIVE`: lets a read outside any query skip the `RefCell`.
+    static DEPTH: Cell<usize> = const { Cell::new(0) };
+    static OPEN_CYCLE: Cell<Option<(u64, Edge)>> = const { Cell::new(None) };
     static THREAD_ID: Cell<u32> = const { Cell::new(0) };
 }
 
@@ -66,6 +68,7 @@ pub(crate) fn push_frame(database: u64) -> usize {
             changed_at: Revision::START,
             untracked: false,
         });
+        DEPTH.with(|depth| depth.set(stack.len()));
         stack.len() - 1
     })
 }
@@ -75,11 +78,13 @@ pub(crate) fn pop_frame(depth: usize) -> Option<ReadSummary> {
     let frame = ACTIVE.with(|stack| {
         let mut stack = stack.borrow_mut();
         stack.truncate(depth + 1);
-        if stack.len() == depth + 1 {
+        let frame = if stack.len() == depth + 1 {
             stack.pop()
         } else {
             None
-        }
+        };
+        DEPTH.with(|current| current.set(stack.len()));
+        frame
     })?;
     let summary = ReadSummary {
         edges: Edges::from_slice(&frame.edges),
@@ -101,6 +106,9 @@ pub(crate) fn pop_frame(depth: usize) -> Option<ReadSummary> {
 /// Records that the executing query of `database` (if any) read `edge`.
 #[inline]
 pub(crate) fn record_read(database: u64, edge: Edge, durability: Durability, changed_at: Revision) {
+    if DEPTH.with(Cell::get) == 0 {
+        return;
+    }
     ACTIVE.with(|stack| {
         let mut stack = stack.borrow_mut();
         let Some(top) = stack.last_mut() else {
@@ -132,36 +140,30 @@ pub(crate) fn record_untracked_read(database: u64, current: Revision) {
     });
 }
 
-/// Notes that this thread now holds the claim on `edge`.
-pub(crate) fn push_claim(database: u64, edge: Edge) {
-    CLAIMED.with(|claimed| claimed.borrow_mut().push((database, edge)));
+/// Starts naming a same-thread cycle: the claim on `start` (held further up this thread's
+/// stack) was requested again. Each claim holder the error unwinds through adds itself
+/// (see [`add_to_open_cycle`]) until the holder of `start` closes the list.
+pub(crate) fn open_cycle(database: u64, start: Edge) {
+    OPEN_CYCLE.with(|open| open.set(Some((database, start))));
 }
 
-/// Notes that this thread released its claim on `edge`. Claims nest (they are held by
-/// guards on the call stack), so it is the latest one.
-pub(crate) fn pop_claim(database: u64, edge: Edge) {
-    CLAIMED.with(|claimed| {
-        let popped = claimed.borrow_mut().pop();
-        debug_assert_eq!(
-            popped,
-            Some((database, edge)),
-            "claims released out of order"
-        );
-    });
+/// Forgets any cycle being named (a cross-thread cycle names itself at once).
+pub(crate) fn close_cycle() {
+    OPEN_CYCLE.with(|open| open.set(None));
 }
 
-/// The memos this thread has claimed since it claimed `edge`, starting with `edge`.
-pub(crate) fn claimed_since(database: u64, edge: Edge) -> Vec<Edge> {
-    CLAIMED.with(|claimed| {
-        let claimed = claimed.borrow();
-        let start = claimed
-            .iter()
-            .position(|entry| *entry == (database, edge))
-            .unwrap_or(claimed.len());
-        claimed[start..]
-            .iter()
-            .filter(|(owner, _)| *owner == database)
-            .map(|(_, edge)| *edge)
-            .collect()
+/// Called by the holder of `edge` when a cycle error unwinds through it: whether `edge`
+/// belongs to the cycle being named, and whether it is the cycle's first member.
+pub(crate) fn add_to_open_cycle(database: u64, edge: Edge) -> Option<bool> {
+    OPEN_CYCLE.with(|open| {
+        let (owner, start) = open.get()?;
+        if owner != database {
+            return None;
+        }
+        if start == edge {
+            open.set(None);
+            return Some(true);
+        }
+        Some(false)
     })
 }

@@ -15,7 +15,7 @@ use crate::input::InputTable;
 use crate::memo::{Edge, PRESENT};
 use crate::query::{Input, Query};
 use crate::revision::{DurabilityClock, Revision};
-use crate::sync::WaitTable;
+use crate::sync::{Failure, WaitTable};
 use crate::table::KeyTable;
 
 static NEXT_DATABASE_ID: AtomicU64 = AtomicU64::new(1);
@@ -106,7 +106,9 @@ impl<C: Send + Sync + 'static> Database<C> {
     /// memoized: the database stays usable and a later fetch tries again.
     #[inline]
     pub fn get<Q: Query<C>>(&self, key: &Q::Key) -> Result<Q::Value, QueryError> {
-        self.derived::<Q>().fetch(self, key)
+        self.derived::<Q>()
+            .fetch(self, key)
+            .map_err(|failure| *failure)
     }
 
     /// A handle on query `Q` that skips the per-call table lookup: the fast path for
@@ -285,10 +287,7 @@ impl<C: Send + Sync + 'static> Database<C> {
         let (_, slot) = self
             .ingredients
             .intern(&type_id, |id| IngredientSlot::new(make(id)));
-        match slot.downcast::<T>() {
-            Some(table) => table,
-            None => invariant_broken("an ingredient table changed type"),
-        }
+        slot.downcast_interned::<T>()
     }
 
     #[inline]
@@ -310,7 +309,7 @@ impl<C: Send + Sync + 'static> Database<C> {
         &self,
         edges: &[Edge],
         after: Revision,
-    ) -> Result<bool, QueryError> {
+    ) -> Result<bool, Failure> {
         let mut rest = edges;
         while let Some(first) = rest.first() {
             let run = rest
@@ -377,7 +376,7 @@ impl<'db, Q: Query<C>, C: Send + Sync + 'static> QueryHandle<'db, Q, C> {
     /// Same as [`Database::get`].
     #[inline]
     pub fn get(&self, key: &Q::Key) -> Result<Q::Value, QueryError> {
-        self.table.fetch(self.db, key)
+        self.table.fetch(self.db, key).map_err(|failure| *failure)
     }
 
     /// The database this handle fetches from.

@@ -6,13 +6,13 @@ use std::fmt::Debug;
 use std::marker::PhantomData;
 
 use crate::database::Database;
-use crate::error::QueryError;
 use crate::event::Listener;
 use crate::eviction::Lru;
 use crate::ingredient::{invariant_broken, Ingredient};
 use crate::memo::{DerivedSlot, Edge, StoredFingerprint};
 use crate::query::Query;
 use crate::revision::Revision;
+use crate::sync::Failure;
 use crate::table::KeyTable;
 use rustc_hash::FxHashMap;
 
@@ -82,7 +82,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> Ingredient<C> for DerivedTable<Q, C>
         db: &Database<C>,
         key: u32,
         after: Revision,
-    ) -> Result<bool, QueryError> {
+    ) -> Result<bool, Failure> {
         self.maybe_changed_after_impl(db, key, after)
     }
 

@@ -14,6 +14,7 @@ use crate::ingredient::invariant_broken;
 use crate::memo::DerivedSlot;
 use crate::query::Query;
 use crate::revision::Revision;
+use crate::sync::Failure;
 
 impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
     /// Runs `Q::execute` for the key at `index` and stores the result.
@@ -26,19 +27,19 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         index: u32,
         slot: &DerivedSlot<Q::Key, Q::Value>,
         verified_at: Revision,
-    ) -> Result<Q::Value, QueryError> {
+    ) -> Result<Q::Value, Failure> {
         db.emit(EventKind::WillExecute, Q::NAME, &slot.key);
         let depth = active::push_frame(db.id);
         let outcome = panic::catch_unwind(AssertUnwindSafe(|| Q::execute(db, &slot.key)));
         let reads = active::pop_frame(depth);
         let value = match outcome {
             Ok(Ok(value)) => value,
-            Ok(Err(error)) => return Err(error),
+            Ok(Err(error)) => return Err(Box::new(error)),
             Err(payload) => {
-                return Err(QueryError::Panicked {
+                return Err(Box::new(QueryError::Panicked {
                     frame: db.frame_of(self.edge(index)),
                     message: panic_message(&*payload),
-                })
+                }))
             }
         };
         let Some(reads) = reads else {

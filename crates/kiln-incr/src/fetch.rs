@@ -5,17 +5,16 @@ use std::sync::atomic::Ordering;
 
 use crate::database::Database;
 use crate::derived::DerivedTable;
-use crate::error::QueryError;
 use crate::event::EventKind;
 use crate::memo::{DerivedSlot, PRESENT};
 use crate::query::Query;
 use crate::revision::Revision;
-use crate::sync::Claimed;
+use crate::sync::{Claimed, Failure};
 
 impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
     /// The value of `key` at the current revision.
     #[inline]
-    pub(crate) fn fetch(&self, db: &Database<C>, key: &Q::Key) -> Result<Q::Value, QueryError> {
+    pub(crate) fn fetch(&self, db: &Database<C>, key: &Q::Key) -> Result<Q::Value, Failure> {
         let (index, slot) = self.intern(key);
         self.fetch_slot(db, index, slot)
     }
@@ -29,7 +28,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         db: &Database<C>,
         index: u32,
         slot: &DerivedSlot<Q::Key, Q::Value>,
-    ) -> Result<Q::Value, QueryError> {
+    ) -> Result<Q::Value, Failure> {
         let hit = db.current_revision().as_u32() | PRESENT;
         loop {
             if slot.stamp.load(Ordering::Acquire) == hit {
@@ -52,18 +51,13 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         db: &Database<C>,
         index: u32,
         slot: &DerivedSlot<Q::Key, Q::Value>,
-    ) -> Result<Option<Q::Value>, QueryError> {
+    ) -> Result<Option<Q::Value>, Failure> {
         let edge = self.edge(index);
-        let mut guard = match db.claim(&slot.claim, edge)? {
+        let guard = match db.claim(&slot.claim, edge)? {
             Claimed::Retry => return Ok(None),
             Claimed::Owned(guard) => guard,
         };
-        let result = self.fetch_claimed(db, index, slot);
-        if let Err(error) = &result {
-            guard.fail(error);
-        }
-        drop(guard);
-        let value = result?;
+        let value = guard.finish(db, self.fetch_claimed(db, index, slot))?;
         db.record_read(edge, slot.durability(), slot.changed_at());
         Ok(Some(value))
     }
@@ -74,7 +68,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         db: &Database<C>,
         index: u32,
         slot: &DerivedSlot<Q::Key, Q::Value>,
-    ) -> Result<Q::Value, QueryError> {
+    ) -> Result<Q::Value, Failure> {
         let current = db.current_revision();
         let stamp = slot.stamp.load(Ordering::Acquire);
         if stamp == current.as_u32() | PRESENT {

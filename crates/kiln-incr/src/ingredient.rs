@@ -5,10 +5,11 @@ use std::any::TypeId;
 use std::fmt::Debug;
 
 use crate::database::Database;
-use crate::error::{QueryError, QueryFrame};
+use crate::error::QueryFrame;
 use crate::event::Listener;
 use crate::memo::Edge;
 use crate::revision::Revision;
+use crate::sync::Failure;
 use crate::table::Keyed;
 
 /// What the engine needs from a query's or input's table without knowing its types.
@@ -23,7 +24,7 @@ pub(crate) trait Ingredient<C>: Send + Sync + 'static {
         db: &Database<C>,
         key: u32,
         after: Revision,
-    ) -> Result<bool, QueryError>;
+    ) -> Result<bool, Failure>;
 
     /// Whether any of `edges` (all of this ingredient, in read order) changed after
     /// `after`; stops at the first that did.
@@ -32,7 +33,7 @@ pub(crate) trait Ingredient<C>: Send + Sync + 'static {
         db: &Database<C>,
         edges: &[Edge],
         after: Revision,
-    ) -> Result<bool, QueryError> {
+    ) -> Result<bool, Failure> {
         for edge in edges {
             if self.maybe_changed_after(db, edge.key, after)? {
                 return Ok(true);
@@ -90,18 +91,18 @@ impl<C: 'static> IngredientSlot<C> {
         &mut *self.ingredient
     }
 
-    /// The ingredient as its concrete type, if it is a `T`.
+    /// The ingredient as a `T`, for a slot found under `TypeId::of::<T>()` (the slot's key
+    /// *is* its type id, so the interning lookup already compared it).
     #[inline]
-    pub(crate) fn downcast<T: Ingredient<C>>(&self) -> Option<&T> {
-        if self.type_id != TypeId::of::<T>() {
-            return None;
-        }
+    pub(crate) fn downcast_interned<T: Ingredient<C>>(&self) -> &T {
+        debug_assert!(self.type_id == TypeId::of::<T>());
         let erased: *const dyn Ingredient<C> = &*self.ingredient;
-        // SAFETY: the box was created from a `T` (its `TypeId` was recorded in `new`).
-        Some(unsafe { &*erased.cast::<T>() })
+        // SAFETY: the slot was found by key `TypeId::of::<T>()`, and `new` recorded the
+        // boxed value's own type id as the key.
+        unsafe { &*erased.cast::<T>() }
     }
 
-    /// Mutable form of [`IngredientSlot::downcast`].
+    /// The ingredient as its concrete type, if it is a `T`, mutably.
     pub(crate) fn downcast_mut<T: Ingredient<C>>(&mut self) -> Option<&mut T> {
         if self.type_id != TypeId::of::<T>() {
             return None;

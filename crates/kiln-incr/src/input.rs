@@ -5,12 +5,12 @@ use std::fmt::Debug;
 use crate::active;
 use crate::database::Database;
 use crate::durability::Durability;
-use crate::error::QueryError;
 use crate::event::Listener;
 use crate::ingredient::Ingredient;
 use crate::memo::Edge;
 use crate::query::Input;
 use crate::revision::Revision;
+use crate::sync::Failure;
 use crate::table::{KeyTable, Keyed};
 
 /// One input key. Mutated only under `&mut Database`, so plain fields suffice.
@@ -119,7 +119,7 @@ impl<I: Input, C: Send + Sync + 'static> Ingredient<C> for InputTable<I> {
         _db: &Database<C>,
         key: u32,
         after: Revision,
-    ) -> Result<bool, QueryError> {
+    ) -> Result<bool, Failure> {
         Ok(self
             .slots
             .get(key)
@@ -131,7 +131,7 @@ impl<I: Input, C: Send + Sync + 'static> Ingredient<C> for InputTable<I> {
         _db: &Database<C>,
         edges: &[Edge],
         after: Revision,
-    ) -> Result<bool, QueryError> {
+    ) -> Result<bool, Failure> {
         Ok(edges.iter().any(|edge| {
             self.slots
                 .get(edge.key)

@@ -59,8 +59,8 @@ impl WaitTable {
         &self.shards[mixed % SHARDS]
     }
 
-    /// Releases `word` (held by this thread) and hands `outcome` to its waiters.
-    fn release(&self, word: &AtomicU32, edge: Edge, outcome: Outcome) {
+    /// Releases `word` (held by this thread) and hands `failure` (if any) to its waiters.
+    fn release(&self, word: &AtomicU32, edge: Edge, failure: Option<&QueryError>) {
         loop {
             let current = word.load(Ordering::Acquire);
             if current & WAITERS == 0 {
@@ -79,7 +79,10 @@ impl WaitTable {
             word.store(0, Ordering::Release);
             self.graph.lock().retain(|_, (_, waited)| *waited != edge);
             if let Some(entry) = waiting.remove(&edge) {
-                *entry.outcome.lock() = Some(outcome);
+                *entry.outcome.lock() = Some(match failure {
+                    None => Ok(()),
+                    Some(error) => Err(error.clone()),
+                });
             }
             drop(waiting);
             shard.wake.notify_all();
@@ -108,6 +111,9 @@ impl WaitTable {
     }
 }
 
+/// An engine error inside the engine: boxed, so that results on the hot path stay small.
+pub(crate) type Failure = Box<QueryError>;
+
 /// The result of trying to claim a memo.
 pub(crate) enum Claimed<'a> {
     /// This thread now holds the claim.
@@ -116,27 +122,45 @@ pub(crate) enum Claimed<'a> {
     Retry,
 }
 
-/// Holds a memo's claim; releasing it (on drop) wakes the waiters with the outcome.
+/// Holds a memo's claim. Release it with [`ClaimGuard::finish`]; dropping it (only when
+/// unwinding from a bug) releases it as a success, so waiters retry instead of hanging.
 pub(crate) struct ClaimGuard<'a> {
     word: &'a AtomicU32,
     edge: Edge,
-    database: u64,
     waits: &'a WaitTable,
-    outcome: Outcome,
 }
 
 impl ClaimGuard<'_> {
-    /// Makes every waiter receive `error` instead of retrying.
-    pub(crate) fn fail(&mut self, error: &QueryError) {
-        self.outcome = Err(error.clone());
+    /// Releases the claim, handing the attempt's error (if any) to every waiter. A cycle
+    /// error unwinding through this memo gets the memo added to its members.
+    pub(crate) fn finish<T, C: Send + Sync + 'static>(
+        self,
+        db: &Database<C>,
+        mut result: Result<T, Failure>,
+    ) -> Result<T, Failure> {
+        if let Err(error) = &mut result {
+            if let QueryError::Cycle { members } = &mut **error {
+                if let Some(first) = active::add_to_open_cycle(db.id, self.edge) {
+                    members.push(db.frame_of(self.edge));
+                    if first {
+                        members.reverse();
+                    }
+                }
+            }
+        }
+        let outcome = match &result {
+            Ok(_) => None,
+            Err(error) => Some(&**error),
+        };
+        self.waits.release(self.word, self.edge, outcome);
+        std::mem::forget(self);
+        result
     }
 }
 
 impl Drop for ClaimGuard<'_> {
     fn drop(&mut self) {
-        active::pop_claim(self.database, self.edge);
-        let outcome = std::mem::replace(&mut self.outcome, Ok(()));
-        self.waits.release(self.word, self.edge, outcome);
+        self.waits.release(self.word, self.edge, None);
     }
 }
 
@@ -149,33 +173,34 @@ impl<C: Send + Sync + 'static> Database<C> {
         &'a self,
         word: &'a AtomicU32,
         edge: Edge,
-    ) -> Result<Claimed<'a>, QueryError> {
+    ) -> Result<Claimed<'a>, Failure> {
         let me = active::thread_id();
         match word.compare_exchange(0, me, Ordering::Acquire, Ordering::Acquire) {
-            Ok(_) => {
-                active::push_claim(self.id, edge);
-                Ok(Claimed::Owned(ClaimGuard {
-                    word,
-                    edge,
-                    database: self.id,
-                    waits: &self.waits,
-                    outcome: Ok(()),
-                }))
-            }
+            Ok(_) => Ok(Claimed::Owned(ClaimGuard {
+                word,
+                edge,
+                waits: &self.waits,
+            })),
             Err(current) => self.claim_contended(word, edge, me, current),
         }
     }
 
     #[cold]
+    #[inline(never)]
     fn claim_contended<'a>(
         &'a self,
         word: &'a AtomicU32,
         edge: Edge,
         me: u32,
         current: u32,
-    ) -> Result<Claimed<'a>, QueryError> {
+    ) -> Result<Claimed<'a>, Failure> {
         if current & !WAITERS == me {
-            return Err(self.cycle_error(active::claimed_since(self.id, edge)));
+            // This thread holds it further up its stack: the holders in between name
+            // themselves as the error unwinds through them.
+            active::open_cycle(self.id, edge);
+            return Err(Box::new(QueryError::Cycle {
+                members: Vec::new(),
+            }));
         }
         self.emit_for(EventKind::WillBlockOn, edge);
         let shard = self.waits.shard(edge);
@@ -196,7 +221,8 @@ impl<C: Send + Sync + 'static> Database<C> {
                     members.extend(chain.last().copied());
                     members.push(edge);
                     members.extend(chain.iter().take(chain.len().saturating_sub(1)).copied());
-                    return Err(self.cycle_error(members));
+                    active::close_cycle();
+                    return Err(Box::new(self.cycle_error(members)));
                 }
                 graph.insert(me, (owner, edge));
             }
@@ -227,6 +253,6 @@ impl<C: Send + Sync + 'static> Database<C> {
         };
         self.waits.graph.lock().remove(&me);
         drop(waiting);
-        outcome.map(|()| Claimed::Retry)
+        outcome.map(|()| Claimed::Retry).map_err(Box::new)
     }
 }

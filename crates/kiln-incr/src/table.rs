@@ -465,7 +465,9 @@ mod tests {
             );
         }
         let absent = "absent".to_string();
-        assert!(table.lookup(&absent, KeyTable::<Named>::hash(&absent)).is_none());
+        assert!(table
+            .lookup(&absent, KeyTable::<Named>::hash(&absent))
+            .is_none());
     }
 
     #[test]

@@ -6,12 +6,11 @@ use std::sync::atomic::Ordering;
 
 use crate::database::Database;
 use crate::derived::DerivedTable;
-use crate::error::QueryError;
 use crate::event::EventKind;
 use crate::memo::{DerivedSlot, PRESENT};
 use crate::query::Query;
 use crate::revision::Revision;
-use crate::sync::Claimed;
+use crate::sync::{Claimed, Failure};
 
 impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
     /// Whether the memo, last verified at `verified_at`, is valid at the current revision
@@ -24,7 +23,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         index: u32,
         slot: &DerivedSlot<Q::Key, Q::Value>,
         verified_at: Revision,
-    ) -> Result<bool, QueryError> {
+    ) -> Result<bool, Failure> {
         if verified_at == Revision::NEVER || slot.is_untracked() {
             return Ok(false);
         }
@@ -47,7 +46,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         db: &Database<C>,
         index: u32,
         after: Revision,
-    ) -> Result<bool, QueryError> {
+    ) -> Result<bool, Failure> {
         let slot = self.slot(index);
         let current = db.current_revision();
         loop {
@@ -55,15 +54,11 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             if stamp & !PRESENT == current.as_u32() {
                 return Ok(slot.changed_at() > after);
             }
-            let mut guard = match db.claim(&slot.claim, self.edge(index))? {
+            let guard = match db.claim(&slot.claim, self.edge(index))? {
                 Claimed::Retry => continue,
                 Claimed::Owned(guard) => guard,
             };
-            let result = self.verify_claimed(db, index, slot, after);
-            if let Err(error) = &result {
-                guard.fail(error);
-            }
-            return result;
+            return guard.finish(db, self.verify_claimed(db, index, slot, after));
         }
     }
 
@@ -74,7 +69,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         index: u32,
         slot: &DerivedSlot<Q::Key, Q::Value>,
         after: Revision,
-    ) -> Result<bool, QueryError> {
+    ) -> Result<bool, Failure> {
         let current = db.current_revision();
         let stamp = slot.stamp.load(Ordering::Acquire);
         let verified_at = Revision::from_u32(stamp & !PRESENT);

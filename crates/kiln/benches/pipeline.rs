@@ -33,10 +33,11 @@ use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use kiln::compile::{self, TargetConfig};
-use kiln::pipeline::{output_path, BuildOptions, BuildReport, Project};
+use kiln::pipeline::{output_path, BuildOptions, BuildReport, Index, Project};
 use kiln::preprocess::{self, DiskLoader, PreprocessRequest};
-use kiln::store::ContentKey;
+use kiln::store::{ArtifactStore, ContentKey, LocalStore, Namespace};
 use project::{Generated, Scale};
+use std::io::Write as _;
 
 const FULL: Scale = Scale {
     shaders: 10,
@@ -119,6 +120,7 @@ fn run(full: bool) -> Result<(), String> {
 
     // Cold builds: raw loop, kiln jobs=1, kiln jobs=2, in a rotating order.
     let mut raw_times = Vec::new();
+    let mut raw_phases = Vec::new();
     let mut jobs1_times = Vec::new();
     let mut jobs2_times = Vec::new();
     let mut warm_dirs: Option<(PathBuf, PathBuf)> = None;
@@ -129,8 +131,9 @@ fn run(full: bool) -> Result<(), String> {
                 0 => {
                     let out = dir.join("raw-out");
                     let started = Instant::now();
-                    raw_build(&project, &root, &out, &targets)?;
+                    let phases = raw_build(&project, &root, &out, &targets)?;
                     raw_times.push(started.elapsed());
+                    raw_phases.push(phases);
                     remove(&dir);
                 }
                 contender => {
@@ -179,6 +182,22 @@ fn run(full: bool) -> Result<(), String> {
         ms(jobs1.min),
         ms(jobs2.min),
     );
+
+    if let Some(phases) = raw_phases
+        .iter()
+        .zip(&raw_times)
+        .min_by_key(|(_, t)| **t)
+        .map(|(p, _)| *p)
+    {
+        println!(
+            "pipeline cold_phase raw preprocess_ms={:.1} parse_validate_ms={:.1} emit_ms={:.1} \
+             write_ms={:.1} (fastest raw rep)",
+            ms(phases.preprocess),
+            ms(phases.parse_validate),
+            ms(phases.emit),
+            ms(phases.write),
+        );
+    }
 
     // Warm builds over the last jobs=1 build's store and outputs: a fresh Project in this
     // process, alternating with the real binary in a new process when it exists.
@@ -229,6 +248,18 @@ fn run(full: bool) -> Result<(), String> {
         None => {}
     }
 
+    let scratch = temp.path().join("write-costs");
+    let (saves, atomic, plain) = write_costs(&out, &scratch)?;
+    remove(&scratch);
+    println!(
+        "pipeline cold_phase kiln_extra_writes store_saves_ms={:.1} atomic_output_writes_ms={:.1} \
+         plain_output_writes_ms={:.1} files={} (single-threaded, same bytes)",
+        ms(saves),
+        ms(atomic),
+        ms(plain),
+        project.variants.len() * targets.len(),
+    );
+
     let phases = phases::measure(&project, &out, &cache)?;
     let sum: Duration = phases.times.iter().map(|(_, t)| *t).sum();
     let listed: Vec<String> = phases
@@ -274,6 +305,15 @@ fn distinct_compile_inputs(project: &Generated, root: &Path) -> Result<usize, St
     Ok(seen.len())
 }
 
+/// Where the raw loop's time went.
+#[derive(Clone, Copy, Default)]
+struct RawPhases {
+    preprocess: Duration,
+    parse_validate: Duration,
+    emit: Duration,
+    write: Duration,
+}
+
 /// What a Makefile calling naga once per variant does, in one thread: preprocess, parse,
 /// validate, emit every target, write every output.
 fn raw_build(
@@ -281,10 +321,12 @@ fn raw_build(
     root: &Path,
     out: &Path,
     targets: &[TargetConfig],
-) -> Result<(), String> {
+) -> Result<RawPhases, String> {
     let loader = DiskLoader::new(root);
     let mut made = HashSet::new();
+    let mut phases = RawPhases::default();
     for variant in &project.variants {
+        let started = Instant::now();
         let keywords: Vec<&str> = variant.keywords.iter().map(String::as_str).collect();
         let request = PreprocessRequest {
             entry: &variant.source,
@@ -293,11 +335,17 @@ fn raw_build(
             defines: &[],
         };
         let pre = preprocess::preprocess(&request, &loader).map_err(|e| e.to_string())?;
+        let parsed = Instant::now();
+        phases.preprocess += parsed - started;
         let module =
             compile::parse_and_validate(project.language, &pre.text, variant.stage, variant.entry)
                 .map_err(|e| format!("{}/{}: {e}", variant.shader, variant.pass))?;
+        phases.parse_validate += parsed.elapsed();
         for target in targets {
+            let emitting = Instant::now();
             let bytes = compile::emit(&module, target).map_err(|e| e.to_string())?;
+            let writing = Instant::now();
+            phases.emit += writing - emitting;
             let path = out.join(output_path(
                 &variant.shader,
                 variant.pass,
@@ -310,9 +358,57 @@ fn raw_build(
                 }
             }
             std::fs::write(&path, bytes).map_err(|e| e.to_string())?;
+            phases.write += writing.elapsed();
         }
     }
-    Ok(())
+    Ok(phases)
+}
+
+/// The file writes a cold kiln build does beyond the raw loop's plain writes, timed alone
+/// (single-threaded) with the outputs in `out`: every artifact saved to a fresh store
+/// (checksummed header, temp file, rename), and every output written by temp file + rename
+/// instead of in place. Returns (store saves, atomic output writes, plain writes) for the same
+/// bytes.
+fn write_costs(out: &Path, scratch: &Path) -> Result<(Duration, Duration, Duration), String> {
+    let index = Index::read(out);
+    let mut files = Vec::with_capacity(index.entries.len());
+    for entry in &index.entries {
+        let bytes = std::fs::read(out.join(&entry.path)).map_err(|e| e.to_string())?;
+        files.push((entry.target.clone(), entry.path.clone(), bytes));
+    }
+    let store = LocalStore::new(scratch.join("store"));
+    let started = Instant::now();
+    for (target, path, bytes) in &files {
+        let ns = Namespace::new(target.as_str(), compile::NAGA_VERSION);
+        store
+            .save(&ns, &ContentKey::hash(path.as_bytes()), bytes)
+            .map_err(|e| e.to_string())?;
+    }
+    let saves = started.elapsed();
+
+    let write_all = |dir: &Path, atomic: bool| -> Result<Duration, String> {
+        let mut made = HashSet::new();
+        let started = Instant::now();
+        for (_, path, bytes) in &files {
+            let path = dir.join(path);
+            let parent = path.parent().ok_or("output without a directory")?;
+            if made.insert(parent.to_owned()) {
+                std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+            }
+            if atomic {
+                let mut temp =
+                    tempfile::NamedTempFile::new_in(parent).map_err(|e| e.to_string())?;
+                temp.write_all(bytes).map_err(|e| e.to_string())?;
+                temp.persist(&path).map_err(|e| e.to_string())?;
+            } else {
+                std::fs::write(&path, bytes).map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(started.elapsed())
+    };
+    let atomic = write_all(&scratch.join("atomic"), true)?;
+    let plain = write_all(&scratch.join("plain"), false)?;
+    Ok((saves, atomic, plain))
 }
 
 /// One `kiln build` in this process: open, build, drop (a process would exit there).

@@ -324,3 +324,54 @@ fn include_closure_refuses_escapes_even_under_false_conditions() {
     // The variant itself never reaches it.
     assert!(wgsl(&files, "s/a.wgsl", &[]).is_ok());
 }
+
+#[test]
+fn disk_loader_reads_under_its_root_only() {
+    use kiln::preprocess::{
+        preprocess, DiskLoader, PreprocessRequest, SourceLanguage, SourceLoader,
+    };
+
+    let outer = tempfile::tempdir().unwrap();
+    std::fs::write(outer.path().join("secret.wgsl"), "const SECRET = 1;\n").unwrap();
+    let root = outer.path().join("project");
+    std::fs::create_dir_all(root.join("shaders/inc")).unwrap();
+    std::fs::write(
+        root.join("shaders/main.wgsl"),
+        "#include \"inc/a.wgsl\"\nfn main() {}\n",
+    )
+    .unwrap();
+    std::fs::write(root.join("shaders/inc/a.wgsl"), "const A = 1; // a\n").unwrap();
+    std::fs::write(
+        root.join("shaders/escape.wgsl"),
+        "#include \"../../secret.wgsl\"\n",
+    )
+    .unwrap();
+    let loader = DiskLoader::new(&root);
+    let request = |entry: &'static str| PreprocessRequest {
+        entry: Path::new(entry),
+        language: SourceLanguage::Wgsl,
+        keywords: &[],
+        defines: &[],
+    };
+    let out = preprocess(&request("shaders/main.wgsl"), &loader).unwrap();
+    assert_eq!(out.text, "const A = 1;\nfn main() {}\n");
+    assert_eq!(
+        paths(out.files()),
+        ["shaders/main.wgsl", "shaders/inc/a.wgsl"]
+    );
+    let err = preprocess(&request("shaders/escape.wgsl"), &loader).unwrap_err();
+    assert!(
+        matches!(err, PreprocessError::IncludePathRefused { .. }),
+        "{err:?}"
+    );
+    // Called directly, the loader refuses paths that leave the root, too.
+    let err = loader.load(Path::new("../secret.wgsl")).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    assert_eq!(
+        loader
+            .load(Path::new("shaders/missing.wgsl"))
+            .unwrap_err()
+            .kind(),
+        std::io::ErrorKind::NotFound
+    );
+}

@@ -4,14 +4,13 @@
 //! figures include kiln's key interning just as salsa's include its id lookup.
 
 use std::hint::black_box;
-use std::sync::Barrier;
 use std::time::Instant;
 
 use kiln_incr::{Database, Durability, Input, Query, QueryError};
 
 use super::counting_alloc::live_bytes;
 use super::shape::{self, count_execution, executions};
-use super::Rep;
+use super::{run_threads, Rep};
 
 /// The numeric inputs every workload reads, keyed by index.
 struct Num;
@@ -378,25 +377,9 @@ impl Rep for ParallelHits {
     fn rep(&mut self) -> f64 {
         let before = executions();
         let threads = self.threads;
-        let barrier = Barrier::new(threads + 1);
-        let db = &self.db;
-        let barrier = &barrier;
-        let (elapsed, sums) = std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..threads)
-                .map(|t| {
-                    scope.spawn(move || {
-                        barrier.wait();
-                        parallel_pass_sum(db, t * shape::PARALLEL_KEYS / threads)
-                    })
-                })
-                .collect();
-            barrier.wait();
-            let start = Instant::now();
-            let sums: Vec<u64> = workers
-                .into_iter()
-                .map(|w| w.join().expect("kiln parallel_hits thread panicked"))
-                .collect();
-            (start.elapsed(), sums)
+        let shared = vec![&self.db; threads];
+        let (elapsed, sums) = run_threads(shared, |t, db| {
+            parallel_pass_sum(db, t * shape::PARALLEL_KEYS / threads)
         });
         for sum in sums {
             assert_eq!(sum, self.expected_per_thread);

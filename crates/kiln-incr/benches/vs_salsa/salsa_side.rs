@@ -1,14 +1,13 @@
 //! The salsa 0.28 half of every workload, on `salsa::DatabaseImpl` (no event callback).
 
 use std::hint::black_box;
-use std::sync::Barrier;
 use std::time::Instant;
 
 use salsa::{Database, DatabaseImpl, Durability, Setter};
 
 use super::counting_alloc::live_bytes;
 use super::shape::{self, count_execution, executions};
-use super::Rep;
+use super::{run_threads, Rep};
 
 #[salsa::input]
 struct Num {
@@ -325,31 +324,14 @@ impl Rep for ParallelHits {
     fn rep(&mut self) -> f64 {
         let before = executions();
         let threads = self.threads;
-        let barrier = Barrier::new(threads + 1);
         // salsa shares one storage between handles; each thread reads through its own clone.
         let handles: Vec<DatabaseImpl> = (0..threads).map(|_| self.db.clone()).collect();
         let keys = &self.keys;
-        let barrier = &barrier;
-        let (elapsed, sums) = std::thread::scope(|scope| {
-            let threads: Vec<_> = handles
-                .into_iter()
-                .enumerate()
-                .map(|(t, db)| {
-                    scope.spawn(move || {
-                        barrier.wait();
-                        parallel_pass_sum(&db, keys, t * keys.len() / threads)
-                    })
-                })
-                .collect();
-            barrier.wait();
-            let start = Instant::now();
-            let sums: Vec<u64> = threads
-                .into_iter()
-                .map(|t| t.join().expect("salsa parallel_hits thread panicked"))
-                .collect();
-            (start.elapsed(), sums)
+        // Each worker hands its clone back, so dropping it stays outside the timed span.
+        let (elapsed, results) = run_threads(handles, |t, db| {
+            (parallel_pass_sum(&db, keys, t * keys.len() / threads), db)
         });
-        for sum in sums {
+        for (sum, _db) in results {
             assert_eq!(sum, self.expected_per_thread);
         }
         assert_eq!(executions(), before, "salsa parallel_hits executed a query");

@@ -366,7 +366,7 @@ impl Project {
         progress: &(dyn Fn(Progress) + Sync),
     ) -> Result<BuildReport, ProjectError> {
         let started = Instant::now();
-        self.db.context().start_build();
+        self.db.context().start_build(&self.manifest.targets);
         // Evictions at the revision boundaries since the last build belong to this report.
         let evicted_before = self.events.take().evicted;
         self.discover_files();

@@ -10,7 +10,7 @@ use crate::variant_cache::{VariantCache, Weigh};
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 
 /// The compiled outputs of one variant, one per target, in the manifest's target order.
 #[derive(Debug)]
@@ -54,6 +54,13 @@ pub struct Services {
     pub(crate) cache: VariantCache<Arc<VariantArtifacts>>,
     /// Identical preprocessed texts compile once per build: compile-input hash -> result.
     session: Mutex<FxHashMap<ContentKey, Arc<OnceLock<Produced>>>>,
+    /// Artifacts still held by the variant cache, by compile-input hash. Weak: the variant
+    /// cache owns the bytes; this lets a variant whose source revision moved but whose text
+    /// did not find its artifacts without a trip to the store.
+    resident: Mutex<FxHashMap<ContentKey, Weak<VariantArtifacts>>>,
+    /// The targets artifacts were produced for; a change empties the variant cache, whose
+    /// keys do not name targets.
+    targets: Mutex<Vec<TargetConfig>>,
     namespaces: Mutex<FxHashMap<TargetConfig, Namespace>>,
     /// Files a query asked for that the pipeline has not read yet.
     pub(crate) unknown_files: Mutex<Vec<PathBuf>>,
@@ -92,6 +99,8 @@ impl Services {
             store,
             cache,
             session: Mutex::default(),
+            resident: Mutex::default(),
+            targets: Mutex::default(),
             namespaces: Mutex::default(),
             unknown_files: Mutex::default(),
             outcomes: Mutex::default(),
@@ -100,7 +109,16 @@ impl Services {
     }
 
     /// Forgets what belongs to one build only.
-    pub(crate) fn start_build(&self) {
+    pub(crate) fn start_build(&self, targets: &[TargetConfig]) {
+        let mut current = self.targets.lock();
+        if *current != targets {
+            self.cache.clear();
+            self.resident.lock().clear();
+            *current = targets.to_vec();
+        }
+        self.resident
+            .lock()
+            .retain(|_, artifacts| artifacts.strong_count() > 0);
         self.session.lock().clear();
         self.outcomes.lock().clear();
         self.warnings.lock().clear();
@@ -132,7 +150,7 @@ impl Services {
         let artifacts = self
             .cache
             .get_or_compile(key, |_| {
-                let (artifacts, produced) = self.produce(input, targets)?;
+                let (artifacts, produced) = self.produce_resident(input, targets)?;
                 outcome = produced;
                 Ok::<_, FailureList>(artifacts)
             })
@@ -146,18 +164,43 @@ impl Services {
         Ok((artifacts, outcome))
     }
 
-    fn produce(
+    fn produce_resident(
         &self,
         input: &CompileInput<'_>,
         targets: &[TargetConfig],
     ) -> Result<(Arc<VariantArtifacts>, Outcome), FailureList> {
         let key = input.content_key();
-        let cell = self.session.lock().entry(key).or_default().clone();
+        if let Some(artifacts) = self.resident.lock().get(&key).and_then(Weak::upgrade) {
+            // Compiled earlier in this very build for a twin text: that is deduplication.
+            let compiled_now = self.session.lock().get(&key).is_some_and(|cell| {
+                matches!(cell.get(), Some(Ok((_, Outcome::Compiled))))
+            });
+            let outcome = if compiled_now {
+                Outcome::Deduplicated
+            } else {
+                Outcome::Cached
+            };
+            return Ok((artifacts, outcome));
+        }
+        let produced = self.produce(&key, input, targets)?;
+        self.resident
+            .lock()
+            .insert(key, Arc::downgrade(&produced.0));
+        Ok(produced)
+    }
+
+    fn produce(
+        &self,
+        key: &ContentKey,
+        input: &CompileInput<'_>,
+        targets: &[TargetConfig],
+    ) -> Result<(Arc<VariantArtifacts>, Outcome), FailureList> {
+        let cell = self.session.lock().entry(*key).or_default().clone();
         let mut ran = false;
         let produced = cell
             .get_or_init(|| {
                 ran = true;
-                self.load_or_compile(&key, input, targets)
+                self.load_or_compile(key, input, targets)
             })
             .clone();
         match produced {

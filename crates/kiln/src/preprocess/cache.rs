@@ -1,10 +1,12 @@
 //! [`Preprocessor`]: lexed files kept across calls, so that the thousands of variants of a
 //! shader lex each of its files once rather than once per variant.
 //!
-//! An entry is reused only for the very same text: the loader's `Arc<str>` (pointer-equal,
-//! the common case when the pipeline's inputs hand out one `Arc` per revision) or an equal
-//! string. A file whose text changed is lexed again and replaces the entry, so the cache can
-//! never serve a stale file; it holds one entry per path ever seen until [`Preprocessor::clear`].
+//! The loader is still asked for every file on every call, so that the pipeline records each
+//! read as a dependency; only the lexing is skipped. An entry is reused only for the very
+//! same text: the loader's `Arc<str>` (pointer-equal, the common case when the pipeline's
+//! inputs hand out one `Arc` per revision) or an equal string. A file whose text changed is
+//! lexed again and replaces the entry, so the cache never serves a stale file; it holds one
+//! entry per path ever seen until [`Preprocessor::clear`].
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,0 +1,104 @@
+//! One end-to-end run of `kiln watch --json`: the first build, an edit, its incremental
+//! rebuild, and a clean stop on SIGINT.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const MANIFEST: &str = r#"
+[project]
+targets = ["spirv"]
+
+[[shader]]
+name = "Lit"
+source = "lit.wgsl"
+axes = [["_", "FOG"], ["_", "SKIN"]]
+
+[shader.passes.Forward]
+stage = "fragment"
+entry = "fs_main"
+"#;
+
+const LIT: &str = r#"@fragment
+fn fs_main() -> @location(0) vec4<f32> {
+    var c = vec4<f32>(1.0);
+#ifdef SKIN
+    c = c * 0.5;
+#endif
+#ifdef FOG
+    c = c * 0.25;
+#endif
+    return c;
+}
+"#;
+
+#[test]
+fn watch_rebuilds_only_what_an_edit_touched_and_stops_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("kiln.toml"), MANIFEST).unwrap();
+    std::fs::write(dir.path().join("lit.wgsl"), LIT).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(["watch", "--json", "--manifest"])
+        .arg(dir.path().join("kiln.toml"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = || -> Value {
+        let line = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("no report from kiln watch");
+        serde_json::from_str(&line).unwrap()
+    };
+
+    let first = next();
+    assert_eq!(first["variants"], 4, "{first}");
+    assert_eq!(first["compiled"], 4, "{first}");
+
+    let text = LIT.replace("c * 0.25", "c * 0.75");
+    // Written atomically, as editors do, so the watcher never sees half a file.
+    std::fs::write(dir.path().join("lit.wgsl.tmp"), text).unwrap();
+    std::fs::rename(dir.path().join("lit.wgsl.tmp"), dir.path().join("lit.wgsl")).unwrap();
+    let second = next();
+    assert_eq!(second["files_changed"][0], "lit.wgsl", "{second}");
+    assert_eq!(second["compiled"], 2, "{second}");
+    let recompiled = second["recompiled"].as_array().unwrap();
+    assert_eq!(recompiled.len(), 2);
+    for r in recompiled {
+        assert!(r["variant"].as_str().unwrap().contains("FOG"), "{r}");
+        assert_eq!(r["reason"], "lit.wgsl changed");
+        assert_eq!(r["digest"].as_str().unwrap().len(), 12);
+    }
+    assert_eq!(second["early_cutoff"], 2, "{second}");
+    assert_eq!(second["outputs_written"], 2, "{second}");
+    assert!(second["event_to_outputs_ms"].as_f64().unwrap() > 0.0);
+
+    let interrupted = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    // Nothing half written: only finished outputs and the index, no temporary files.
+    let out = dir.path().join("out");
+    let mut names: Vec<String> = std::fs::read_dir(out.join("Lit/Forward"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["FOG+SKIN.spv", "FOG.spv", "SKIN.spv", "_.spv"]);
+    assert!(out.join("index.json").exists());
+}

@@ -1,0 +1,828 @@
+//! Benchmark of `kiln watch`'s rebuilds, through the library API the command uses: one
+//! long-lived [`Project`] over a generated project (10 WGSL shaders x 100 keyword sets x 2
+//! passes = 2,000 variants; targets spirv, msl and hlsl), edited on disk, refreshed and
+//! rebuilt, after an untimed cold build.
+//!
+//! Printed, each over several reps as the median and the minimum:
+//! - `watch edit_overhead ratio=<kiln / raw>` (target <= 1.10). kiln: from writing a shared
+//!   include (a constant inside its `#ifdef TONE_2` block gets a new value every rep, so every
+//!   rep truly recompiles and never hits the store) through `refresh_files` and `build`
+//!   (which returns after the outputs are written), with `jobs = 1`. raw: a plain
+//!   single-threaded loop doing exactly the work of the variants kiln reported as recompiled:
+//!   kiln's preprocessor over the disk, naga's parse, validate and emit for every target, and
+//!   a write of each output file. The two alternate rep by rep (these VMs have slow phases).
+//!   `watch edit_detail` says where kiln's time went; `watch edit_jobs2` is the same edit with
+//!   `jobs = 2`.
+//! - `watch noop_event us=<n>` (target < 5,000): a source rewritten with identical bytes,
+//!   `refresh_files`, and `build` only if the project is dirty.
+//! - `watch comment_edit us=<n>`: a comment edited in an include every variant reads: every
+//!   variant's text is re-derived and found equal, nothing recompiles (deep verification and
+//!   early cutoff at the scale of the whole project).
+//!
+//! Every rep checks what kiln did (exactly the `TONE_2` variants recompiled, nothing for the
+//! no-op and the comment), so a figure never comes from a build that did the wrong work.
+//! Without `--bench` (as under `cargo test --benches`) it runs once on a small project.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kiln::compile::{self, SourceLanguage, Stage, TargetConfig};
+use kiln::pipeline::{output_path, BuildOptions, BuildReport, Index, Project, VariantId};
+use kiln::preprocess::{self, DiskLoader, PreprocessRequest};
+
+const TARGETS: [&str; 3] = ["spirv", "msl", "hlsl"];
+
+/// The keyword whose `#ifdef` block the edit changes.
+const EDITED_KEYWORD: &str = "TONE_2";
+
+/// How big a project to generate and how many reps to time.
+#[derive(Clone, Copy)]
+struct Scale {
+    shaders: usize,
+    /// `LIGHTS_1 ..= LIGHTS_n`.
+    lights: usize,
+    /// `TONE_0 .. TONE_{n-1}`; 3 to 5, so that `TONE_2` exists and has an operator each.
+    tones: usize,
+    edit_reps: usize,
+    jobs2_reps: usize,
+    event_reps: usize,
+}
+
+const FULL: Scale = Scale {
+    shaders: 10,
+    lights: 5,
+    tones: 5,
+    edit_reps: 7,
+    jobs2_reps: 5,
+    event_reps: 21,
+};
+const SMOKE: Scale = Scale {
+    shaders: 2,
+    lights: 2,
+    tones: 3,
+    edit_reps: 1,
+    jobs2_reps: 1,
+    event_reps: 1,
+};
+
+/// The two passes of every shader: `(name, stage, entry point)`.
+const PASSES: [(&str, Stage, &str); 2] = [
+    ("Vertex", Stage::Vertex, "vs_main"),
+    ("Forward", Stage::Fragment, "fs_main"),
+];
+
+fn main() -> ExitCode {
+    let full = std::env::args().any(|arg| arg == "--bench");
+    match run(if full { FULL } else { SMOKE }) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("watch bench failed: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Median and minimum of some reps.
+struct Stats {
+    median: Duration,
+    min: Duration,
+}
+
+impl Stats {
+    fn of(samples: &[Duration]) -> Stats {
+        let mut sorted = samples.to_vec();
+        sorted.sort();
+        Stats {
+            median: sorted.get(sorted.len() / 2).copied().unwrap_or_default(),
+            min: sorted.first().copied().unwrap_or_default(),
+        }
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64().max(1e-12)
+}
+
+fn median_of(values: &[usize]) -> usize {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    sorted.get(sorted.len() / 2).copied().unwrap_or(0)
+}
+
+/// A variant as the raw loop needs it: where its source is and how to compile it.
+struct RawVariant {
+    source: PathBuf,
+    stage: Stage,
+    entry: &'static str,
+    keywords: Vec<String>,
+}
+
+/// The generated project on disk.
+struct Generated {
+    root: PathBuf,
+    manifest: PathBuf,
+    variants: HashMap<VariantId, RawVariant>,
+    /// The variants whose keyword set holds [`EDITED_KEYWORD`].
+    edited: Vec<VariantId>,
+    scale: Scale,
+}
+
+impl Generated {
+    fn tonemap_path(&self) -> PathBuf {
+        self.root.join("shaders/include/tonemap.wgsl")
+    }
+
+    fn common_path(&self) -> PathBuf {
+        self.root.join("shaders/include/common.wgsl")
+    }
+}
+
+fn run(scale: Scale) -> Result<(), String> {
+    let targets: Vec<TargetConfig> = TARGETS
+        .iter()
+        .map(|name| TargetConfig::parse(name, &Default::default()).map_err(|e| e.to_string()))
+        .collect::<Result<_, _>>()?;
+    let temp = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let project = generate(&temp.path().join("project"), scale).map_err(|e| e.to_string())?;
+    let total = project.variants.len();
+    let out = temp.path().join("out");
+    let cache = temp.path().join("cache");
+    let raw_out = temp.path().join("raw-out");
+    println!(
+        "watch project shaders={} keyword_sets={} passes={} variants={total} targets={} \
+         edited_keyword={EDITED_KEYWORD} edited_variants={}",
+        scale.shaders,
+        total / scale.shaders / PASSES.len(),
+        PASSES.len(),
+        TARGETS.join(","),
+        project.edited.len(),
+    );
+
+    let mut kiln = open(&project, &out, &cache, 1)?;
+    let cold = kiln.build(&|_| {}).map_err(|e| e.to_string())?;
+    check(&cold, total, |r| r.compiled == total, "cold build compiles every variant")?;
+    println!(
+        "watch cold_build ms={:.1} compiled={} (untimed setup, jobs=1)",
+        ms(cold.elapsed),
+        cold.compiled
+    );
+    // The raw loop's output directories exist before it is timed, as kiln's do.
+    raw_loop(&project, &project.edited, &raw_out, &targets)?;
+
+    // Edits: kiln then raw, alternating, each rep a new constant.
+    let mut rep_value = 0;
+    let mut kiln_times = Vec::new();
+    let mut raw_times = Vec::new();
+    let mut refresh_times = Vec::new();
+    let mut reports = Vec::new();
+    for _ in 0..scale.edit_reps {
+        rep_value += 1;
+        let (elapsed, refresh, report) = edit_tonemap(&mut kiln, &project, rep_value)?;
+        let affected: Vec<VariantId> = report
+            .recompiled
+            .iter()
+            .map(|r| r.variant.clone())
+            .collect();
+        let started = Instant::now();
+        raw_loop(&project, &affected, &raw_out, &targets)?;
+        raw_times.push(started.elapsed());
+        kiln_times.push(elapsed);
+        refresh_times.push(refresh);
+        reports.push(report);
+    }
+    let kiln_edit = Stats::of(&kiln_times);
+    let raw = Stats::of(&raw_times);
+    let affected = reports.last().map_or(0, |r| r.recompiled.len());
+    println!(
+        "watch edit_overhead ratio={:.3} min_ratio={:.3} kiln_ms={:.2} kiln_min_ms={:.2} \
+         raw_ms={:.2} raw_min_ms={:.2} affected={affected} total={total} reps={} (jobs=1)",
+        ratio(kiln_edit.median, raw.median),
+        ratio(kiln_edit.min, raw.min),
+        ms(kiln_edit.median),
+        ms(kiln_edit.min),
+        ms(raw.median),
+        ms(raw.min),
+        scale.edit_reps,
+    );
+    let build_times: Vec<Duration> = reports.iter().map(|r| r.elapsed).collect();
+    let counts = |f: fn(&BuildReport) -> usize| -> usize {
+        median_of(&reports.iter().map(f).collect::<Vec<_>>())
+    };
+    println!(
+        "watch edit_detail write_refresh_us={:.0} build_ms={:.2} artifacts_reexecuted={} \
+         recompiled={} cached={} early_cutoff={} verified={} outputs_written={} \
+         (medians; artifacts_reexecuted = variants whose artifacts query ran)",
+        us(Stats::of(&refresh_times).median),
+        ms(Stats::of(&build_times).median),
+        counts(|r| r.outcomes.len()),
+        counts(|r| r.compiled),
+        counts(|r| r.cached),
+        counts(|r| r.early_cutoff),
+        counts(|r| r.verified),
+        counts(|r| r.outputs_written),
+    );
+
+    // Where the rest goes: what re-preprocessing the unaffected variants costs alone, and
+    // what serializing and writing the index costs alone (single-threaded, like jobs=1).
+    let unaffected: Vec<VariantId> = project
+        .variants
+        .keys()
+        .filter(|v| !v.keywords.iter().any(|k| &**k == EDITED_KEYWORD))
+        .cloned()
+        .collect();
+    let started = Instant::now();
+    preprocess_only(&project, &unaffected)?;
+    let unaffected_preprocess = started.elapsed();
+    let index = Index::read(&out);
+    let index_dir = temp.path().join("index-probe");
+    std::fs::create_dir_all(&index_dir).map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    index.write(&index_dir).map_err(|e| e.to_string())?;
+    let index_write = started.elapsed();
+    println!(
+        "watch edit_cost preprocess_unaffected_ms={:.2} (plain loop over the {} variants the \
+         edit did not affect) index_write_ms={:.2} (index.json, {} entries)",
+        ms(unaffected_preprocess),
+        unaffected.len(),
+        ms(index_write),
+        index.entries.len(),
+    );
+
+    // A file touched without a change.
+    let mut noop_times = Vec::new();
+    let mut noop_builds = 0;
+    for _ in 0..scale.event_reps {
+        let path = project.tonemap_path();
+        let bytes = std::fs::read(&path).map_err(|e| e.to_string())?;
+        let started = Instant::now();
+        std::fs::write(&path, &bytes).map_err(|e| e.to_string())?;
+        let changed = kiln.refresh_files(std::slice::from_ref(&path));
+        if kiln.is_dirty() {
+            let report = kiln.build(&|_| {}).map_err(|e| e.to_string())?;
+            check(&report, total, |r| r.compiled == 0, "no-op compiles nothing")?;
+            noop_builds += 1;
+        }
+        noop_times.push(started.elapsed());
+        if !changed.is_empty() {
+            return Err(format!("rewriting identical bytes reported changes: {changed:?}"));
+        }
+    }
+    let noop = Stats::of(&noop_times);
+    println!(
+        "watch noop_event us={:.0} min_us={:.0} builds={noop_builds} reps={}",
+        us(noop.median),
+        us(noop.min),
+        scale.event_reps,
+    );
+
+    // A comment edited in an include every variant reads.
+    let mut comment_times = Vec::new();
+    let mut comment_reports = Vec::new();
+    for rep in 0..scale.event_reps {
+        let path = project.common_path();
+        let started = Instant::now();
+        std::fs::write(&path, common(rep + 1)).map_err(|e| e.to_string())?;
+        let changed = kiln.refresh_files(std::slice::from_ref(&path));
+        let report = kiln.build(&|_| {}).map_err(|e| e.to_string())?;
+        comment_times.push(started.elapsed());
+        if changed.len() != 1 {
+            return Err(format!("a comment edit changed {changed:?}"));
+        }
+        check(&report, total, |r| r.compiled == 0, "a comment edit compiles nothing")?;
+        comment_reports.push(report);
+    }
+    let comment = Stats::of(&comment_times);
+    let comment_counts = |f: fn(&BuildReport) -> usize| -> usize {
+        median_of(&comment_reports.iter().map(f).collect::<Vec<_>>())
+    };
+    println!(
+        "watch comment_edit us={:.0} min_us={:.0} artifacts_reexecuted={} early_cutoff={} \
+         verified={} outputs_written={} reps={}",
+        us(comment.median),
+        us(comment.min),
+        comment_counts(|r| r.outcomes.len()),
+        comment_counts(|r| r.early_cutoff),
+        comment_counts(|r| r.verified),
+        comment_counts(|r| r.outputs_written),
+        scale.event_reps,
+    );
+    drop(kiln);
+
+    // The same edit with two workers: a new watch over the same store and outputs.
+    let mut kiln = open(&project, &out, &cache, 2)?;
+    let warm = kiln.build(&|_| {}).map_err(|e| e.to_string())?;
+    check(&warm, total, |r| r.compiled == 0, "a new watch starts warm")?;
+    let mut jobs2_times = Vec::new();
+    for _ in 0..scale.jobs2_reps {
+        rep_value += 1;
+        let (elapsed, _, _) = edit_tonemap(&mut kiln, &project, rep_value)?;
+        jobs2_times.push(elapsed);
+    }
+    let jobs2 = Stats::of(&jobs2_times);
+    println!(
+        "watch edit_jobs2 kiln_ms={:.2} kiln_min_ms={:.2} speedup_vs_jobs1={:.2} \
+         ratio_vs_raw_1thread={:.3} reps={}",
+        ms(jobs2.median),
+        ms(jobs2.min),
+        ratio(kiln_edit.median, jobs2.median),
+        ratio(jobs2.median, raw.median),
+        scale.jobs2_reps,
+    );
+    Ok(())
+}
+
+fn open(project: &Generated, out: &Path, cache: &Path, jobs: usize) -> Result<Project, String> {
+    Project::open(&BuildOptions {
+        manifest: project.manifest.clone(),
+        out_dir: Some(out.to_owned()),
+        cache_dir: Some(cache.to_owned()),
+        jobs: Some(jobs),
+        max_memory: None,
+    })
+    .map_err(|e| e.to_string())
+}
+
+/// Gives the constant in tonemap's `#ifdef TONE_2` block the value of `rep` and rebuilds;
+/// returns the time from the write to the outputs written, the time of the write and
+/// refresh alone, and the report, checked to have recompiled exactly the `TONE_2` variants.
+fn edit_tonemap(
+    kiln: &mut Project,
+    project: &Generated,
+    rep: usize,
+) -> Result<(Duration, Duration, BuildReport), String> {
+    let path = project.tonemap_path();
+    let text = tonemap(project.scale.tones, rep);
+    let started = Instant::now();
+    std::fs::write(&path, text).map_err(|e| e.to_string())?;
+    let changed = kiln.refresh_files(std::slice::from_ref(&path));
+    let refreshed = started.elapsed();
+    let report = kiln.build(&|_| {}).map_err(|e| e.to_string())?;
+    let elapsed = started.elapsed();
+    if changed.len() != 1 {
+        return Err(format!("the tonemap edit changed {changed:?}"));
+    }
+    let mut recompiled: Vec<&VariantId> = report.recompiled.iter().map(|r| &r.variant).collect();
+    recompiled.sort();
+    let mut expected: Vec<&VariantId> = project.edited.iter().collect();
+    expected.sort();
+    if recompiled != expected {
+        return Err(format!(
+            "the {EDITED_KEYWORD} edit recompiled {} variants, expected the {} {EDITED_KEYWORD} \
+             variants",
+            recompiled.len(),
+            expected.len()
+        ));
+    }
+    check(
+        &report,
+        project.variants.len(),
+        |r| r.outputs_written == r.compiled * TARGETS.len(),
+        "every recompiled variant's outputs are rewritten, nothing else",
+    )?;
+    Ok((elapsed, refreshed, report))
+}
+
+fn check(
+    report: &BuildReport,
+    total: usize,
+    expect: impl Fn(&BuildReport) -> bool,
+    what: &str,
+) -> Result<(), String> {
+    if report.failed == 0 && report.variants == total && expect(report) {
+        return Ok(());
+    }
+    let first: Vec<String> = report
+        .diagnostics
+        .iter()
+        .take(3)
+        .map(|d| format!("{d:?}"))
+        .collect();
+    Err(format!(
+        "expected: {what}; got variants={} compiled={} cached={} failed={} outputs_written={}\n{}",
+        report.variants,
+        report.compiled,
+        report.cached,
+        report.failed,
+        report.outputs_written,
+        first.join("\n")
+    ))
+}
+
+/// What a Makefile rule per variant does for `variants`, in one thread: preprocess, parse,
+/// validate, emit every target, write every output.
+fn raw_loop(
+    project: &Generated,
+    variants: &[VariantId],
+    out: &Path,
+    targets: &[TargetConfig],
+) -> Result<(), String> {
+    let loader = DiskLoader::new(&project.root);
+    for id in variants {
+        let variant = project
+            .variants
+            .get(id)
+            .ok_or_else(|| format!("kiln built {id}, which the project does not have"))?;
+        let text = preprocess_one(variant, &loader)?;
+        let module =
+            compile::parse_and_validate(SourceLanguage::Wgsl, &text, variant.stage, variant.entry)
+                .map_err(|e| format!("{id}: {e}"))?;
+        for target in targets {
+            let bytes = compile::emit(&module, target).map_err(|e| format!("{id}: {e}"))?;
+            let path = out.join(output_path(
+                &id.shader,
+                &id.pass,
+                &variant.keywords,
+                target.target().extension(),
+            ));
+            if let Err(e) = std::fs::write(&path, &bytes) {
+                let dir = path.parent().ok_or("output path without a parent")?;
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    return Err(format!("{}: {e}", path.display()));
+                }
+                std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+                std::fs::write(&path, &bytes).map_err(|e| e.to_string())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Preprocesses `variants` only, in one thread.
+fn preprocess_only(project: &Generated, variants: &[VariantId]) -> Result<(), String> {
+    let loader = DiskLoader::new(&project.root);
+    for id in variants {
+        let variant = project.variants.get(id).ok_or("unknown variant")?;
+        preprocess_one(variant, &loader)?;
+    }
+    Ok(())
+}
+
+fn preprocess_one(variant: &RawVariant, loader: &DiskLoader) -> Result<String, String> {
+    let keywords: Vec<&str> = variant.keywords.iter().map(String::as_str).collect();
+    let request = PreprocessRequest {
+        entry: &variant.source,
+        language: SourceLanguage::Wgsl,
+        keywords: &keywords,
+        defines: &[],
+    };
+    preprocess::preprocess(&request, loader)
+        .map(|pre| pre.text)
+        .map_err(|e| e.to_string())
+}
+
+/// Writes the project under `root`: includes shared by every shader, the manifest, and the
+/// variant list.
+fn generate(root: &Path, scale: Scale) -> std::io::Result<Generated> {
+    let include_dir = root.join("shaders/include");
+    std::fs::create_dir_all(&include_dir)?;
+    std::fs::write(include_dir.join("common.wgsl"), common(0))?;
+    std::fs::write(include_dir.join("lighting.wgsl"), LIGHTING)?;
+    std::fs::write(include_dir.join("fog.wgsl"), FOG)?;
+    std::fs::write(include_dir.join("skin.wgsl"), SKIN)?;
+    std::fs::write(include_dir.join("tonemap.wgsl"), tonemap(scale.tones, 0))?;
+
+    let quoted = |values: &[String]| {
+        let quoted: Vec<String> = values.iter().map(|v| format!("\"{v}\"")).collect();
+        format!("[{}]", quoted.join(", "))
+    };
+    let targets: Vec<String> = TARGETS.iter().map(|t| t.to_string()).collect();
+    let mut manifest = format!(
+        "# Generated by kiln's watch benchmark.\n[project]\ntargets = {}\n",
+        quoted(&targets)
+    );
+    let lights: Vec<String> = (1..=scale.lights).map(|n| format!("LIGHTS_{n}")).collect();
+    let tones: Vec<String> = (0..scale.tones).map(|n| format!("TONE_{n}")).collect();
+    let mut keyword_sets = Vec::new();
+    for fog in [None, Some("FOG")] {
+        for skin in [None, Some("SKIN")] {
+            for light in &lights {
+                for tone in &tones {
+                    let mut set: Vec<String> = [Some(light.as_str()), Some(tone.as_str()), fog, skin]
+                        .into_iter()
+                        .flatten()
+                        .map(str::to_owned)
+                        .collect();
+                    set.sort();
+                    keyword_sets.push(set);
+                }
+            }
+        }
+    }
+
+    let mut variants = HashMap::new();
+    let mut edited = Vec::new();
+    for index in 0..scale.shaders {
+        let name = format!("S{index}");
+        let source = PathBuf::from(format!("shaders/s{index}.wgsl"));
+        std::fs::write(root.join(&source), surface_shader(index, scale.lights))?;
+        let _ = write!(
+            manifest,
+            "\n[[shader]]\nname = \"{name}\"\nsource = \"{}\"\n\
+             axes = [[\"_\", \"FOG\"], [\"_\", \"SKIN\"], {}, {}]\n",
+            source.display(),
+            quoted(&lights),
+            quoted(&tones),
+        );
+        for (pass, stage, entry) in PASSES {
+            let _ = write!(
+                manifest,
+                "\n[shader.passes.{pass}]\nstage = \"{stage}\"\nentry = \"{entry}\"\n"
+            );
+            for keywords in &keyword_sets {
+                let id = VariantId {
+                    shader: Arc::from(name.as_str()),
+                    pass: Arc::from(pass),
+                    keywords: keywords.iter().map(|k| Arc::from(k.as_str())).collect(),
+                };
+                if keywords.iter().any(|k| k == EDITED_KEYWORD) {
+                    edited.push(id.clone());
+                }
+                variants.insert(
+                    id,
+                    RawVariant {
+                        source: source.clone(),
+                        stage,
+                        entry,
+                        keywords: keywords.clone(),
+                    },
+                );
+            }
+        }
+    }
+    let manifest_path = root.join("kiln.toml");
+    std::fs::write(&manifest_path, manifest)?;
+    Ok(Generated {
+        root: root.to_owned(),
+        manifest: manifest_path,
+        variants,
+        edited,
+        scale,
+    })
+}
+
+/// The include every shader reads first; `edit` changes only a comment.
+fn common(edit: usize) -> String {
+    format!(
+        "\
+// Shared uniforms and helpers of every surface shader (comment revision {edit}).
+#pragma once
+
+struct Globals {{
+    view_proj: mat4x4<f32>,
+    // xyz: camera position.
+    camera: vec4<f32>,
+    // x: seconds, y: fog density.
+    time: vec4<f32>,
+}};
+
+struct Object {{
+    model: mat4x4<f32>,
+    tint: vec4<f32>,
+}};
+
+@group(0) @binding(0) var<uniform> globals: Globals;
+@group(0) @binding(1) var<uniform> object: Object;
+
+fn transform_normal(n: vec3<f32>) -> vec3<f32> {{
+    return normalize((object.model * vec4<f32>(n, 0.0)).xyz);
+}}
+
+fn saturate3(v: vec3<f32>) -> vec3<f32> {{
+    return clamp(v, vec3<f32>(0.0), vec3<f32>(1.0));
+}}
+"
+    )
+}
+
+const LIGHTING: &str = "\
+// Sun and point lights.
+#pragma once
+
+struct PointLight {
+    // xyz: position, w: range.
+    position: vec4<f32>,
+    color: vec4<f32>,
+};
+
+struct Lights {
+    sun_direction: vec4<f32>,
+    sun_color: vec4<f32>,
+    points: array<PointLight, 8>,
+};
+
+@group(0) @binding(2) var<uniform> lights: Lights;
+
+fn sun_light(n: vec3<f32>) -> vec3<f32> {
+    return lights.sun_color.rgb * max(dot(n, -lights.sun_direction.xyz), 0.0);
+}
+
+fn point_light(position: vec3<f32>, n: vec3<f32>, index: u32) -> vec3<f32> {
+    let light = lights.points[index];
+    let to_light = light.position.xyz - position;
+    let falloff = saturate(1.0 - length(to_light) / max(light.position.w, 0.001));
+    return light.color.rgb * max(dot(n, normalize(to_light)), 0.0) * falloff * falloff;
+}
+";
+
+const FOG: &str = "\
+// Exponential distance fog.
+#pragma once
+#ifdef FOG
+const FOG_COLOR: vec3<f32> = vec3<f32>(0.55, 0.6, 0.7);
+
+fn fog_factor(distance_to_camera: f32) -> f32 {
+    return exp(-distance_to_camera * globals.time.y);
+}
+
+fn apply_fog(color: vec3<f32>, factor: f32) -> vec3<f32> {
+    return mix(FOG_COLOR, color, saturate(factor));
+}
+#endif
+";
+
+const SKIN: &str = "\
+// Linear blend skinning with four joints per vertex.
+#pragma once
+#ifdef SKIN
+struct Joints {
+    matrices: array<mat4x4<f32>, 64>,
+};
+
+@group(2) @binding(0) var<uniform> joints: Joints;
+
+fn skin_matrix(indices: vec4<u32>, weights: vec4<f32>) -> mat4x4<f32> {
+    return joints.matrices[indices.x] * weights.x
+        + joints.matrices[indices.y] * weights.y
+        + joints.matrices[indices.z] * weights.z
+        + joints.matrices[indices.w] * weights.w;
+}
+#endif
+";
+
+/// The tone-mapping include, one `#ifdef TONE_n` block per operator. `exposure` sets the
+/// constant in the `TONE_2` block: each value is a different text for exactly the `TONE_2`
+/// variants.
+fn tonemap(tones: usize, exposure: usize) -> String {
+    let operators = [
+        "    mapped = saturate3(color);\n".to_owned(),
+        "    mapped = color / (color + vec3<f32>(1.0));\n".to_owned(),
+        format!(
+            "    let exposed = color * {:.4};\n    \
+             let a = exposed * (2.51 * exposed + vec3<f32>(0.03));\n    \
+             let b = exposed * (2.43 * exposed + vec3<f32>(0.59)) + vec3<f32>(0.14);\n    \
+             mapped = saturate3(a / b);\n",
+            1.0 + exposure as f64 * 1e-4
+        ),
+        "    mapped = pow(saturate3(color), vec3<f32>(1.0 / 2.2));\n".to_owned(),
+        "    mapped = vec3<f32>(1.0) - exp(-color * 1.5);\n".to_owned(),
+    ];
+    let mut text =
+        String::from("// Tone mapping, one operator per TONE_n keyword.\n#pragma once\n\n");
+    text.push_str("fn tonemap(color: vec3<f32>) -> vec3<f32> {\n    var mapped = color;\n");
+    for (n, operator) in operators.iter().take(tones).enumerate() {
+        let _ = writeln!(text, "#ifdef TONE_{n}");
+        text.push_str(operator);
+        text.push_str("#endif\n");
+    }
+    text.push_str("    return mapped;\n}\n");
+    text
+}
+
+/// Shader `index`: the shared includes, a vertex and a fragment entry point, and
+/// `index % 4 + 1` detail layers whose constants depend on `index` (so no two shaders share a
+/// preprocessed text).
+fn surface_shader(index: usize, lights: usize) -> String {
+    let layers = index % 4 + 1;
+    let mut text = format!(
+        "// Generated surface shader {index}: {layers} detail layers.\n\
+         #include \"include/common.wgsl\"\n\
+         #include \"include/lighting.wgsl\"\n\
+         #include \"include/fog.wgsl\"\n\
+         #include \"include/skin.wgsl\"\n\
+         #include \"include/tonemap.wgsl\"\n\n"
+    );
+    text.push_str(
+        "\
+struct VertexInput {
+    @location(0) position: vec3<f32>,
+    @location(1) normal: vec3<f32>,
+    @location(2) uv: vec2<f32>,
+#ifdef SKIN
+    @location(3) joint_indices: vec4<u32>,
+    @location(4) joint_weights: vec4<f32>,
+#endif
+};
+
+struct VertexOutput {
+    @builtin(position) clip_position: vec4<f32>,
+    @location(0) world_position: vec3<f32>,
+    @location(1) world_normal: vec3<f32>,
+    @location(2) uv: vec2<f32>,
+#ifdef FOG
+    @location(3) fog: f32,
+#endif
+};
+
+@group(1) @binding(0) var albedo_texture: texture_2d<f32>;
+@group(1) @binding(1) var detail_texture: texture_2d<f32>;
+@group(1) @binding(2) var surface_sampler: sampler;
+
+",
+    );
+    let _ = write!(
+        text,
+        "\
+@vertex
+fn vs_main(input: VertexInput) -> VertexOutput {{
+#ifdef SKIN
+    let skin = skin_matrix(input.joint_indices, input.joint_weights);
+    let local_position = (skin * vec4<f32>(input.position, 1.0)).xyz;
+    let local_normal = (skin * vec4<f32>(input.normal, 0.0)).xyz;
+#else
+    let local_position = input.position;
+    let local_normal = input.normal;
+#endif
+    let sway = sin(globals.time.x * {frequency:.2} + local_position.x) * {amplitude:.3};
+    let world_position = (object.model * vec4<f32>(local_position, 1.0)).xyz + vec3<f32>(0.0, sway, 0.0);
+    var out: VertexOutput;
+    out.clip_position = globals.view_proj * vec4<f32>(world_position, 1.0);
+    out.world_position = world_position;
+    out.world_normal = transform_normal(local_normal);
+    out.uv = input.uv;
+#ifdef FOG
+    out.fog = fog_factor(distance(world_position, globals.camera.xyz));
+#endif
+    return out;
+}}
+
+",
+        frequency = 0.5 + index as f64 * 0.25,
+        amplitude = 0.01 * (index + 1) as f64,
+    );
+    for layer in 0..layers {
+        let _ = write!(
+            text,
+            "\
+fn detail_layer_{layer}(uv: vec2<f32>, color: vec3<f32>) -> vec3<f32> {{
+    let scale = {scale:.1};
+    let detail = textureSample(detail_texture, surface_sampler, uv * scale + vec2<f32>({offset:.2}, 0.0)).rgb;
+    return mix(color, color * detail * 2.0, {weight:.2});
+}}
+
+",
+            scale = 2.0 + (index * 3 + layer) as f64,
+            offset = 0.1 * layer as f64,
+            weight = 0.2 + 0.05 * layer as f64,
+        );
+    }
+    text.push_str(
+        "\
+@fragment
+fn fs_main(input: VertexOutput) -> @location(0) vec4<f32> {
+    let base = textureSample(albedo_texture, surface_sampler, input.uv) * object.tint;
+    var albedo = base.rgb;
+",
+    );
+    for layer in 0..layers {
+        let _ = writeln!(text, "    albedo = detail_layer_{layer}(input.uv, albedo);");
+    }
+    text.push_str("    let n = normalize(input.world_normal);\n    var light = sun_light(n);\n");
+    // Light k is evaluated unless a LIGHTS_n with n <= k is defined: LIGHTS_n evaluates n.
+    for light in 0..lights {
+        if light == 0 {
+            text.push_str("    light += point_light(input.world_position, n, 0u);\n");
+            continue;
+        }
+        let excluded: Vec<String> = (1..=light)
+            .map(|n| format!("!defined(LIGHTS_{n})"))
+            .collect();
+        let _ = write!(
+            text,
+            "#if {}\n    light += point_light(input.world_position, n, {light}u);\n#endif\n",
+            excluded.join(" && ")
+        );
+    }
+    text.push_str(
+        "\
+    var color = albedo * light;
+#ifdef FOG
+    color = apply_fog(color, input.fog);
+#endif
+    return vec4<f32>(tonemap(color), base.a);
+}
+",
+    );
+    text
+}
