@@ -114,8 +114,19 @@ fn main() {
         compare(
             "lru_seed",
             "ns to re-read 100k outer queries",
-            kiln_side::LruSeed::new(),
-            salsa_side::LruSeed::new(),
+            kiln_side::LruSeed::new(shape::seed_read_order(false)),
+            salsa_side::LruSeed::new(&shape::seed_read_order(false)),
+        );
+    }
+    // Context for `lru_seed`: the same re-read in a shuffled key order. In creation order
+    // salsa walks its memo pages sequentially while a hashed key index does not; shuffled,
+    // neither engine gets that locality.
+    if wanted("lru_seed_shuffled") {
+        compare(
+            "lru_seed_shuffled",
+            "ns to re-read 100k outer queries in shuffled order",
+            kiln_side::LruSeed::new(shape::seed_read_order(true)),
+            salsa_side::LruSeed::new(&shape::seed_read_order(true)),
         );
     }
     if wanted("fan_in") {

@@ -16,6 +16,9 @@ use crate::sync::Failure;
 use crate::table::KeyTable;
 use rustc_hash::FxHashMap;
 
+/// The memo slot type of query `Q`.
+pub(crate) type SlotOf<Q, C> = DerivedSlot<<Q as Query<C>>::Key, <Q as Query<C>>::Value>;
+
 /// All memos of the derived query `Q`.
 pub(crate) struct DerivedTable<Q: Query<C>, C> {
     /// This query's id in the database's ingredient table (the `query` of its edges).
@@ -58,14 +61,14 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
     }
 
     /// The index and slot of `key`, if it was ever fetched.
-    pub(crate) fn lookup(&self, key: &Q::Key) -> Option<(u32, &DerivedSlot<Q::Key, Q::Value>)> {
+    pub(crate) fn lookup(&self, key: &Q::Key) -> Option<(u32, &SlotOf<Q, C>)> {
         self.slots
             .lookup(key, KeyTable::<DerivedSlot<Q::Key, Q::Value>>::hash(key))
     }
 
     /// The index and slot of `key`, interning it.
     #[inline]
-    pub(crate) fn intern(&self, key: &Q::Key) -> (u32, &DerivedSlot<Q::Key, Q::Value>) {
+    pub(crate) fn intern(&self, key: &Q::Key) -> (u32, &SlotOf<Q, C>) {
         self.slots.intern(key, |_| DerivedSlot::new(key.clone()))
     }
 }

@@ -35,8 +35,10 @@
 //! - **Errors travel as values.** [`Query::execute`] returns `Result<Value, QueryError>`
 //!   and nested fetches propagate engine errors with `?`. A panic inside `execute` is
 //!   caught where it happens and becomes [`QueryError::Panicked`]. A cycle becomes
-//!   [`QueryError::Cycle`] naming its members. No error is memoized: the memo keeps its
-//!   last good state and a later fetch retries.
+//!   [`QueryError::Cycle`] naming its members (each memo of a same-thread cycle adds
+//!   itself as the error unwinds through it, so the fetch path keeps no per-thread claim
+//!   stack). No error is memoized: the memo keeps its last good state and a later fetch
+//!   retries.
 //! - **Single flight.** `&Database` is `Sync`. Each `(query, key)` is executed or verified
 //!   by one thread at a time; other threads block and then share its result (or its
 //!   error). A wait-for graph between threads detects cross-thread cycles.
@@ -97,6 +99,20 @@
 //! assert_eq!(db.get::<TotalLines>(&files)?, 2);
 //! # Ok::<(), QueryError>(())
 //! ```
+//!
+//! # API at a glance
+//!
+//! - Define: `impl Input for T` (key, value, name); `impl Query<C> for T` (key, value,
+//!   name, `execute`, optional `fingerprint` and `size_bytes`).
+//! - Read: [`Database::get`], [`Database::input`], [`Database::query`] (a
+//!   [`QueryHandle`] that skips the per-call table lookup), [`Database::peek`] (a value
+//!   verified this revision, executing nothing), [`Database::memo_info`],
+//!   [`Database::memo_stats`], [`Database::revision`], [`Database::context`].
+//! - Inside `execute`: [`Database::report_untracked_read`].
+//! - Write (`&mut self`, revision boundaries): [`Database::set_input`],
+//!   [`Database::remove_input`], [`Database::synthetic_write`], [`Database::evict`].
+//! - Configure: [`Database::set_lru_capacity`], [`Database::set_lru_bytes`],
+//!   [`Database::set_event_listener`].
 //!
 //! # Limits
 //!

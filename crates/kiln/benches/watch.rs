@@ -172,7 +172,12 @@ fn run(scale: Scale) -> Result<(), String> {
 
     let mut kiln = open(&project, &out, &cache, 1)?;
     let cold = kiln.build(&|_| {}).map_err(|e| e.to_string())?;
-    check(&cold, total, |r| r.compiled == total, "cold build compiles every variant")?;
+    check(
+        &cold,
+        total,
+        |r| r.compiled == total,
+        "cold build compiles every variant",
+    )?;
     println!(
         "watch cold_build ms={:.1} compiled={} (untimed setup, jobs=1)",
         ms(cold.elapsed),
@@ -271,12 +276,19 @@ fn run(scale: Scale) -> Result<(), String> {
         let changed = kiln.refresh_files(std::slice::from_ref(&path));
         if kiln.is_dirty() {
             let report = kiln.build(&|_| {}).map_err(|e| e.to_string())?;
-            check(&report, total, |r| r.compiled == 0, "no-op compiles nothing")?;
+            check(
+                &report,
+                total,
+                |r| r.compiled == 0,
+                "no-op compiles nothing",
+            )?;
             noop_builds += 1;
         }
         noop_times.push(started.elapsed());
         if !changed.is_empty() {
-            return Err(format!("rewriting identical bytes reported changes: {changed:?}"));
+            return Err(format!(
+                "rewriting identical bytes reported changes: {changed:?}"
+            ));
         }
     }
     let noop = Stats::of(&noop_times);
@@ -300,7 +312,12 @@ fn run(scale: Scale) -> Result<(), String> {
         if changed.len() != 1 {
             return Err(format!("a comment edit changed {changed:?}"));
         }
-        check(&report, total, |r| r.compiled == 0, "a comment edit compiles nothing")?;
+        check(
+            &report,
+            total,
+            |r| r.compiled == 0,
+            "a comment edit compiles nothing",
+        )?;
         comment_reports.push(report);
     }
     let comment = Stats::of(&comment_times);
@@ -509,11 +526,12 @@ fn generate(root: &Path, scale: Scale) -> std::io::Result<Generated> {
         for skin in [None, Some("SKIN")] {
             for light in &lights {
                 for tone in &tones {
-                    let mut set: Vec<String> = [Some(light.as_str()), Some(tone.as_str()), fog, skin]
-                        .into_iter()
-                        .flatten()
-                        .map(str::to_owned)
-                        .collect();
+                    let mut set: Vec<String> =
+                        [Some(light.as_str()), Some(tone.as_str()), fog, skin]
+                            .into_iter()
+                            .flatten()
+                            .map(str::to_owned)
+                            .collect();
                     set.sort();
                     keyword_sets.push(set);
                 }

@@ -346,3 +346,82 @@ fn preprocessed_text_is_accepted_by_naga_and_its_errors_map_back() {
         ("shaders/inc/broken.wgsl", 3)
     );
 }
+
+const FRAGMENTS: &[&str] = &[
+    "#if ",
+    "#ifdef ",
+    "#ifndef ",
+    "#elif ",
+    "#else",
+    "#endif",
+    "#define ",
+    "#undef ",
+    "#include ",
+    "#error ",
+    "#pragma once",
+    "#version 450",
+    "#",
+    "defined",
+    "(",
+    ")",
+    "\"",
+    "\"inc.wgsl\"",
+    "\"../x\"",
+    "/*",
+    "*/",
+    "//",
+    "\n",
+    "\r\n",
+    " ",
+    "\t",
+    "FOG",
+    "SKIN",
+    "A",
+    "B",
+    "1",
+    "0x1F",
+    "1.5",
+    "9999999999999999999999",
+    "é",
+    "&&",
+    "||",
+    "!",
+    "==",
+    "<=",
+    "-",
+    "/",
+    "%",
+    "*",
+    "fn f() {}",
+];
+
+proptest::proptest! {
+    /// Whatever the text, preprocessing returns a result (never panics), and a successful
+    /// result has a line map entry for every output line.
+    #[test]
+    fn arbitrary_text_never_panics(
+        entry in proptest::collection::vec(0..FRAGMENTS.len(), 0..60),
+        include in proptest::collection::vec(0..FRAGMENTS.len(), 0..30),
+        glsl_language in proptest::bool::ANY,
+    ) {
+        let text = |picks: &[usize]| picks.iter().map(|&i| FRAGMENTS[i]).collect::<String>();
+        let files = Files::new(&[("s/e.wgsl", &text(&entry)), ("s/inc.wgsl", &text(&include))]);
+        let language = if glsl_language { SourceLanguage::Glsl } else { SourceLanguage::Wgsl };
+        for keywords in [&[][..], &["FOG"]] {
+            match run(&files, "s/e.wgsl", language, keywords, &[("A", "B + 1"), ("B", "A")]) {
+                Ok(out) => {
+                    proptest::prop_assert_eq!(out.line_map.len(), out.text.lines().count());
+                    proptest::prop_assert!(out.text.lines().all(|l| !l.trim().is_empty() && l == l.trim_end()));
+                }
+                Err(err) => {
+                    // Every located error names a file that was involved.
+                    if let Some(at) = err.location() {
+                        let file = at.file.to_str().unwrap_or_default();
+                        proptest::prop_assert!(file == "s/e.wgsl" || file == "s/inc.wgsl", "{err}");
+                    }
+                }
+            }
+        }
+        let _ = kiln::preprocess::include_closure(std::path::Path::new("s/e.wgsl"), &files);
+    }
+}

@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use kiln::store::entry::{self, FORMAT_VERSION, HEADER_LEN, MAGIC};
-use kiln::store::{ArtifactStore, ContentKey, CorruptReason, LocalStore, Lookup, Namespace};
+use kiln::store::{
+    ArtifactStore, ContentKey, CorruptReason, LocalStore, Lookup, Namespace, StoreError,
+};
 use proptest::prelude::*;
 
 fn spirv() -> Namespace {
@@ -510,4 +512,45 @@ proptest! {
         prop_assert!(corrupt);
         prop_assert_eq!(entry::decode(&bytes, &key(1)).is_err(), true);
     }
+}
+
+#[test]
+fn a_store_deleted_under_a_running_instance_is_recreated_on_save() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join(".kiln");
+    let store = LocalStore::new(&root);
+    store.save(&spirv(), &key(1), b"one").unwrap();
+    fs::remove_dir_all(&root).unwrap();
+    assert_eq!(store.load(&spirv(), &key(1)).unwrap(), Lookup::Miss);
+    store.save(&spirv(), &key(2), b"two").unwrap();
+    assert_eq!(
+        store.load(&spirv(), &key(2)).unwrap(),
+        Lookup::Hit(b"two".to_vec())
+    );
+    assert!(store
+        .namespace_dir(&spirv())
+        .join("namespace.json")
+        .is_file());
+}
+
+#[test]
+fn a_save_that_cannot_land_reports_the_entry_and_leaves_no_temporary_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::new(dir.path());
+    let path = store.entry_path(&spirv(), &key(1));
+    // A non-empty directory squatting on the entry's name makes the rename fail.
+    fs::create_dir_all(path.join("squatter")).unwrap();
+    match store.save(&spirv(), &key(1), b"bytes") {
+        Err(StoreError::Write { path: reported, .. }) => assert_eq!(reported, path),
+        other => panic!("expected a write error, got {other:?}"),
+    }
+    let shard = path.parent().unwrap();
+    let names: Vec<_> = fs::read_dir(shard)
+        .unwrap()
+        .map(|item| item.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![path.file_name().unwrap().to_owned()]);
+    // Loading it is an error naming the path, not a panic and not a hit.
+    let err = store.load(&spirv(), &key(1)).unwrap_err();
+    assert!(err.to_string().contains(&*path.to_string_lossy()));
 }

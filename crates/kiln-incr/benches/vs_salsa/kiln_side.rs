@@ -226,11 +226,13 @@ impl Query for SeedOuter {
 /// `lru_seed`: the founding test at 100,000 inputs; re-reads must execute nothing.
 pub struct LruSeed {
     db: Database,
+    order: Vec<u32>,
     expected: u64,
 }
 
 impl LruSeed {
-    pub fn new() -> Self {
+    /// `order`: the outer keys, in the order each rep re-reads them.
+    pub fn new(order: Vec<u32>) -> Self {
         let db = new_database(shape::SEED_INPUTS);
         db.set_lru_capacity::<SeedInner>(shape::SEED_INNER_CAPACITY);
         let before = executions();
@@ -242,7 +244,11 @@ impl LruSeed {
             .map(|i| shape::seed_outer(shape::seed_inner(shape::initial_input(i))))
             .sum();
         assert_eq!(expected, want);
-        LruSeed { db, expected }
+        LruSeed {
+            db,
+            order,
+            expected,
+        }
     }
 }
 
@@ -260,7 +266,7 @@ impl Rep for LruSeed {
         let before = executions();
         let start = Instant::now();
         let mut sum = 0u64;
-        for key in 0..shape::SEED_INPUTS as u32 {
+        for &key in &self.order {
             sum += black_box(&self.db)
                 .get::<SeedOuter>(&black_box(key))
                 .unwrap();

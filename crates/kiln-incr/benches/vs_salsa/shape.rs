@@ -22,6 +22,25 @@ pub const SEED_INPUTS: usize = 100_000;
 /// LRU capacity of the seed scenario's inner query.
 pub const SEED_INNER_CAPACITY: usize = 1_000;
 
+/// The order in which the seed scenario re-reads its outer queries: creation order, or a
+/// fixed pseudo-random permutation (the same on both engines) that defeats any locality
+/// between key order and memory layout.
+pub fn seed_read_order(shuffled: bool) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..SEED_INPUTS as u32).collect();
+    if shuffled {
+        // Fisher-Yates driven by xorshift64: deterministic, no extra dependency.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for i in (1..order.len()).rev() {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let j = (state % (i as u64 + 1)) as usize;
+            order.swap(i, j);
+        }
+    }
+    order
+}
+
 /// Inputs summed by the `fan_in` query.
 pub const FAN_INPUTS: usize = 100_000;
 /// The input `fan_in` changes before each timed re-fetch.

@@ -374,12 +374,12 @@ impl Project {
         let variants = self.variants();
         let total = variants.len();
         let done = AtomicUsize::new(0);
-        let db = &self.db;
+        let artifacts_query = self.db.query::<ArtifactsQ>();
         let results: Vec<_> = self.pool.install(|| {
             variants
                 .par_iter()
                 .map(|variant| {
-                    let result = db.get::<ArtifactsQ>(variant);
+                    let result = artifacts_query.get(variant);
                     let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
                     progress(Progress {
                         done: finished,

@@ -17,7 +17,7 @@ use super::VariantId;
 use crate::compile::{Target, TargetConfig};
 use crate::key::VariantKey;
 use crate::manifest::{Manifest, PassSpec, ShaderSpec};
-use crate::preprocess::{self, IncludeClosure, PreprocessRequest, Preprocessed};
+use crate::preprocess::{IncludeClosure, PreprocessRequest, Preprocessed};
 use crate::store::ContentKey;
 use kiln_incr::{Database, Input, Query, QueryError};
 use std::io;
@@ -102,7 +102,10 @@ impl Query<Services> for ClosureQ {
     const NAME: &'static str = "include_closure";
     fn execute(db: &Db, source: &PathBuf) -> Result<Self::Value, QueryError> {
         let loader = |path: &Path| read_source(db, path);
-        Ok(preprocess::include_closure(source, &loader)
+        Ok(db
+            .context()
+            .preprocessor
+            .include_closure(source, &loader)
             .map(Arc::new)
             .map_err(|e| Diagnostic::from_preprocess(&e)))
     }
@@ -196,7 +199,10 @@ impl Query<Services> for PreprocessQ {
             keywords: &keywords,
             defines: &defines,
         };
-        Ok(preprocess::preprocess(&request, &loader)
+        Ok(db
+            .context()
+            .preprocessor
+            .preprocess(&request, &loader)
             .map(Arc::new)
             .map_err(|e| Diagnostic::from_preprocess(&e)))
     }

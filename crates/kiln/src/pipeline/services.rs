@@ -51,6 +51,8 @@ type Produced = Result<(Arc<VariantArtifacts>, Outcome), Failures>;
 /// never answer with something stale.
 pub struct Services {
     pub(crate) store: Arc<dyn ArtifactStore>,
+    /// Lexed files reused across variants (checked against the engine's text on each use).
+    pub(crate) preprocessor: crate::preprocess::Preprocessor,
     pub(crate) cache: VariantCache<Arc<VariantArtifacts>>,
     /// Identical preprocessed texts compile once per build: compile-input hash -> result.
     session: Mutex<FxHashMap<ContentKey, Arc<OnceLock<Produced>>>>,
@@ -97,6 +99,7 @@ impl Services {
         };
         Self {
             store,
+            preprocessor: crate::preprocess::Preprocessor::new(),
             cache,
             session: Mutex::default(),
             resident: Mutex::default(),
@@ -172,9 +175,11 @@ impl Services {
         let key = input.content_key();
         if let Some(artifacts) = self.resident.lock().get(&key).and_then(Weak::upgrade) {
             // Compiled earlier in this very build for a twin text: that is deduplication.
-            let compiled_now = self.session.lock().get(&key).is_some_and(|cell| {
-                matches!(cell.get(), Some(Ok((_, Outcome::Compiled))))
-            });
+            let compiled_now = self
+                .session
+                .lock()
+                .get(&key)
+                .is_some_and(|cell| matches!(cell.get(), Some(Ok((_, Outcome::Compiled)))));
             let outcome = if compiled_now {
                 Outcome::Deduplicated
             } else {

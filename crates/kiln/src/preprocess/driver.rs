@@ -215,72 +215,7 @@ impl<'l> Driver<'l> {
                     }
                 }
                 _ if !active => {}
-                "include" => self.include(file, &directive, &at)?,
-                "define" => self.define(file, &lexed, line, &directive, &at)?,
-                "undef" => {
-                    let name = single_name("undef", &directive, &at)?;
-                    self.macros.undefine(name);
-                }
-                "error" => {
-                    return Err(PreprocessError::ErrorDirective {
-                        at: at(directive.span.clone()),
-                        message: directive.args.to_owned(),
-                    })
-                }
-                "pragma" => {
-                    if directive.args == "once" {
-                        self.files[file as usize].once = true;
-                    } else if self.language == SourceLanguage::Glsl {
-                        self.emit_verbatim(file, line, text);
-                    } else {
-                        return Err(unsupported(
-                            "pragma",
-                            "WGSL has no pragmas; only `#pragma once` is understood",
-                            at(directive.span.clone()),
-                        ));
-                    }
-                }
-                name @ ("version" | "extension") => {
-                    if self.language != SourceLanguage::Glsl {
-                        return Err(unsupported(
-                            name,
-                            "GLSL-only, not allowed in WGSL",
-                            at(directive.span.clone()),
-                        ));
-                    }
-                    if name == "version" && !self.out.is_empty() {
-                        return Err(PreprocessError::VersionNotFirst {
-                            at: at(directive.span.clone()),
-                        });
-                    }
-                    self.emit_verbatim(file, line, text);
-                }
-                "line" => {
-                    return Err(unsupported(
-                        "line",
-                        "kiln keeps its own line map; `#line` would break it",
-                        at(directive.span.clone()),
-                    ));
-                }
-                // `#` alone is C's null directive.
-                "" if directive.args.is_empty() => {}
-                "" => {
-                    let word = directive
-                        .args
-                        .split_ascii_whitespace()
-                        .next()
-                        .unwrap_or_default();
-                    return Err(PreprocessError::UnknownDirective {
-                        at: at(directive.span.clone()),
-                        name: word.to_owned(),
-                    });
-                }
-                other => {
-                    return Err(PreprocessError::UnknownDirective {
-                        at: at(directive.span.clone()),
-                        name: other.to_owned(),
-                    })
-                }
+                _ => self.directive(file, &lexed, line, &directive, &at)?,
             }
         }
         match conditionals.pop() {
@@ -290,6 +225,87 @@ impl<'l> Driver<'l> {
             }),
             None => Ok(()),
         }
+    }
+
+    /// Carries out an active directive other than a conditional.
+    fn directive(
+        &mut self,
+        file: u32,
+        lexed: &LexedFile,
+        line: &LexLine,
+        directive: &Directive<'_>,
+        at: &dyn Fn(Range<u32>) -> SourceLocation,
+    ) -> Result<(), PreprocessError> {
+        let text = lexed.text(line);
+        match directive.name {
+            "include" => self.include(file, directive, at)?,
+            "define" => self.define(file, lexed, line, directive, at)?,
+            "undef" => {
+                let name = single_name("undef", directive, at)?;
+                self.macros.undefine(name);
+            }
+            "error" => {
+                return Err(PreprocessError::ErrorDirective {
+                    at: at(directive.span.clone()),
+                    message: directive.args.to_owned(),
+                })
+            }
+            "pragma" => {
+                if directive.args == "once" {
+                    self.files[file as usize].once = true;
+                } else if self.language == SourceLanguage::Glsl {
+                    self.emit_verbatim(file, line, text);
+                } else {
+                    return Err(unsupported(
+                        "pragma",
+                        "WGSL has no pragmas; only `#pragma once` is understood",
+                        at(directive.span.clone()),
+                    ));
+                }
+            }
+            name @ ("version" | "extension") => {
+                if self.language != SourceLanguage::Glsl {
+                    return Err(unsupported(
+                        name,
+                        "GLSL-only, not allowed in WGSL",
+                        at(directive.span.clone()),
+                    ));
+                }
+                if name == "version" && !self.out.is_empty() {
+                    return Err(PreprocessError::VersionNotFirst {
+                        at: at(directive.span.clone()),
+                    });
+                }
+                self.emit_verbatim(file, line, text);
+            }
+            "line" => {
+                return Err(unsupported(
+                    "line",
+                    "kiln keeps its own line map; `#line` would break it",
+                    at(directive.span.clone()),
+                ));
+            }
+            // `#` alone is C's null directive.
+            "" if directive.args.is_empty() => {}
+            "" => {
+                let word = directive
+                    .args
+                    .split_ascii_whitespace()
+                    .next()
+                    .unwrap_or_default();
+                return Err(PreprocessError::UnknownDirective {
+                    at: at(directive.span.clone()),
+                    name: word.to_owned(),
+                });
+            }
+            other => {
+                return Err(PreprocessError::UnknownDirective {
+                    at: at(directive.span.clone()),
+                    name: other.to_owned(),
+                })
+            }
+        }
+        Ok(())
     }
 
     /// Evaluates the condition of `#if`, `#elif`, `#ifdef` or `#ifndef`.

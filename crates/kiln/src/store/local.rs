@@ -249,20 +249,16 @@ fn read_verified(
     file_len: u64,
     key: &ContentKey,
 ) -> io::Result<Result<Vec<u8>, CorruptReason>> {
-    let Ok(capacity) = usize::try_from(file_len) else {
-        return Ok(Err(CorruptReason::LengthMismatch {
-            declared: 0,
-            actual: file_len,
-        }));
-    };
-    let mut bytes = vec![0u8; capacity];
+    // A file too large to hold in memory is an io failure (reported with its path), not an
+    // allocation abort.
+    let too_large = || io::Error::new(io::ErrorKind::OutOfMemory, "store entry too large to load");
+    let capacity = usize::try_from(file_len).map_err(|_| too_large())?;
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(capacity).map_err(|_| too_large())?;
+    bytes.resize(capacity, 0);
     let read = read_up_to(file, &mut bytes)?;
     bytes.truncate(read);
-    let header = match entry::decode_header(&bytes, key) {
-        Ok(header) => header,
-        Err(reason) => return Ok(Err(reason)),
-    };
-    if let Err(reason) = entry::verify_payload(&header, &bytes[HEADER_LEN..]) {
+    if let Err(reason) = entry::decode(&bytes, key) {
         return Ok(Err(reason));
     }
     bytes.drain(..HEADER_LEN);
