@@ -170,7 +170,9 @@ fn main() {
 }
 
 /// Alternates the two engines rep by rep after one untimed warm-up each, then prints
-/// the workload's line (medians) followed by the mins.
+/// the workload's line: medians and their ratio, then the mins, and the median of the
+/// per-pair ratios (each kiln rep against the salsa rep right after it, which share a
+/// machine phase, so this ratio resists slow phases best).
 fn compare(name: &str, unit: &str, mut kiln: impl Rep, mut salsa: impl Rep) {
     if let Ok(engine) = std::env::var("VS_SALSA_PROFILE") {
         let only: &mut dyn Rep = if engine == "salsa" {
@@ -178,7 +180,7 @@ fn compare(name: &str, unit: &str, mut kiln: impl Rep, mut salsa: impl Rep) {
         } else {
             &mut kiln
         };
-        let start = std::time::Instant::now();
+        let start = Instant::now();
         while start.elapsed().as_secs() < PROFILE_SECONDS {
             only.rep();
         }
@@ -192,11 +194,14 @@ fn compare(name: &str, unit: &str, mut kiln: impl Rep, mut salsa: impl Rep) {
         kiln_ns.push(kiln.rep());
         salsa_ns.push(salsa.rep());
     }
+    let mut pair_ratios: Vec<f64> = kiln_ns.iter().zip(&salsa_ns).map(|(k, s)| k / s).collect();
+    let (pair_ratio, _) = median_and_min(&mut pair_ratios);
     let (kiln_median, kiln_min) = median_and_min(&mut kiln_ns);
     let (salsa_median, salsa_min) = median_and_min(&mut salsa_ns);
     println!(
         "vs_salsa {name} kiln_ns={kiln_median:.1} salsa_ns={salsa_median:.1} ratio={:.3} \
-         kiln_min_ns={kiln_min:.1} salsa_min_ns={salsa_min:.1} min_ratio={:.3} reps={REPS} unit=\"{unit}\"",
+         kiln_min_ns={kiln_min:.1} salsa_min_ns={salsa_min:.1} min_ratio={:.3} \
+         paired_ratio={pair_ratio:.3} reps={REPS} unit=\"{unit}\"",
         kiln_median / salsa_median,
         kiln_min / salsa_min,
     );

@@ -78,6 +78,55 @@ impl Stats {
     }
 }
 
+/// User and system CPU time of this whole process so far (all threads), from
+/// `/proc/self/stat`: on a shared machine it is much less disturbed by other processes than
+/// wall time. Zero where `/proc` is absent. Resolution: 10 ms (USER_HZ = 100).
+#[derive(Clone, Copy, Default)]
+struct Cpu {
+    user: Duration,
+    system: Duration,
+}
+
+impl Cpu {
+    fn now() -> Cpu {
+        let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+            return Cpu::default();
+        };
+        // Fields after the command name (which may hold spaces) start at field 3, `state`;
+        // utime and stime are fields 14 and 15.
+        let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<u64>().ok())
+                .map_or(Duration::ZERO, |t| Duration::from_millis(t * 10))
+        };
+        Cpu {
+            user: ticks(11),
+            system: ticks(12),
+        }
+    }
+
+    fn since(self, earlier: Cpu) -> Cpu {
+        Cpu {
+            user: self.user.saturating_sub(earlier.user),
+            system: self.system.saturating_sub(earlier.system),
+        }
+    }
+
+    fn total(self) -> Duration {
+        self.user + self.system
+    }
+}
+
+/// Median of the CPU times of some reps, by total.
+fn median_cpu(samples: &[Cpu]) -> Cpu {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by_key(|c| c.total());
+    sorted.get(sorted.len() / 2).copied().unwrap_or_default()
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
@@ -120,6 +169,8 @@ fn run(full: bool) -> Result<(), String> {
 
     // Cold builds: raw loop, kiln jobs=1, kiln jobs=2, in a rotating order.
     let mut raw_times = Vec::new();
+    let mut raw_cpu = Vec::new();
+    let mut jobs1_cpu = Vec::new();
     let mut raw_phases = Vec::new();
     let mut jobs1_times = Vec::new();
     let mut jobs2_times = Vec::new();
@@ -130,19 +181,23 @@ fn run(full: bool) -> Result<(), String> {
             match (rep + turn) % 3 {
                 0 => {
                     let out = dir.join("raw-out");
-                    let started = Instant::now();
+                    let (started, cpu) = (Instant::now(), Cpu::now());
                     let phases = raw_build(&project, &root, &out, &targets)?;
                     raw_times.push(started.elapsed());
+                    raw_cpu.push(Cpu::now().since(cpu));
                     raw_phases.push(phases);
                     remove(&dir);
                 }
                 contender => {
                     let jobs = contender;
                     let (out, cache) = (dir.join("out"), dir.join("cache"));
+                    let cpu = Cpu::now();
                     let (elapsed, report) = kiln_build(&project.manifest, &out, &cache, jobs)?;
+                    let cpu = Cpu::now().since(cpu);
                     check_cold(&report, project.variants.len(), distinct)?;
                     if jobs == 1 {
                         jobs1_times.push(elapsed);
+                        jobs1_cpu.push(cpu);
                         // The last jobs=1 build's store and outputs are the warm builds' input.
                         if let Some((old, _)) = warm_dirs.replace((out, cache)) {
                             if let Some(parent) = old.parent() {
@@ -183,6 +238,18 @@ fn run(full: bool) -> Result<(), String> {
         ms(jobs2.min),
     );
 
+    let (raw_cpu, jobs1_cpu) = (median_cpu(&raw_cpu), median_cpu(&jobs1_cpu));
+    println!(
+        "pipeline cold_vs_raw cpu_ratio={:.3} kiln_cpu_ms={:.0} (user {:.0} + sys {:.0}) \
+         raw_cpu_ms={:.0} (user {:.0} + sys {:.0}) (process CPU time, jobs=1, median)",
+        ratio(jobs1_cpu.total(), raw_cpu.total()),
+        ms(jobs1_cpu.total()),
+        ms(jobs1_cpu.user),
+        ms(jobs1_cpu.system),
+        ms(raw_cpu.total()),
+        ms(raw_cpu.user),
+        ms(raw_cpu.system),
+    );
     if let Some(phases) = raw_phases
         .iter()
         .zip(&raw_times)
@@ -205,10 +272,13 @@ fn run(full: bool) -> Result<(), String> {
     let binary = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/release/kiln");
     let binary = (full && binary.is_file()).then_some(binary);
     let mut warm_times = Vec::new();
+    let mut warm_cpu = Vec::new();
     let mut process_times = Vec::new();
     let mut process_reported = Vec::new();
     for _ in 0..warm_reps {
+        let cpu = Cpu::now();
         let (elapsed, report) = kiln_build(&project.manifest, &out, &cache, 1)?;
+        warm_cpu.push(Cpu::now().since(cpu));
         check_warm(&report, project.variants.len())?;
         warm_times.push(elapsed);
         if let Some(binary) = &binary {
@@ -226,6 +296,14 @@ fn run(full: bool) -> Result<(), String> {
         ms(warm.median),
         ratio(jobs1.min, warm.min),
         ms(warm.min),
+    );
+    let warm_cpu = median_cpu(&warm_cpu);
+    println!(
+        "pipeline warm_vs_cold cpu_ratio={:.1} warm_cpu_ms={:.0} (user {:.0} + sys {:.0})",
+        ratio(jobs1_cpu.total(), warm_cpu.total()),
+        ms(warm_cpu.total()),
+        ms(warm_cpu.user),
+        ms(warm_cpu.system),
     );
     match &binary {
         Some(binary) => {

@@ -1,10 +1,12 @@
-//! Benchmarks of the variant key and cache, measured with criterion; the summary lines are
-//! printed from the same measured samples (the median of criterion's samples):
+//! Benchmarks of the variant key and cache. The summary lines at the end are printed from
+//! measured samples (medians): criterion's, except for invalidation (see `invalidate`).
 //!
 //! - `variant_cache key_and_hit ns=<n>`: build a key from 4 keyword strings, then hit.
 //! - `variant_cache invalidate index_ns=<n> scan_ns=<n> ratio=<scan/index>`: invalidate one
-//!   shader among 1,000 shaders x 100 variants, by the reverse index against the founding
-//!   document's linear scan over every key.
+//!   shader among 1,000 shaders x 100 variants, by kiln's cache against a faithful port of
+//!   the founding document's cache (string-record keys, linear scan over every key);
+//!   `invalidate_vs_interned_scan` is the same against the fastest scan (kiln's interned
+//!   keys in one map), for comparison.
 //! - `variant_cache parallel_hits threads=2 speedup=<x>`: hit throughput on 2 threads over 1,
 //!   in wall time; `parallel_hits_cpu` gives the same from each thread's CPU time per hit,
 //!   and the `_bounded` lines are for a cache with a byte capacity, whose hits also stamp

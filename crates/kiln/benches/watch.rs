@@ -103,6 +103,11 @@ impl Stats {
     }
 }
 
+/// `KILN_BENCH_VERBOSE=1` prints every rep's figures to stderr.
+fn verbose() -> bool {
+    std::env::var_os("KILN_BENCH_VERBOSE").is_some()
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -203,6 +208,14 @@ fn run(scale: Scale) -> Result<(), String> {
         let started = Instant::now();
         raw_loop(&project, &affected, &raw_out, &targets)?;
         raw_times.push(started.elapsed());
+        if verbose() {
+            eprintln!(
+                "watch rep kiln_ms={:.1} raw_ms={:.1} build_ms={:.1}",
+                ms(elapsed),
+                ms(started.elapsed()),
+                ms(report.elapsed)
+            );
+        }
         kiln_times.push(elapsed);
         refresh_times.push(refresh);
         reports.push(report);

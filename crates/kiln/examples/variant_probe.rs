@@ -57,7 +57,7 @@ fn source_revision_invalidates_stale_variant() -> Result<(), String> {
         .get_or_compile(&k, |k| Ok::<_, Infallible>(k.digest()))
         .map_err(|e| e.to_string())?;
     let removed = cache.invalidate_shader("Lit", 8);
-    if removed != 1 || cache.len() != 0 {
+    if removed != 1 || !cache.is_empty() {
         return Err(format!(
             "stale entry remains: removed {removed}, {} left",
             cache.len()

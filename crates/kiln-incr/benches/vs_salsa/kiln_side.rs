@@ -1,7 +1,8 @@
 //! The kiln-incr half of every workload, on `kiln_incr::Database` (no event listener).
 //!
-//! Every fetch goes through `Database::get`, the call queries themselves make, so the
-//! figures include kiln's key interning just as salsa's include its id lookup.
+//! Fetches go through `Database::get`, the call queries themselves make, so the figures
+//! include kiln's query-table and key lookups just as salsa's include its id lookup; only
+//! the `hot_fetch_handle` context line uses a `QueryHandle`.
 
 use std::hint::black_box;
 use std::time::Instant;

@@ -214,10 +214,16 @@ where
         Ok(VariantKey {
             shader: shader_name,
             pass: pass_name,
-            keywords: buf.to_set(tables),
+            keywords: buf.intern_set(tables),
             revision,
         })
     })
+}
+
+/// The symbol of `name` as a shader or pass name, interned through this thread's tables;
+/// `None` when no key can hold that name.
+pub(crate) fn name_symbol(name: &str) -> Option<Symbol> {
+    with_local(|tables| tables.name(name, check_name).ok())
 }
 
 /// Shader and pass names: not empty, no `|` (the digest's separator).
@@ -395,8 +401,20 @@ mod tests {
     }
 
     #[test]
+    fn keyword_sets_are_interned_once() {
+        let a = key("Lit", "Forward", &["SKIN", "FOG"], 1).keywords();
+        let b = key("Unlit", "Shadow", &["FOG", "SKIN", "SKIN"], 2).keywords();
+        assert_eq!(a, b);
+        assert!(std::ptr::eq(a.names(), b.names()));
+        assert!(a.contains(Symbol::intern("FOG")));
+        assert!(!a.contains(Symbol::intern("RAIN")));
+        assert_eq!((a.len(), a.is_empty()), (2, false));
+        assert!(key("Lit", "Forward", &[], 1).keywords().is_empty());
+    }
+
+    #[test]
     fn keys_order_ordinally() {
-        let mut keys = vec![
+        let mut keys = [
             key("Lit", "Shadow", &[], 1),
             key("Lit", "Forward", &["SKIN"], 1),
             key("Lit", "Forward", &["FOG"], 2),

@@ -357,7 +357,7 @@ impl KeywordBuf {
 
     /// Removes repeats and interns the set. The lookup sorts by symbol number (integers);
     /// the set itself is kept in ordinal order of the names, made once when first interned.
-    pub(crate) fn to_set(&mut self, tables: &mut LocalTables) -> KeywordSet {
+    pub(crate) fn intern_set(&mut self, tables: &mut LocalTables) -> KeywordSet {
         let symbols: &mut [Symbol] = if self.len <= INLINE_KEYWORDS {
             &mut self.inline[..self.len]
         } else {

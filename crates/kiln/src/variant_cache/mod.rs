@@ -14,6 +14,13 @@
 //!   inserted after the invalidation.
 //! - An optional byte capacity, kept by evicting the least recently used artifacts.
 //!
+//! The current revision is one per shader, as in the founding document: after
+//! `invalidate_shader(s, r)`, every key of `s` at a revision other than `r` is stale, whatever
+//! its pass or keywords. A caller whose revisions differ between a shader's variants (say, a
+//! hash of each variant's own include closure) should not call `invalidate_shader` with one
+//! of them; such keys simply differ, and old ones can be dropped with `remove` or left to the
+//! byte capacity. A shader never invalidated admits every revision.
+//!
 //! Locking: one table behind a reader-striped lock (`striped`): a hit read-locks only its
 //! thread's stripe and counts itself there, so hits on different threads write no shared
 //! cache line. Everything that changes the table (placeholders, inserts, removals,
@@ -37,7 +44,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use crate::key::{Symbol, VariantKey};
+use crate::key::{name_symbol, Symbol, VariantKey};
 use eviction::EvictionQueue;
 use flight::{panic_message, Failure, Flight};
 use striped::Striped;
@@ -372,7 +379,10 @@ impl<A: Clone + Send + Sync> VariantCache<A> {
     /// `shader` at any other revision (one in flight now included) is returned to its
     /// requesters but not inserted, until a later call names another revision.
     pub fn invalidate_shader(&self, shader: &str, current_revision: u64) -> usize {
-        let symbol = Symbol::intern(shader);
+        // A name no key can hold (empty, or holding `|`) has no entries and no compiles.
+        let Some(symbol) = name_symbol(shader) else {
+            return 0;
+        };
         let mut table = self.table.write();
         let table = &mut *table;
         let shader = table.shaders.entry(symbol).or_insert_with(|| ShaderTable {
