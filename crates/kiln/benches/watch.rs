@@ -86,6 +86,55 @@ fn main() -> ExitCode {
     }
 }
 
+/// Where one timed span's wall time went, for this process's threads (Linux
+/// `/proc/self/task/*/schedstat`): on a CPU, waiting for one (other processes had it), and
+/// the rest, blocked (mostly on the disk).
+#[derive(Clone, Copy, Default)]
+struct Span {
+    wall: Duration,
+    on_cpu: Duration,
+    runqueue: Duration,
+}
+
+impl Span {
+    fn blocked(&self) -> Duration {
+        self.wall.saturating_sub(self.on_cpu + self.runqueue)
+    }
+}
+
+/// Summed `(on cpu, waiting on the run queue)` of this process's live threads; zero where
+/// the kernel does not say.
+fn scheduler_times() -> (Duration, Duration) {
+    let mut on_cpu = 0u64;
+    let mut runqueue = 0u64;
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for task in tasks.flatten() {
+            let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) else {
+                continue;
+            };
+            let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().unwrap_or(0));
+            on_cpu += fields.next().unwrap_or(0);
+            runqueue += fields.next().unwrap_or(0);
+        }
+    }
+    (Duration::from_nanos(on_cpu), Duration::from_nanos(runqueue))
+}
+
+/// Runs `f`, and says where its wall time went.
+fn timed<T>(f: impl FnOnce() -> T) -> (Span, T) {
+    let (cpu_before, queue_before) = scheduler_times();
+    let started = Instant::now();
+    let value = f();
+    let wall = started.elapsed();
+    let (cpu_after, queue_after) = scheduler_times();
+    let span = Span {
+        wall,
+        on_cpu: cpu_after.saturating_sub(cpu_before),
+        runqueue: queue_after.saturating_sub(queue_before),
+    };
+    (span, value)
+}
+
 /// Median and minimum of some reps.
 struct Stats {
     median: Duration,

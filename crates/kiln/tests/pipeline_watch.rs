@@ -238,7 +238,7 @@ fn a_deleted_source_reports_errors_and_recovers() {
     let path = f.path("shaders/include/fog.wgsl");
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::remove_file(&path).unwrap();
-    f.project.refresh_files(&[path.clone()]);
+    f.project.refresh_files(std::slice::from_ref(&path));
     let report = f.build();
     assert_eq!(report.failed, 4, "{report:?}");
     assert_exists(&f.path("out/Lit/Forward/FOG.spv"));
