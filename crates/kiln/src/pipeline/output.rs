@@ -96,8 +96,15 @@ pub fn is_current(path: &Path, previous: Option<&IndexEntry>, bytes: u64, hash: 
 /// rename, so that a reader (or a crash) never sees half a file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let mut file = tempfile::NamedTempFile::new_in(dir)?;
+    // Directories are created only when missing: a `create_dir_all` per file costs a
+    // system call per path component on every write.
+    let mut file = match tempfile::NamedTempFile::new_in(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(dir)?;
+            tempfile::NamedTempFile::new_in(dir)?
+        }
+        other => other?,
+    };
     file.write_all(bytes)?;
     file.persist(path).map_err(|e| e.error)?;
     Ok(())
