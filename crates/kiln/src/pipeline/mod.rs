@@ -371,9 +371,17 @@ impl Project {
         let evicted_before = self.events.take().evicted;
         self.discover_files();
 
-        let variants = self.variants();
-        let total = variants.len();
-        let done = AtomicUsize::new(0);
+        let all_variants = self.variants();
+        let total = all_variants.len();
+        let previous = match self.last_index.take() {
+            Some(index) => index,
+            None => Index::read(&self.out_dir),
+        };
+        let stamps = self.input_stamps(&all_variants);
+        let (up_to_date, variants) = self.up_to_date(&previous, all_variants, &stamps);
+        // Each up-to-date variant contributed one entry per target.
+        let up_to_date_variants = up_to_date.len() / self.manifest.targets.len().max(1);
+        let done = AtomicUsize::new(up_to_date_variants);
         let artifacts_query = self.db.query::<ArtifactsQ>();
         let results: Vec<_> = self.pool.install(|| {
             variants
@@ -404,6 +412,7 @@ impl Project {
         let counts = self.events.take();
         let mut report = BuildReport {
             variants: total,
+            cached: up_to_date_variants,
             changed_files: std::mem::take(&mut self.changed_files)
                 .into_iter()
                 .collect(),
@@ -454,7 +463,8 @@ impl Project {
         }
         report.outcomes = outcomes.into_iter().collect();
 
-        let (written, removed) = self.write_outputs(&built, &failed)?;
+        let (written, removed) =
+            self.write_outputs(&built, &failed, previous, up_to_date, &stamps)?;
         report.outputs_written = written;
         report.outputs_removed = removed;
         report
@@ -499,10 +509,97 @@ impl Project {
         }
     }
 
+    /// Per variant, a hash of everything its outputs are built from; `None` when its source
+    /// revision cannot be computed (the build will report why).
+    fn input_stamps(&self, variants: &[VariantId]) -> FxHashMap<VariantId, String> {
+        let mut per_shader: FxHashMap<&str, blake3::Hasher> = FxHashMap::default();
+        let targets = format!("{:?}", self.manifest.targets);
+        for shader in &self.manifest.shaders {
+            let Ok(Ok(revision)) = self.db.get::<RevisionQ>(&Arc::from(shader.name.as_str()))
+            else {
+                continue;
+            };
+            let mut hasher = blake3::Hasher::new();
+            hasher.update(crate::store::KILN_VERSION.as_bytes());
+            hasher.update(crate::compile::NAGA_VERSION.as_bytes());
+            hasher.update(targets.as_bytes());
+            hasher.update(format!("{shader:?}").as_bytes());
+            hasher.update(&revision.to_le_bytes());
+            per_shader.insert(&shader.name, hasher);
+        }
+        variants
+            .iter()
+            .filter_map(|variant| {
+                let mut hasher = per_shader.get(&*variant.shader)?.clone();
+                hasher.update(variant.to_string().as_bytes());
+                let hex = hasher.finalize().to_hex();
+                Some((variant.clone(), hex[..32].to_owned()))
+            })
+            .collect()
+    }
+
+    /// Splits `variants` into the index entries of those whose outputs are up to date (same
+    /// input stamp, every target present on disk at its recorded size) and the variants the
+    /// engine must look at. This is what makes a build in a new process cheap; a variant
+    /// this process already built goes to the engine, whose verification is cheaper still.
+    fn up_to_date(
+        &self,
+        previous: &Index,
+        variants: Vec<VariantId>,
+        stamps: &FxHashMap<VariantId, String>,
+    ) -> (Vec<IndexEntry>, Vec<VariantId>) {
+        let mut by_stamp: FxHashMap<&str, Vec<&IndexEntry>> = FxHashMap::default();
+        for entry in &previous.entries {
+            by_stamp
+                .entry(entry.inputs.as_str())
+                .or_default()
+                .push(entry);
+        }
+        let targets = self.manifest.targets.len();
+        let out_dir = &self.out_dir;
+        let checked: Vec<Result<Vec<IndexEntry>, VariantId>> = self.pool.install(|| {
+            variants
+                .into_par_iter()
+                .map(|variant| {
+                    if self.last_artifacts.contains_key(&variant) {
+                        return Err(variant);
+                    }
+                    let entries = stamps
+                        .get(&variant)
+                        .and_then(|stamp| by_stamp.get(stamp.as_str()))
+                        .filter(|entries| entries.len() == targets);
+                    match entries {
+                        Some(entries)
+                            if entries.iter().all(|e| {
+                                std::fs::metadata(out_dir.join(&e.path))
+                                    .is_ok_and(|m| m.len() == e.bytes)
+                            }) =>
+                        {
+                            Ok(entries.iter().map(|e| (*e).clone()).collect())
+                        }
+                        _ => Err(variant),
+                    }
+                })
+                .collect()
+        });
+        let mut current = Vec::new();
+        let mut stale = Vec::new();
+        for result in checked {
+            match result {
+                Ok(entries) => current.extend(entries),
+                Err(variant) => stale.push(variant),
+            }
+        }
+        (current, stale)
+    }
+
     fn write_outputs(
         &mut self,
         built: &[(&VariantId, queries::Artifacts)],
         failed: &BTreeSet<VariantId>,
+        previous: Index,
+        up_to_date: Vec<IndexEntry>,
+        stamps: &FxHashMap<VariantId, String>,
     ) -> Result<(usize, usize), ProjectError> {
         let out_dir = &self.out_dir;
         let output_error = |path: &Path, source| ProjectError::Output {
@@ -510,10 +607,6 @@ impl Project {
             source,
         };
         std::fs::create_dir_all(out_dir).map_err(|e| output_error(out_dir, e))?;
-        let previous = match self.last_index.take() {
-            Some(index) => index,
-            None => Index::read(out_dir),
-        };
         let previous_by_path: FxHashMap<&str, &IndexEntry> = previous
             .entries
             .iter()
@@ -583,6 +676,7 @@ impl Project {
                             path: relative,
                             bytes: output.bytes,
                             content_hash: hash,
+                            inputs: stamps.get(*variant).cloned().unwrap_or_default(),
                         });
                     }
                     Ok(entries)
@@ -590,6 +684,7 @@ impl Project {
                 .collect()
         });
         let mut entries: Vec<IndexEntry> = entries?.into_iter().flatten().collect();
+        entries.extend(up_to_date);
 
         // Failed variants keep their last good outputs; outputs of variants or targets that
         // left the manifest are removed.

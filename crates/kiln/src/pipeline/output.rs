@@ -39,6 +39,11 @@ pub struct IndexEntry {
     pub bytes: u64,
     /// blake3 of the file's bytes, hex.
     pub content_hash: String,
+    /// A hash of everything the output was built from (source revision, the shader's
+    /// manifest entry, the targets, kiln's and naga's versions): when it still matches, the
+    /// output is up to date without preprocessing or loading anything.
+    #[serde(default)]
+    pub inputs: String,
 }
 
 impl Index {
@@ -53,7 +58,8 @@ impl Index {
 
     /// Writes `dir/index.json` atomically.
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
-        let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        // Compact: a warm build reads it back, and thousands of entries add up.
+        let json = serde_json::to_vec(self).map_err(std::io::Error::other)?;
         write_atomic(&dir.join(INDEX_FILE), &json)
     }
 }
