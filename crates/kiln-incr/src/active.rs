@@ -1,14 +1,16 @@
-//! Per-thread state: the stack of executing queries (where reads are recorded as edges),
+//! Per-thread state: the executing query's read frame (where reads are recorded as edges),
 //! the cycle being named while its error unwinds, and this thread's id.
 
 use std::cell::{Cell, RefCell};
+use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::durability::Durability;
 use crate::memo::{Edge, Edges};
 use crate::revision::Revision;
 
-/// What one executing query has read so far.
+/// What one executing query has read so far. It lives on the stack of
+/// [`record_reads`]; the thread reaches the innermost one through [`TOP`].
 struct ActiveQuery {
     database: u64,
     edges: Vec<Edge>,
@@ -28,10 +30,11 @@ pub(crate) struct ReadSummary {
 }
 
 thread_local! {
-    static ACTIVE: RefCell<Vec<ActiveQuery>> = const { RefCell::new(Vec::new()) };
+    /// The innermost executing query's frame on this thread (null outside any query).
+    /// A plain pointer rather than a `RefCell<Vec<_>>`: a read costs one thread-local
+    /// load and no borrow flag, and the frames need no thread-local destructor.
+    static TOP: Cell<*mut ActiveQuery> = const { Cell::new(ptr::null_mut()) };
     static SPARE_EDGES: RefCell<Vec<Vec<Edge>>> = const { RefCell::new(Vec::new()) };
-    /// Number of frames in `ACTIVE`: lets a read outside any query skip the `RefCell`.
-    static DEPTH: Cell<usize> = const { Cell::new(0) };
     static OPEN_CYCLE: Cell<Option<(u64, Edge)>> = const { Cell::new(None) };
     static THREAD_ID: Cell<u32> = const { Cell::new(0) };
 }
@@ -54,38 +57,32 @@ pub(crate) fn thread_id() -> u32 {
     })
 }
 
-/// Starts recording reads for a new execution; returns the depth to pass to [`pop_frame`].
-pub(crate) fn push_frame(database: u64) -> usize {
+/// Puts the enclosing frame back on [`TOP`] when an execution ends, also by unwinding.
+struct RestoreTop(*mut ActiveQuery);
+
+impl Drop for RestoreTop {
+    fn drop(&mut self) {
+        TOP.with(|top| top.set(self.0));
+    }
+}
+
+/// Runs `execute` as a new execution of a query of `database`, recording what it reads.
+pub(crate) fn record_reads<R>(database: u64, execute: impl FnOnce() -> R) -> (R, ReadSummary) {
     let edges = SPARE_EDGES
         .with(|spare| spare.borrow_mut().pop())
         .unwrap_or_default();
-    ACTIVE.with(|stack| {
-        let mut stack = stack.borrow_mut();
-        stack.push(ActiveQuery {
-            database,
-            edges,
-            durability: Durability::High,
-            changed_at: Revision::START,
-            untracked: false,
-        });
-        DEPTH.with(|depth| depth.set(stack.len()));
-        stack.len() - 1
-    })
-}
-
-/// Ends the execution pushed at `depth` (dropping any frame a panic left above it).
-pub(crate) fn pop_frame(depth: usize) -> Option<ReadSummary> {
-    let frame = ACTIVE.with(|stack| {
-        let mut stack = stack.borrow_mut();
-        stack.truncate(depth + 1);
-        let frame = if stack.len() == depth + 1 {
-            stack.pop()
-        } else {
-            None
-        };
-        DEPTH.with(|current| current.set(stack.len()));
-        frame
-    })?;
+    let mut frame = ActiveQuery {
+        database,
+        edges,
+        durability: Durability::High,
+        changed_at: Revision::START,
+        untracked: false,
+    };
+    // `frame` is touched only through this pointer until `restore` is dropped (the
+    // pointer is unpublished again), and it does not move before then.
+    let restore = RestoreTop(TOP.with(|top| top.replace(&mut frame)));
+    let result = execute();
+    drop(restore);
     let summary = ReadSummary {
         edges: Edges::from_slice(&frame.edges),
         durability: frame.durability,
@@ -100,44 +97,50 @@ pub(crate) fn pop_frame(depth: usize) -> Option<ReadSummary> {
             spare.push(edges);
         }
     });
-    Some(summary)
+    (result, summary)
+}
+
+/// The innermost executing query's frame on this thread, if it belongs to `database`.
+///
+/// # Safety
+/// The caller uses the reference only until it returns to code that could start or end an
+/// execution (no user code and no fetch may run while it holds it).
+#[inline]
+unsafe fn top_frame<'a>(database: u64) -> Option<&'a mut ActiveQuery> {
+    let top = TOP.with(Cell::get);
+    if top.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null `TOP` points at a live frame on this thread's stack (unpublished
+    // before its `record_reads` returns or unwinds), which nothing else accesses while
+    // its query runs; the caller keeps this reference short.
+    let frame = unsafe { &mut *top };
+    (frame.database == database).then_some(frame)
 }
 
 /// Records that the executing query of `database` (if any) read `edge`.
 #[inline]
 pub(crate) fn record_read(database: u64, edge: Edge, durability: Durability, changed_at: Revision) {
-    if DEPTH.with(Cell::get) == 0 {
+    // SAFETY: the reference does not outlive this function, which runs no other code.
+    let Some(top) = (unsafe { top_frame(database) }) else {
         return;
+    };
+    // Reading the same dependency twice in a row is common (a loop); skip the repeat.
+    if top.edges.last() != Some(&edge) {
+        top.edges.push(edge);
     }
-    ACTIVE.with(|stack| {
-        let mut stack = stack.borrow_mut();
-        let Some(top) = stack.last_mut() else {
-            return;
-        };
-        if top.database != database {
-            return;
-        }
-        // Reading the same dependency twice in a row is common (a loop); skip the repeat.
-        if top.edges.last() != Some(&edge) {
-            top.edges.push(edge);
-        }
-        top.durability = top.durability.min(durability);
-        top.changed_at = top.changed_at.max(changed_at);
-    });
+    top.durability = top.durability.min(durability);
+    top.changed_at = top.changed_at.max(changed_at);
 }
 
 /// Marks the executing query of `database` (if any) as having read untracked state.
 pub(crate) fn record_untracked_read(database: u64, current: Revision) {
-    ACTIVE.with(|stack| {
-        let mut stack = stack.borrow_mut();
-        if let Some(top) = stack.last_mut() {
-            if top.database == database {
-                top.untracked = true;
-                top.durability = Durability::Low;
-                top.changed_at = current;
-            }
-        }
-    });
+    // SAFETY: the reference does not outlive this function, which runs no other code.
+    if let Some(top) = unsafe { top_frame(database) } {
+        top.untracked = true;
+        top.durability = Durability::Low;
+        top.changed_at = current;
+    }
 }
 
 /// Starts naming a same-thread cycle: the claim on `start` (held further up this thread's

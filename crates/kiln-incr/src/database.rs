@@ -10,7 +10,7 @@ use crate::derived::DerivedTable;
 use crate::durability::Durability;
 use crate::error::QueryError;
 use crate::event::{Event, EventKind, Listener};
-use crate::ingredient::{invariant_broken, Ingredient, IngredientSlot};
+use crate::ingredient::{invariant_broken, Ingredient, IngredientCache, IngredientSlot};
 use crate::input::InputTable;
 use crate::memo::{Edge, PRESENT};
 use crate::query::{Input, Query};
@@ -30,6 +30,8 @@ pub struct Database<C = ()> {
     context: C,
     clock: DurabilityClock,
     ingredients: KeyTable<IngredientSlot<C>>,
+    /// Shortcut to `ingredients` by type, for the per-call table lookup of `get`/`input`.
+    ingredient_cache: IngredientCache<C>,
     pub(crate) waits: WaitTable,
     listener: Option<Listener>,
 }
@@ -76,6 +78,7 @@ impl<C: Send + Sync + 'static> Database<C> {
             context,
             clock: DurabilityClock::new(),
             ingredients: KeyTable::new(),
+            ingredient_cache: IngredientCache::new(),
             waits: WaitTable::new(),
             listener: None,
         }
@@ -283,10 +286,24 @@ impl<C: Send + Sync + 'static> Database<C> {
     /// The table of `T`, registering it (with id = its index) on first use.
     #[inline]
     fn ingredient<T: Ingredient<C>>(&self, make: impl FnOnce(u32) -> T) -> &T {
+        match self.ingredient_cache.get::<T>() {
+            Some(found) => found,
+            None => self.ingredient_uncached(make),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn ingredient_uncached<T: Ingredient<C>>(&self, make: impl FnOnce(u32) -> T) -> &T {
         let type_id = TypeId::of::<T>();
-        let (_, slot) = self
+        let (index, slot) = self
             .ingredients
             .intern(&type_id, |id| IngredientSlot::new(make(id)));
+        if let Some(pointer) = self.ingredients.get_ptr(index) {
+            // SAFETY: registry slots never move and are dropped with the database, which
+            // owns the cache too; the pointer comes from the registry's raw storage.
+            unsafe { self.ingredient_cache.remember(type_id, pointer) };
+        }
         slot.downcast_interned::<T>()
     }
 
@@ -319,8 +336,19 @@ impl<C: Send + Sync + 'static> Database<C> {
             let Some(ingredient) = self.ingredient_by_id(first.query) else {
                 invariant_broken("an edge names an unknown query");
             };
-            if ingredient.any_changed_after(self, &rest[..run], after)? {
-                return Ok(true);
+            match ingredient.any_changed_after(self, &rest[..run], after) {
+                Ok(false) => {}
+                Ok(true) => return Ok(true),
+                // A dependency failed while being brought up to date. The reader may
+                // handle that failure and still produce a value (a from-scratch run
+                // would): count it as a change, so the reader runs again and sees the
+                // error itself, where a cycle is also named from its own frames.
+                Err(failure) => {
+                    if matches!(*failure, QueryError::Cycle { .. }) {
+                        active::close_cycle();
+                    }
+                    return Ok(true);
+                }
             }
             rest = &rest[run..];
         }

@@ -53,6 +53,9 @@ impl Lru {
         }
     }
 
+    // Out of line: it runs once per memo per revision, and keeping it out of the hit path
+    // keeps `Database::get` small enough to be inlined into its callers.
+    #[inline(never)]
     fn stamp<K, V>(&self, slot: &DerivedSlot<K, V>) {
         let sequence = self.clock.fetch_add(1, Ordering::Relaxed);
         slot.last_used.store(sequence, Ordering::Relaxed);

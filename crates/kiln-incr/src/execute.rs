@@ -10,7 +10,6 @@ use crate::database::Database;
 use crate::derived::DerivedTable;
 use crate::error::QueryError;
 use crate::event::EventKind;
-use crate::ingredient::invariant_broken;
 use crate::memo::DerivedSlot;
 use crate::query::Query;
 use crate::revision::Revision;
@@ -29,9 +28,9 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         verified_at: Revision,
     ) -> Result<Q::Value, Failure> {
         db.emit(EventKind::WillExecute, Q::NAME, &slot.key);
-        let depth = active::push_frame(db.id);
-        let outcome = panic::catch_unwind(AssertUnwindSafe(|| Q::execute(db, &slot.key)));
-        let reads = active::pop_frame(depth);
+        let (outcome, reads) = active::record_reads(db.id, || {
+            panic::catch_unwind(AssertUnwindSafe(|| Q::execute(db, &slot.key)))
+        });
         let value = match outcome {
             Ok(Ok(value)) => value,
             Ok(Err(error)) => return Err(Box::new(error)),
@@ -41,9 +40,6 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
                     message: panic_message(&*payload),
                 }))
             }
-        };
-        let Some(reads) = reads else {
-            invariant_broken("the execution's read frame vanished");
         };
         let current = db.current_revision();
         let was_untracked = slot.is_untracked();

@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 
 use crate::database::Database;
 use crate::derived::DerivedTable;
+use crate::durability::Durability;
 use crate::event::EventKind;
 use crate::memo::{DerivedSlot, PRESENT};
 use crate::query::Query;
@@ -53,13 +54,24 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         slot: &DerivedSlot<Q::Key, Q::Value>,
     ) -> Result<Option<Q::Value>, Failure> {
         let edge = self.edge(index);
-        let guard = match db.claim(&slot.claim, edge)? {
-            Claimed::Retry => return Ok(None),
-            Claimed::Owned(guard) => guard,
+        let produced = match db.claim(&slot.claim, edge) {
+            Ok(Claimed::Retry) => return Ok(None),
+            Ok(Claimed::Owned(guard)) => guard.finish(db, self.fetch_claimed(db, index, slot)),
+            Err(failure) => Err(failure),
         };
-        let value = guard.finish(db, self.fetch_claimed(db, index, slot))?;
-        db.record_read(edge, slot.durability(), slot.changed_at());
-        Ok(Some(value))
+        match produced {
+            Ok(value) => {
+                db.record_read(edge, slot.durability(), slot.changed_at());
+                Ok(Some(value))
+            }
+            Err(failure) => {
+                // The caller may handle the error and return a value anyway: that value
+                // depends on this memo's failure, so record the read, conservatively (any
+                // write may matter, and it changed now), for the caller to be re-checked.
+                db.record_read(edge, Durability::Low, db.current_revision());
+                Err(failure)
+            }
+        }
     }
 
     /// Preconditions: this thread holds `slot.claim`.

@@ -3,6 +3,10 @@
 
 use std::any::TypeId;
 use std::fmt::Debug;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+use rustc_hash::FxBuildHasher;
 
 use crate::database::Database;
 use crate::error::QueryFrame;
@@ -110,6 +114,69 @@ impl<C: 'static> IngredientSlot<C> {
         let erased: *mut dyn Ingredient<C> = &mut *self.ingredient;
         // SAFETY: as in `downcast`.
         Some(unsafe { &mut *erased.cast::<T>() })
+    }
+}
+
+/// Entries of an [`IngredientCache`] (a power of two).
+const CACHE_ENTRIES: usize = 64;
+
+/// A direct-mapped cache from an ingredient's `TypeId` to its registry slot, so that
+/// `db.get::<Q>()` finds `Q`'s table with one load and one compare instead of a probe of
+/// the registry's hash index and a paged slot lookup.
+///
+/// An entry is written once, when its type registers and the entry is still empty, and
+/// never changes afterwards, so readers need no lock. A type whose entry another type took
+/// is found through the registry instead (correct, only slower).
+pub(crate) struct IngredientCache<C> {
+    entries: [AtomicPtr<IngredientSlot<C>>; CACHE_ENTRIES],
+}
+
+impl<C: 'static> IngredientCache<C> {
+    pub(crate) fn new() -> Self {
+        IngredientCache {
+            entries: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
+        }
+    }
+
+    /// The entry of `type_id`. The hash of a type's id is a compile-time constant, so in
+    /// a monomorphized lookup this folds to a fixed offset.
+    #[inline]
+    fn entry(&self, type_id: TypeId) -> &AtomicPtr<IngredientSlot<C>> {
+        &self.entries[FxBuildHasher.hash_one(type_id) as usize & (CACHE_ENTRIES - 1)]
+    }
+
+    /// The registered ingredient of type `T`, if its entry holds it.
+    #[inline]
+    pub(crate) fn get<T: Ingredient<C>>(&self) -> Option<&T> {
+        let type_id = TypeId::of::<T>();
+        let slot = self.entry(type_id).load(Ordering::Acquire);
+        if slot.is_null() {
+            return None;
+        }
+        // SAFETY: `remember`'s contract: the slot is alive and unmoved for as long as the
+        // registry that owns it, which lives as long as `self` (both belong to one
+        // database), and it is written only under `&mut Database`, when no `&self` exists.
+        let slot = unsafe { &*slot };
+        if slot.type_id != type_id {
+            return None;
+        }
+        Some(slot.downcast_interned::<T>())
+    }
+
+    /// Caches `slot` (registered under `type_id`) if its entry is still empty.
+    ///
+    /// # Safety
+    /// `slot` points at a registry slot that never moves and outlives `self`, derived
+    /// from the registry's raw storage pointer (not from a reference), so that later
+    /// `&mut` access to the slot under `&mut Database` does not invalidate it.
+    pub(crate) unsafe fn remember(&self, type_id: TypeId, slot: *mut IngredientSlot<C>) {
+        // Losing the race (or finding the entry taken) is fine: the entry stays valid.
+        let _ = self.entry(type_id).compare_exchange(
+            std::ptr::null_mut(),
+            slot,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
     }
 }
 

@@ -38,7 +38,9 @@
 //!   [`QueryError::Cycle`] naming its members (each memo of a same-thread cycle adds
 //!   itself as the error unwinds through it, so the fetch path keeps no per-thread claim
 //!   stack). No error is memoized: the memo keeps its last good state and a later fetch
-//!   retries.
+//!   retries. A query that handles a dependency's error instead of propagating it
+//!   depends on that dependency like on any other read, and runs again (rather than
+//!   keeping a value computed from the failure) until the dependency succeeds.
 //! - **Single flight.** `&Database` is `Sync`. Each `(query, key)` is executed or verified
 //!   by one thread at a time; other threads block and then share its result (or its
 //!   error). A wait-for graph between threads detects cross-thread cycles.

@@ -8,13 +8,13 @@
 //! ([`KeyTable::release_retired`]), because a reader may still be probing the old one.
 
 use std::alloc::{self, Layout};
-use std::hash::{BuildHasher, Hash};
+use std::hash::{Hash, Hasher};
 use std::marker::PhantomData;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
-use rustc_hash::FxBuildHasher;
+use rustc_hash::FxHasher;
 
 /// log2 of the first page's length.
 const FIRST_PAGE_BITS: u32 = 5;
@@ -137,6 +137,17 @@ impl<T> Pages<T> {
         Some(unsafe { &*self.address(index) })
     }
 
+    /// A raw pointer to the slot at `index`, if it has been pushed. It stays valid (the
+    /// slot never moves) until `self` is dropped, and being derived from the page's own
+    /// pointer, it is not invalidated by a later [`Pages::get_mut`].
+    #[inline]
+    pub(crate) fn get_ptr(&self, index: u32) -> Option<*mut T> {
+        if index >= self.len.load(Ordering::Acquire) {
+            return None;
+        }
+        Some(self.address(index))
+    }
+
     /// Mutable access to the slot at `index`; `&mut self` excludes every reader.
     pub(crate) fn get_mut(&mut self, index: u32) -> Option<&mut T> {
         if index >= *self.len.get_mut() {
@@ -253,26 +264,132 @@ pub(crate) trait Keyed {
     fn key(&self) -> &Self::Key;
 }
 
+/// Hashes keys for the index. A key that hashes as a single integer (`u32`, `u64`, a
+/// newtype around one, ...) hashes to that integer itself, so that the index can place
+/// sequential keys in adjacent entries (see [`IndexTable`]); any other key gets FxHash.
+#[derive(Default)]
+pub(crate) struct KeyHasher {
+    mixed: FxHasher,
+    first: u64,
+    /// Integer writes seen; `MANY` once anything else was written.
+    writes: u32,
+}
+
+impl KeyHasher {
+    const MANY: u32 = 2;
+
+    #[inline]
+    fn integer(&mut self, value: u64) {
+        if self.writes == 0 {
+            self.first = value;
+        }
+        self.writes += 1;
+        self.mixed.write_u64(value);
+    }
+}
+
+impl Hasher for KeyHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        self.writes = Self::MANY;
+        self.mixed.write(bytes);
+    }
+    #[inline]
+    fn write_u8(&mut self, value: u8) {
+        self.integer(u64::from(value));
+    }
+    #[inline]
+    fn write_u16(&mut self, value: u16) {
+        self.integer(u64::from(value));
+    }
+    #[inline]
+    fn write_u32(&mut self, value: u32) {
+        self.integer(u64::from(value));
+    }
+    #[inline]
+    fn write_u64(&mut self, value: u64) {
+        self.integer(value);
+    }
+    #[inline]
+    fn write_usize(&mut self, value: usize) {
+        self.integer(value as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        if self.writes == 1 {
+            self.first
+        } else {
+            self.mixed.finish()
+        }
+    }
+}
+
+/// Longest probe (entries past a key's home) an insert may need before an order-keeping
+/// index is rebuilt spread; far beyond what hashed keys meet at half load.
+const MAX_DISPLACEMENT: u32 = 48;
+
 /// Open-addressing table of `slot index + 1` (0 = empty), at most half full.
+///
+/// It starts *order-keeping*: a key's home is its hash's low bits, so integer keys (which
+/// hash to themselves, [`KeyHasher`]) that are sequential, as dense ids usually are, sit in
+/// adjacent entries and a scan over them walks the index linearly instead of missing the
+/// cache once per key. Keys whose low bits collide (strides of a power of two, ids with tag
+/// bits) would pile up there, so inserts measure how far they probe, and an index whose
+/// keys are displaced too far (one insert beyond [`MAX_DISPLACEMENT`], or twice the entry
+/// count in total) is rebuilt *spread*, placing keys by a multiplicative hash, for good.
 struct IndexTable {
     mask: usize,
+    /// `64 - log2(capacity)`: how far a spread position is shifted down.
+    shift: u32,
+    spread: bool,
+    /// Sum of the displacements of the entries inserted (for the total bound); written
+    /// only under the table's insert lock, atomic because readers share the table.
+    displacement: AtomicU64,
     entries: Box<[AtomicU32]>,
 }
 
 impl IndexTable {
-    fn with_capacity(capacity: usize) -> Box<IndexTable> {
+    fn with_capacity(capacity: usize, spread: bool) -> Box<IndexTable> {
         Box::new(IndexTable {
             mask: capacity - 1,
+            shift: 64 - capacity.trailing_zeros(),
+            spread,
+            displacement: AtomicU64::new(0),
             entries: (0..capacity).map(|_| AtomicU32::new(0)).collect(),
         })
     }
 
-    fn insert(&self, hash: u64, index: u32) {
-        let mut position = hash as usize & self.mask;
+    /// Where probing for `hash` starts.
+    #[inline]
+    fn home(&self, hash: u64) -> usize {
+        if self.spread {
+            (hash.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
+        } else {
+            hash as usize & self.mask
+        }
+    }
+
+    /// Inserts `index`; returns how many entries past its home it landed.
+    /// Callers serialize inserts (the table's insert lock, or a table not yet published).
+    fn insert(&self, hash: u64, index: u32) -> u32 {
+        let mut position = self.home(hash);
+        let mut displacement = 0;
         while self.entries[position].load(Ordering::Relaxed) != 0 {
             position = (position + 1) & self.mask;
+            displacement += 1;
         }
         self.entries[position].store(index + 1, Ordering::Release);
+        self.displacement
+            .fetch_add(u64::from(displacement), Ordering::Relaxed);
+        displacement
+    }
+
+    /// Whether an order-keeping table's keys pile up enough to be rebuilt spread.
+    fn clustered(&self, last_displacement: u32, entries: usize) -> bool {
+        !self.spread
+            && (last_displacement > MAX_DISPLACEMENT
+                || self.displacement.load(Ordering::Relaxed)
+                    > 2 * entries as u64 + u64::from(MAX_DISPLACEMENT))
     }
 }
 
@@ -294,7 +411,7 @@ pub(crate) struct KeyTable<S: Keyed> {
 
 impl<S: Keyed> KeyTable<S> {
     pub(crate) fn new() -> Self {
-        let mut current = IndexTable::with_capacity(16);
+        let mut current = IndexTable::with_capacity(16, false);
         let index = AtomicPtr::new(&mut *current as *mut IndexTable);
         KeyTable {
             slots: Pages::new(),
@@ -308,7 +425,9 @@ impl<S: Keyed> KeyTable<S> {
 
     #[inline]
     pub(crate) fn hash(key: &S::Key) -> u64 {
-        FxBuildHasher.hash_one(key)
+        let mut hasher = KeyHasher::default();
+        key.hash(&mut hasher);
+        hasher.finish()
     }
 
     /// Number of slots.
@@ -325,13 +444,18 @@ impl<S: Keyed> KeyTable<S> {
         self.slots.get_mut(index)
     }
 
+    /// A raw pointer to the slot at `index` (see [`Pages::get_ptr`]).
+    pub(crate) fn get_ptr(&self, index: u32) -> Option<*mut S> {
+        self.slots.get_ptr(index)
+    }
+
     /// The index and slot of `key`, if interned. Lock-free.
     #[inline]
     pub(crate) fn lookup(&self, key: &S::Key, hash: u64) -> Option<(u32, &S)> {
         // SAFETY: the published table is never freed while `&self` lives (retired tables
         // are freed only through `&mut self`).
         let table = unsafe { &*self.index.load(Ordering::Acquire) };
-        let mut position = hash as usize & table.mask;
+        let mut position = table.home(hash);
         loop {
             let entry = table.entries[position].load(Ordering::Acquire);
             if entry == 0 {
@@ -367,23 +491,52 @@ impl<S: Keyed> KeyTable<S> {
         // SAFETY: pushes happen only here, under `self.insert`.
         let index = unsafe { self.slots.push(slot) };
         let entries = index as usize + 1;
-        if entries * 2 > state.current.entries.len() {
-            let mut grown = IndexTable::with_capacity(state.current.entries.len() * 2);
-            for existing in 0..index {
-                if let Some(slot) = self.slots.get(existing) {
-                    grown.insert(Self::hash(slot.key()), existing);
-                }
+        let capacity = state.current.entries.len();
+        if entries * 2 > capacity {
+            let grown = self.rebuild(capacity * 2, state.current.spread, entries);
+            self.publish(&mut state, grown);
+        } else {
+            let displacement = state.current.insert(hash, index);
+            if state.current.clustered(displacement, entries) {
+                let spread = self.rebuild(capacity, true, entries);
+                self.publish(&mut state, spread);
             }
-            self.index
-                .store(&mut *grown as *mut IndexTable, Ordering::Release);
-            let old = std::mem::replace(&mut state.current, grown);
-            state.retired.push(old);
         }
-        state.current.insert(hash, index);
         match self.slots.get(index) {
             Some(slot) => (index, slot),
             None => crate::ingredient::invariant_broken("a pushed slot is missing"),
         }
+    }
+
+    /// A new index of `capacity` over the first `entries` slots (spread if asked, or if an
+    /// order-keeping one turns out clustered).
+    fn rebuild(&self, capacity: usize, spread: bool, entries: usize) -> Box<IndexTable> {
+        let build = |spread| {
+            let table = IndexTable::with_capacity(capacity, spread);
+            let mut clustered = false;
+            for existing in 0..entries as u32 {
+                if let Some(slot) = self.slots.get(existing) {
+                    let displacement = table.insert(Self::hash(slot.key()), existing);
+                    if table.clustered(displacement, entries) {
+                        clustered = true;
+                        break;
+                    }
+                }
+            }
+            (table, clustered)
+        };
+        match build(spread) {
+            (table, false) => table,
+            (_, true) => build(true).0,
+        }
+    }
+
+    /// Makes `table` the one readers probe, retiring the old one.
+    fn publish(&self, state: &mut InsertState, mut table: Box<IndexTable>) {
+        self.index
+            .store(&mut *table as *mut IndexTable, Ordering::Release);
+        let old = std::mem::replace(&mut state.current, table);
+        state.retired.push(old);
     }
 
     /// Frees index tables replaced by resizes; nobody can be probing them under `&mut`.
@@ -468,6 +621,101 @@ mod tests {
         assert!(table
             .lookup(&absent, KeyTable::<Named>::hash(&absent))
             .is_none());
+    }
+
+    struct Numbered(u64);
+    impl Keyed for Numbered {
+        type Key = u64;
+        fn key(&self) -> &u64 {
+            &self.0
+        }
+    }
+
+    fn current_index(table: &KeyTable<Numbered>) -> (bool, Vec<u32>) {
+        let state = table.insert.lock();
+        let entries = state
+            .current
+            .entries
+            .iter()
+            .map(|entry| entry.load(Ordering::Relaxed))
+            .collect();
+        (state.current.spread, entries)
+    }
+
+    #[test]
+    fn integer_keys_hash_to_themselves_and_others_are_mixed() {
+        assert_eq!(KeyTable::<Numbered>::hash(&77), 77);
+        assert_eq!(KeyTable::<Named>::hash(&"a".to_string()), {
+            let mut hasher = FxHasher::default();
+            "a".hash(&mut hasher);
+            hasher.finish()
+        });
+        // Two integer writes are not one integer: no identity for tuples.
+        let mut pair = KeyHasher::default();
+        (1u32, 2u32).hash(&mut pair);
+        assert_ne!(pair.finish(), 1);
+    }
+
+    #[test]
+    fn sequential_integer_keys_sit_in_adjacent_entries() {
+        let table = KeyTable::<Numbered>::new();
+        for n in 0..10_000u64 {
+            assert_eq!(table.intern(&n, |_| Numbered(n)).0, n as u32);
+        }
+        let (spread, entries) = current_index(&table);
+        assert!(!spread);
+        for (n, entry) in entries.iter().take(10_000).enumerate() {
+            assert_eq!(*entry, n as u32 + 1, "key {n} is not at its own entry");
+        }
+    }
+
+    #[test]
+    fn colliding_integer_keys_switch_the_index_to_spread() {
+        let table = KeyTable::<Numbered>::new();
+        // Multiples of 2^20 all share their low 20 bits: order-keeping would pile them up.
+        let keys: Vec<u64> = (0..5000u64).map(|k| k << 20).collect();
+        for (i, key) in keys.iter().enumerate() {
+            assert_eq!(table.intern(key, |_| Numbered(*key)).0, i as u32);
+        }
+        let (spread, _) = current_index(&table);
+        assert!(spread, "the clustered index was not rebuilt spread");
+        let state = table.insert.lock();
+        assert!(
+            state.current.displacement.load(Ordering::Relaxed) < 2 * keys.len() as u64,
+            "spread placement still clusters"
+        );
+        drop(state);
+        for (i, key) in keys.iter().enumerate() {
+            let found = table.lookup(key, KeyTable::<Numbered>::hash(key));
+            assert_eq!(found.map(|(index, _)| index), Some(i as u32));
+        }
+        assert!(table.lookup(&3, 3).is_none());
+    }
+
+    #[test]
+    fn concurrent_interning_through_a_switch_gives_one_index_per_key() {
+        let table = KeyTable::<Numbered>::new();
+        let keys: Vec<u64> = (0..3000u64).map(|k| (k << 24) | (k & 1)).collect();
+        let results: Vec<Vec<u32>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| {
+                    scope.spawn(|| {
+                        keys.iter()
+                            .map(|key| table.intern(key, |_| Numbered(*key)).0)
+                            .collect::<Vec<u32>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|handle| handle.join().unwrap())
+                .collect()
+        });
+        assert_eq!(table.len(), 3000);
+        for other in &results[1..] {
+            assert_eq!(other, &results[0]);
+        }
+        assert!(current_index(&table).0);
     }
 
     #[test]

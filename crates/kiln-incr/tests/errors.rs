@@ -152,3 +152,69 @@ fn failure_of_a_dependency_reruns_its_dependents_later() {
     db.set_input::<Fuse>(1, false, Durability::Low);
     assert_eq!(db.get::<AroundBomb>(&1).unwrap(), 10);
 }
+
+/// Panics when `link(key)` is 13, else returns it (0 when missing).
+struct Fragile;
+impl Query for Fragile {
+    type Key = u32;
+    type Value = u32;
+    const NAME: &'static str = "fragile";
+    fn execute(db: &Database, key: &u32) -> Result<u32, QueryError> {
+        let value = db.input::<Link>(key).unwrap_or(0);
+        assert_ne!(value, 13, "fragile saw 13");
+        Ok(value)
+    }
+}
+
+/// `fragile(1)` (or 100 when it fails) plus `link(2)`, read after the nested failure.
+struct Tolerant;
+impl Query for Tolerant {
+    type Key = ();
+    type Value = u32;
+    const NAME: &'static str = "tolerant";
+    fn execute(db: &Database, _: &()) -> Result<u32, QueryError> {
+        let first = db.get::<Fragile>(&1).unwrap_or(100);
+        Ok(first + db.input::<Link>(&2).unwrap_or(0))
+    }
+}
+
+#[test]
+fn reads_after_a_nested_panic_are_recorded_in_the_outer_query() {
+    let mut db = Database::default();
+    let events = EventLog::attach(&mut db);
+    db.set_input::<Link>(1, 13, Durability::Low);
+    db.set_input::<Link>(2, 5, Durability::Low);
+    assert_eq!(db.get::<Tolerant>(&()).unwrap(), 105);
+    assert_eq!(events.executed(), vec!["tolerant(())", "fragile(1)"]);
+
+    // The read of link(2) made after the panic belongs to `tolerant`: changing it reruns it.
+    db.set_input::<Link>(2, 6, Durability::Low);
+    assert_eq!(db.get::<Tolerant>(&()).unwrap(), 106);
+    assert_eq!(
+        events.executed(),
+        vec!["tolerant(())", "fragile(1)"],
+        "the failed fragile(1) is retried, nothing else runs"
+    );
+
+    // A read outside any query is not recorded anywhere (the panic left no frame behind).
+    assert_eq!(db.input::<Link>(&1), Some(13));
+    db.set_input::<Link>(1, 4, Durability::Low);
+    assert_eq!(
+        db.get::<Tolerant>(&()).unwrap(),
+        10,
+        "tolerant served a stale value"
+    );
+    assert_eq!(events.executed(), vec!["tolerant(())", "fragile(1)"]);
+    db.set_input::<Link>(7, 1, Durability::Low);
+    assert_eq!(db.get::<Tolerant>(&()).unwrap(), 10);
+    assert!(events.executed().is_empty());
+
+    // A dependency that held a value and now fails while `tolerant` is being verified:
+    // `tolerant` runs again and handles the failure, as a from-scratch run would.
+    db.set_input::<Link>(1, 13, Durability::Low);
+    assert_eq!(db.get::<Tolerant>(&()).unwrap(), 106);
+    assert_eq!(
+        events.executed(),
+        vec!["fragile(1)", "tolerant(())", "fragile(1)"]
+    );
+}

@@ -11,8 +11,11 @@
 //!   single-threaded loop doing exactly the work of the variants kiln reported as recompiled:
 //!   kiln's preprocessor over the disk, naga's parse, validate and emit for every target, and
 //!   a write of each output file. The two alternate rep by rep (these VMs have slow phases).
-//!   `watch edit_detail` says where kiln's time went; `watch edit_jobs2` is the same edit with
-//!   `jobs = 2`.
+//!   Where the time went: `watch edit_split` (CPU, kernel, blocked and run-queue time of both
+//!   sides, from `/proc/self/task`), `watch edit_detail` (what the engine re-executed),
+//!   `watch edit_cost` and `watch edit_io` (kiln's extra steps timed alone: re-preprocessing
+//!   the unaffected variants, the index, the disk-write patterns). `watch edit_jobs2` is the
+//!   same edit with `jobs = 2`. `KILN_BENCH_VERBOSE=1` prints every rep.
 //! - `watch noop_event us=<n>` (target < 5,000): a source rewritten with identical bytes,
 //!   `refresh_files`, and `build` only if the project is dirty.
 //! - `watch comment_edit us=<n>`: a comment edited in an include every variant reads: every
@@ -86,13 +89,15 @@ fn main() -> ExitCode {
     }
 }
 
-/// Where one timed span's wall time went, for this process's threads (Linux
-/// `/proc/self/task/*/schedstat`): on a CPU, waiting for one (other processes had it), and
-/// the rest, blocked (mostly on the disk).
+/// Where one timed span's wall time went, for this process's live threads (Linux
+/// `/proc/self/task/*/{schedstat,stat}`; zeros elsewhere): on a CPU, of which in the kernel
+/// (file system calls), waiting for a CPU other processes held, and the rest, blocked
+/// (mostly on the disk).
 #[derive(Clone, Copy, Default)]
 struct Span {
     wall: Duration,
     on_cpu: Duration,
+    kernel: Duration,
     runqueue: Duration,
 }
 
@@ -102,35 +107,59 @@ impl Span {
     }
 }
 
-/// Summed `(on cpu, waiting on the run queue)` of this process's live threads; zero where
-/// the kernel does not say.
-fn scheduler_times() -> (Duration, Duration) {
+/// This process's threads' summed time on a CPU, in the kernel (10 ms ticks), and waiting
+/// on the run queue.
+#[derive(Clone, Copy, Default)]
+struct SchedulerTimes {
+    on_cpu: Duration,
+    kernel: Duration,
+    runqueue: Duration,
+}
+
+fn scheduler_times() -> SchedulerTimes {
     let mut on_cpu = 0u64;
     let mut runqueue = 0u64;
+    let mut kernel_ticks = 0u64;
     if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
         for task in tasks.flatten() {
-            let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) else {
-                continue;
-            };
-            let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().unwrap_or(0));
-            on_cpu += fields.next().unwrap_or(0);
-            runqueue += fields.next().unwrap_or(0);
+            if let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) {
+                let mut fields = text
+                    .split_whitespace()
+                    .map(|f| f.parse::<u64>().unwrap_or(0));
+                on_cpu += fields.next().unwrap_or(0);
+                runqueue += fields.next().unwrap_or(0);
+            }
+            if let Ok(text) = std::fs::read_to_string(task.path().join("stat")) {
+                // Fields after the parenthesized name: state is the first, stime the 13th.
+                let after_name = text.rsplit_once(')').map_or("", |(_, rest)| rest);
+                kernel_ticks += after_name
+                    .split_whitespace()
+                    .nth(12)
+                    .and_then(|f| f.parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
         }
     }
-    (Duration::from_nanos(on_cpu), Duration::from_nanos(runqueue))
+    SchedulerTimes {
+        on_cpu: Duration::from_nanos(on_cpu),
+        // USER_HZ is 100 on every Linux architecture kiln builds for.
+        kernel: Duration::from_millis(kernel_ticks * 10),
+        runqueue: Duration::from_nanos(runqueue),
+    }
 }
 
 /// Runs `f`, and says where its wall time went.
 fn timed<T>(f: impl FnOnce() -> T) -> (Span, T) {
-    let (cpu_before, queue_before) = scheduler_times();
+    let before = scheduler_times();
     let started = Instant::now();
     let value = f();
     let wall = started.elapsed();
-    let (cpu_after, queue_after) = scheduler_times();
+    let after = scheduler_times();
     let span = Span {
         wall,
-        on_cpu: cpu_after.saturating_sub(cpu_before),
-        runqueue: queue_after.saturating_sub(queue_before),
+        on_cpu: after.on_cpu.saturating_sub(before.on_cpu),
+        kernel: after.kernel.saturating_sub(before.kernel),
+        runqueue: after.runqueue.saturating_sub(before.runqueue),
     };
     (span, value)
 }
@@ -242,35 +271,44 @@ fn run(scale: Scale) -> Result<(), String> {
 
     // Edits: kiln then raw, alternating, each rep a new constant.
     let mut rep_value = 0;
-    let mut kiln_times = Vec::new();
-    let mut raw_times = Vec::new();
+    let mut kiln_spans = Vec::new();
+    let mut raw_spans = Vec::new();
     let mut refresh_times = Vec::new();
     let mut reports = Vec::new();
     for _ in 0..scale.edit_reps {
         rep_value += 1;
-        let (elapsed, refresh, report) = edit_tonemap(&mut kiln, &project, rep_value)?;
+        let (kiln_span, refresh, report) = edit_tonemap(&mut kiln, &project, rep_value)?;
         let affected: Vec<VariantId> = report
             .recompiled
             .iter()
             .map(|r| r.variant.clone())
             .collect();
-        let started = Instant::now();
-        raw_loop(&project, &affected, &raw_out, &targets)?;
-        raw_times.push(started.elapsed());
+        let (raw_span, raw) = timed(|| raw_loop(&project, &affected, &raw_out, &targets));
+        raw?;
         if verbose() {
             eprintln!(
-                "watch rep kiln_ms={:.1} raw_ms={:.1} build_ms={:.1}",
-                ms(elapsed),
-                ms(started.elapsed()),
-                ms(report.elapsed)
+                "watch rep kiln_ms={:.1} (cpu {:.1}, kernel {:.0}, blocked {:.1}) raw_ms={:.1} \
+                 (cpu {:.1}, kernel {:.0}, blocked {:.1})",
+                ms(kiln_span.wall),
+                ms(kiln_span.on_cpu),
+                ms(kiln_span.kernel),
+                ms(kiln_span.blocked()),
+                ms(raw_span.wall),
+                ms(raw_span.on_cpu),
+                ms(raw_span.kernel),
+                ms(raw_span.blocked()),
             );
         }
-        kiln_times.push(elapsed);
+        kiln_spans.push(kiln_span);
+        raw_spans.push(raw_span);
         refresh_times.push(refresh);
         reports.push(report);
     }
-    let kiln_edit = Stats::of(&kiln_times);
-    let raw = Stats::of(&raw_times);
+    let field = |spans: &[Span], f: fn(&Span) -> Duration| -> Stats {
+        Stats::of(&spans.iter().map(f).collect::<Vec<_>>())
+    };
+    let kiln_edit = field(&kiln_spans, |s| s.wall);
+    let raw = field(&raw_spans, |s| s.wall);
     let affected = reports.last().map_or(0, |r| r.recompiled.len());
     println!(
         "watch edit_overhead ratio={:.3} min_ratio={:.3} kiln_ms={:.2} kiln_min_ms={:.2} \
@@ -282,6 +320,38 @@ fn run(scale: Scale) -> Result<(), String> {
         ms(raw.median),
         ms(raw.min),
         scale.edit_reps,
+    );
+    let (kiln_cpu, raw_cpu) = (
+        field(&kiln_spans, |s| s.on_cpu),
+        field(&raw_spans, |s| s.on_cpu),
+    );
+    let (kiln_blocked, raw_blocked) = (
+        field(&kiln_spans, |s| s.blocked()),
+        field(&raw_spans, |s| s.blocked()),
+    );
+    let (kiln_queue, raw_queue) = (
+        field(&kiln_spans, |s| s.runqueue),
+        field(&raw_spans, |s| s.runqueue),
+    );
+    let (kiln_kernel, raw_kernel) = (
+        field(&kiln_spans, |s| s.kernel),
+        field(&raw_spans, |s| s.kernel),
+    );
+    println!(
+        "watch edit_split cpu_ratio={:.3} min_cpu_ratio={:.3} kiln_cpu_ms={:.2} raw_cpu_ms={:.2} \
+         kiln_kernel_ms={:.0} raw_kernel_ms={:.0} kiln_blocked_ms={:.2} raw_blocked_ms={:.2} \
+         kiln_runqueue_ms={:.2} raw_runqueue_ms={:.2} (medians; on a CPU, of which in the \
+         kernel / blocked, mostly on the disk / waiting for a CPU other processes held)",
+        ratio(kiln_cpu.median, raw_cpu.median),
+        ratio(kiln_cpu.min, raw_cpu.min),
+        ms(kiln_cpu.median),
+        ms(raw_cpu.median),
+        ms(kiln_kernel.median),
+        ms(raw_kernel.median),
+        ms(kiln_blocked.median),
+        ms(raw_blocked.median),
+        ms(kiln_queue.median),
+        ms(raw_queue.median),
     );
     let build_times: Vec<Duration> = reports.iter().map(|r| r.elapsed).collect();
     let counts = |f: fn(&BuildReport) -> usize| -> usize {
@@ -301,30 +371,47 @@ fn run(scale: Scale) -> Result<(), String> {
         counts(|r| r.outputs_written),
     );
 
-    // Where the rest goes: what re-preprocessing the unaffected variants costs alone, and
-    // what serializing and writing the index costs alone (single-threaded, like jobs=1).
+    // Where the rest goes: what kiln does beyond the raw loop, each part timed alone and
+    // single-threaded: re-preprocessing the variants the edit did not affect, writing the
+    // index, and the disk writes (kiln: a new store entry and an atomic replace of the output
+    // per target; raw: a plain overwrite).
     let unaffected: Vec<VariantId> = project
         .variants
         .keys()
         .filter(|v| !v.keywords.iter().any(|k| &**k == EDITED_KEYWORD))
         .cloned()
         .collect();
-    let started = Instant::now();
-    preprocess_only(&project, &unaffected)?;
-    let unaffected_preprocess = started.elapsed();
+    let (unaffected_preprocess, done) = timed(|| preprocess_only(&project, &unaffected));
+    done?;
     let index = Index::read(&out);
     let index_dir = temp.path().join("index-probe");
     std::fs::create_dir_all(&index_dir).map_err(|e| e.to_string())?;
-    let started = Instant::now();
-    index.write(&index_dir).map_err(|e| e.to_string())?;
-    let index_write = started.elapsed();
+    let (index_write, done) = timed(|| index.write(&index_dir));
+    done.map_err(|e| e.to_string())?;
     println!(
-        "watch edit_cost preprocess_unaffected_ms={:.2} (plain loop over the {} variants the \
-         edit did not affect) index_write_ms={:.2} (index.json, {} entries)",
-        ms(unaffected_preprocess),
+        "watch edit_cost preprocess_unaffected_ms={:.2} (cpu {:.2}; plain loop over the {} \
+         variants the edit did not affect) index_write_ms={:.2} (cpu {:.2}; {} entries)",
+        ms(unaffected_preprocess.wall),
+        ms(unaffected_preprocess.on_cpu),
         unaffected.len(),
-        ms(index_write),
+        ms(index_write.wall),
+        ms(index_write.on_cpu),
         index.entries.len(),
+    );
+    let probe = io_probe(&project, &raw_out, &temp.path().join("io-probe"), &targets)?;
+    println!(
+        "watch edit_io files={} plain_overwrite_ms={:.1} (kernel {:.0}) \
+         atomic_replace_ms={:.1} (kernel {:.0}) atomic_new_ms={:.1} (kernel {:.0}) \
+         (medians of {} reps, one thread; the raw loop does the first, kiln the other two: \
+         a new store entry and an atomic output replace per recompiled output)",
+        probe.files,
+        ms(probe.plain.wall),
+        ms(probe.plain.kernel),
+        ms(probe.replace.wall),
+        ms(probe.replace.kernel),
+        ms(probe.new.wall),
+        ms(probe.new.kernel),
+        IO_PROBE_REPS,
     );
 
     // A file touched without a change.
@@ -366,11 +453,14 @@ fn run(scale: Scale) -> Result<(), String> {
     let mut comment_reports = Vec::new();
     for rep in 0..scale.event_reps {
         let path = project.common_path();
-        let started = Instant::now();
-        std::fs::write(&path, common(rep + 1)).map_err(|e| e.to_string())?;
-        let changed = kiln.refresh_files(std::slice::from_ref(&path));
-        let report = kiln.build(&|_| {}).map_err(|e| e.to_string())?;
-        comment_times.push(started.elapsed());
+        let (span, result) = timed(|| {
+            std::fs::write(&path, common(rep + 1)).map_err(|e| e.to_string())?;
+            let changed = kiln.refresh_files(std::slice::from_ref(&path));
+            let report = kiln.build(&|_| {}).map_err(|e| e.to_string())?;
+            Ok::<_, String>((changed, report))
+        });
+        let (changed, report) = result?;
+        comment_times.push(span);
         if changed.len() != 1 {
             return Err(format!("a comment edit changed {changed:?}"));
         }
@@ -382,15 +472,18 @@ fn run(scale: Scale) -> Result<(), String> {
         )?;
         comment_reports.push(report);
     }
-    let comment = Stats::of(&comment_times);
+    let comment = field(&comment_times, |s| s.wall);
+    let comment_cpu = field(&comment_times, |s| s.on_cpu);
     let comment_counts = |f: fn(&BuildReport) -> usize| -> usize {
         median_of(&comment_reports.iter().map(f).collect::<Vec<_>>())
     };
     println!(
-        "watch comment_edit us={:.0} min_us={:.0} artifacts_reexecuted={} early_cutoff={} \
-         verified={} outputs_written={} reps={}",
+        "watch comment_edit us={:.0} min_us={:.0} cpu_us={:.0} kernel_us={:.0} artifacts_reexecuted={} \
+         early_cutoff={} verified={} outputs_written={} reps={}",
         us(comment.median),
         us(comment.min),
+        us(comment_cpu.median),
+        us(field(&comment_times, |s| s.kernel).median),
         comment_counts(|r| r.outcomes.len()),
         comment_counts(|r| r.early_cutoff),
         comment_counts(|r| r.verified),
@@ -406,8 +499,8 @@ fn run(scale: Scale) -> Result<(), String> {
     let mut jobs2_times = Vec::new();
     for _ in 0..scale.jobs2_reps {
         rep_value += 1;
-        let (elapsed, _, _) = edit_tonemap(&mut kiln, &project, rep_value)?;
-        jobs2_times.push(elapsed);
+        let (span, _, _) = edit_tonemap(&mut kiln, &project, rep_value)?;
+        jobs2_times.push(span.wall);
     }
     let jobs2 = Stats::of(&jobs2_times);
     println!(
@@ -434,21 +527,24 @@ fn open(project: &Generated, out: &Path, cache: &Path, jobs: usize) -> Result<Pr
 }
 
 /// Gives the constant in tonemap's `#ifdef TONE_2` block the value of `rep` and rebuilds;
-/// returns the time from the write to the outputs written, the time of the write and
+/// returns the span from the write to the outputs written, the time of the write and
 /// refresh alone, and the report, checked to have recompiled exactly the `TONE_2` variants.
 fn edit_tonemap(
     kiln: &mut Project,
     project: &Generated,
     rep: usize,
-) -> Result<(Duration, Duration, BuildReport), String> {
+) -> Result<(Span, Duration, BuildReport), String> {
     let path = project.tonemap_path();
     let text = tonemap(project.scale.tones, rep);
-    let started = Instant::now();
-    std::fs::write(&path, text).map_err(|e| e.to_string())?;
-    let changed = kiln.refresh_files(std::slice::from_ref(&path));
-    let refreshed = started.elapsed();
-    let report = kiln.build(&|_| {}).map_err(|e| e.to_string())?;
-    let elapsed = started.elapsed();
+    let (span, result) = timed(|| {
+        let started = Instant::now();
+        std::fs::write(&path, text).map_err(|e| e.to_string())?;
+        let changed = kiln.refresh_files(std::slice::from_ref(&path));
+        let refreshed = started.elapsed();
+        let report = kiln.build(&|_| {}).map_err(|e| e.to_string())?;
+        Ok::<_, String>((changed, refreshed, report))
+    });
+    let (changed, refreshed, report) = result?;
     if changed.len() != 1 {
         return Err(format!("the tonemap edit changed {changed:?}"));
     }
@@ -470,7 +566,82 @@ fn edit_tonemap(
         |r| r.outputs_written == r.compiled * TARGETS.len(),
         "every recompiled variant's outputs are rewritten, nothing else",
     )?;
-    Ok((elapsed, refreshed, report))
+    Ok((span, refreshed, report))
+}
+
+const IO_PROBE_REPS: usize = 3;
+
+/// The disk writes of one edit, each pattern timed alone over the edited variants' outputs.
+struct IoProbe {
+    files: usize,
+    plain: Span,
+    replace: Span,
+    new: Span,
+}
+
+/// Writes the raw loop's outputs of the edited variants again, three ways, rotating:
+/// overwritten in place (the raw loop), atomically replaced through a temporary file and a
+/// rename (kiln's outputs), and as new files through a temporary file and a rename (kiln's
+/// store entries, which are new for a new text).
+fn io_probe(
+    project: &Generated,
+    raw_out: &Path,
+    scratch: &Path,
+    targets: &[TargetConfig],
+) -> Result<IoProbe, String> {
+    use std::io::Write as _;
+    let mut files = Vec::new();
+    for id in &project.edited {
+        let variant = project.variants.get(id).ok_or("unknown variant")?;
+        for target in targets {
+            let path = raw_out.join(output_path(
+                &id.shader,
+                &id.pass,
+                &variant.keywords,
+                target.target().extension(),
+            ));
+            let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            files.push((path, bytes));
+        }
+    }
+    let atomic = |dir: &Path, to: &Path, bytes: &[u8]| -> std::io::Result<()> {
+        let mut temp = tempfile::NamedTempFile::new_in(dir)?;
+        temp.write_all(bytes)?;
+        temp.persist(to).map_err(|e| e.error)?;
+        Ok(())
+    };
+    let mut spans: [Vec<Span>; 3] = Default::default();
+    for rep in 0..IO_PROBE_REPS {
+        for turn in 0..3 {
+            let pattern = (rep + turn) % 3;
+            let fresh = scratch.join(format!("rep{rep}"));
+            std::fs::create_dir_all(&fresh).map_err(|e| e.to_string())?;
+            let (span, result) = timed(|| -> std::io::Result<()> {
+                for (n, (path, bytes)) in files.iter().enumerate() {
+                    let dir = path.parent().unwrap_or(raw_out);
+                    match pattern {
+                        0 => std::fs::write(path, bytes)?,
+                        1 => atomic(dir, path, bytes)?,
+                        _ => atomic(&fresh, &fresh.join(format!("{n}")), bytes)?,
+                    }
+                }
+                Ok(())
+            });
+            result.map_err(|e| e.to_string())?;
+            spans[pattern].push(span);
+        }
+    }
+    let median = |spans: &[Span]| -> Span {
+        let mut sorted = spans.to_vec();
+        sorted.sort_by_key(|s| s.wall);
+        sorted.get(sorted.len() / 2).copied().unwrap_or_default()
+    };
+    Ok(IoProbe {
+        files: files.len(),
+        plain: median(&spans[0]),
+        replace: median(&spans[1]),
+        new: median(&spans[2]),
+    })
 }
 
 fn check(

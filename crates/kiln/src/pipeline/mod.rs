@@ -620,8 +620,11 @@ impl Project {
             built
                 .par_iter()
                 .map(|(variant, artifacts)| {
-                    // Outputs this process wrote for the same artifacts need no look on disk.
-                    let unchanged = last_artifacts.get(*variant) == Some(artifacts);
+                    // Outputs this process wrote with the same bytes need no look on disk,
+                    // also when the source revision moved but the compiled text did not.
+                    let unchanged = last_artifacts
+                        .get(*variant)
+                        .is_some_and(|last| last.outputs == artifacts.outputs);
                     let keywords: Vec<String> =
                         variant.keywords.iter().map(|k| k.to_string()).collect();
                     let mut entries = Vec::with_capacity(artifacts.outputs.len());
