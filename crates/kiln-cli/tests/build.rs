@@ -502,3 +502,41 @@ fn a_manifest_change_with_unchanged_sources_is_not_mistaken_for_up_to_date() {
         "{report}"
     );
 }
+
+#[test]
+fn gc_bounds_the_store_and_the_next_build_refills_it() {
+    let p = Project::new();
+    p.build();
+    let entries_before = walk(&p.path(".kiln"))
+        .iter()
+        .filter(|f| f.file_name().unwrap().len() == 64)
+        .count();
+    assert!(entries_before > 0);
+    let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(["gc", "--max-bytes", "0", "--manifest"])
+        .arg(p.path("kiln.toml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains(&format!("removed {entries_before}")),
+        "{said}"
+    );
+    let entries_after = walk(&p.path(".kiln"))
+        .iter()
+        .filter(|f| f.file_name().unwrap().len() == 64)
+        .count();
+    assert_eq!(entries_after, 0);
+    // Outputs are untouched; a build into a new directory recompiles from sources.
+    let (report, code) = p.build_with(&["--out", p.path("out2").to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        count(&report, "compiled") + count(&report, "deduplicated"),
+        VARIANTS
+    );
+}
