@@ -378,6 +378,7 @@ impl Project {
             None => Index::read(&self.out_dir),
         };
         let stamps = self.input_stamps(&all_variants);
+        let pinned = self.invalidate_stale_revisions();
         let (up_to_date, variants) = self.up_to_date(&previous, all_variants, &stamps);
         // Each up-to-date variant contributed one entry per target.
         let up_to_date_variants = up_to_date.len() / self.manifest.targets.len().max(1);
@@ -398,15 +399,7 @@ impl Project {
                 .collect()
         });
 
-        // A new source revision drops that shader's stale artifacts from memory.
-        for shader in &self.manifest.shaders {
-            if let Ok(Ok(revision)) = self.db.get::<RevisionQ>(&Arc::from(shader.name.as_str())) {
-                self.db
-                    .context()
-                    .cache
-                    .invalidate_shader(&shader.name, revision);
-            }
-        }
+        drop(pinned);
 
         let outcomes = std::mem::take(&mut *self.db.context().outcomes.lock());
         let counts = self.events.take();
@@ -507,6 +500,31 @@ impl Project {
         } else {
             "no artifact in the store".to_owned()
         }
+    }
+
+    /// A new source revision makes that shader's cached artifacts stale: they are
+    /// invalidated before anything is looked up at the new revision. Their bytes are pinned
+    /// for the length of the build, so that variants whose text did not change find them by
+    /// content instead of reloading them from the store.
+    fn invalidate_stale_revisions(&self) -> Vec<Arc<VariantArtifacts>> {
+        let cache = &self.db.context().cache;
+        let mut pinned = Vec::new();
+        for shader in &self.manifest.shaders {
+            let Ok(Ok(revision)) = self.db.get::<RevisionQ>(&Arc::from(shader.name.as_str()))
+            else {
+                continue;
+            };
+            if cache.current_revision(&shader.name) != Some(revision) {
+                pinned.extend(
+                    cache
+                        .shader_keys(&shader.name)
+                        .iter()
+                        .filter_map(|key| cache.get(key)),
+                );
+                cache.invalidate_shader(&shader.name, revision);
+            }
+        }
+        pinned
     }
 
     /// Per variant, a hash of everything its outputs are built from; `None` when its source
@@ -628,6 +646,8 @@ impl Project {
                     let keywords: Vec<String> =
                         variant.keywords.iter().map(|k| k.to_string()).collect();
                     let mut entries = Vec::with_capacity(artifacts.outputs.len());
+                    let digest = artifacts.key.digest();
+                    let revision = format!("{:016x}", artifacts.key.revision());
                     let mut bytes_of_variant: Option<Arc<VariantArtifacts>> = None;
                     for output in artifacts.outputs.iter() {
                         let relative = output_path(
@@ -673,8 +693,8 @@ impl Project {
                             shader: variant.shader.to_string(),
                             pass: variant.pass.to_string(),
                             keywords: keywords.clone(),
-                            revision: format!("{:016x}", artifacts.key.revision()),
-                            digest: artifacts.key.digest(),
+                            revision: revision.clone(),
+                            digest: digest.clone(),
                             target: output.target.name().to_owned(),
                             path: relative,
                             bytes: output.bytes,

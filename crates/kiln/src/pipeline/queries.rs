@@ -296,10 +296,11 @@ impl Query<Services> for ArtifactsQ {
                 let outputs = artifacts
                     .outputs
                     .iter()
-                    .map(|(target, bytes)| ArtifactRef {
+                    .zip(&artifacts.hashes)
+                    .map(|((target, bytes), hash)| ArtifactRef {
                         target: *target,
                         bytes: bytes.len() as u64,
-                        hash: ContentKey::hash(bytes),
+                        hash: *hash,
                     })
                     .collect();
                 Ok(Ok(Artifacts { key, outputs }))

@@ -17,6 +17,18 @@ use std::sync::{Arc, OnceLock, Weak};
 pub struct VariantArtifacts {
     /// `(target, bytes)` for every target.
     pub outputs: Vec<(Target, Arc<[u8]>)>,
+    /// blake3 of each output, in the same order: hashed once, when the bytes arrive.
+    pub hashes: Vec<ContentKey>,
+}
+
+impl VariantArtifacts {
+    fn new(outputs: Vec<(Target, Arc<[u8]>)>) -> Self {
+        let hashes = outputs
+            .iter()
+            .map(|(_, bytes)| ContentKey::hash(bytes))
+            .collect();
+        Self { outputs, hashes }
+    }
 }
 
 impl Weigh for VariantArtifacts {
@@ -255,7 +267,7 @@ impl Services {
                 .into_iter()
                 .filter_map(|(target, bytes)| Some((target, bytes?)))
                 .collect();
-            return Ok((Arc::new(VariantArtifacts { outputs }), Outcome::Cached));
+            return Ok((Arc::new(VariantArtifacts::new(outputs)), Outcome::Cached));
         }
 
         let module =
@@ -286,10 +298,7 @@ impl Services {
         if !failures.is_empty() {
             return Err(Failures::from(failures));
         }
-        Ok((
-            Arc::new(VariantArtifacts { outputs: done }),
-            Outcome::Compiled,
-        ))
+        Ok((Arc::new(VariantArtifacts::new(done)), Outcome::Compiled))
     }
 }
 
