@@ -32,8 +32,10 @@
 
 #[path = "pipeline/phases.rs"]
 mod phases;
-#[path = "pipeline/project.rs"]
+#[path = "common/project.rs"]
 mod project;
+#[path = "common/stats.rs"]
+mod stats;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -42,9 +44,10 @@ use std::time::{Duration, Instant};
 
 use kiln::compile::{self, TargetConfig};
 use kiln::pipeline::{output_path, BuildOptions, BuildReport, Index, Project};
-use kiln::preprocess::{self, DiskLoader, PreprocessRequest};
+use kiln::preprocess::DiskLoader;
 use kiln::store::{ArtifactStore, ContentKey, LocalStore, Namespace};
 use project::{Generated, Scale};
+use stats::{median_by_key, ms, ratio, Stats};
 use std::io::Write as _;
 
 const FULL: Scale = Scale {
@@ -65,23 +68,6 @@ fn main() -> ExitCode {
         Err(message) => {
             eprintln!("pipeline bench failed: {message}");
             ExitCode::FAILURE
-        }
-    }
-}
-
-/// Median and minimum of some reps.
-struct Stats {
-    median: Duration,
-    min: Duration,
-}
-
-impl Stats {
-    fn of(samples: &[Duration]) -> Stats {
-        let mut sorted = samples.to_vec();
-        sorted.sort();
-        Stats {
-            median: sorted.get(sorted.len() / 2).copied().unwrap_or_default(),
-            min: sorted.first().copied().unwrap_or_default(),
         }
     }
 }
@@ -128,21 +114,6 @@ impl Cpu {
     }
 }
 
-/// Median of the CPU times of some reps, by total.
-fn median_cpu(samples: &[Cpu]) -> Cpu {
-    let mut sorted = samples.to_vec();
-    sorted.sort_by_key(|c| c.total());
-    sorted.get(sorted.len() / 2).copied().unwrap_or_default()
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn ratio(a: Duration, b: Duration) -> f64 {
-    a.as_secs_f64() / b.as_secs_f64().max(1e-12)
-}
-
 fn run(full: bool) -> Result<(), String> {
     let scale = if full { FULL } else { SMOKE };
     let cold_reps = if full { 3 } else { 1 };
@@ -166,10 +137,14 @@ fn run(full: bool) -> Result<(), String> {
     let probe = temp.path().join("fs-probe");
     let create_cost = file_create_cost(&probe)?;
     remove(&probe);
-    let root = temp.path().join("project");
-    std::fs::create_dir_all(&root).map_err(|e| e.to_string())?;
-    let project = project::generate(&root, scale, &target_names).map_err(|e| e.to_string())?;
-    let distinct = distinct_compile_inputs(&project, &root)?;
+    let options = project::Options {
+        bench: "pipeline",
+        targets: &target_names,
+        edit_points: false,
+    };
+    let project = project::generate(&temp.path().join("project"), scale, &options)
+        .map_err(|e| e.to_string())?;
+    let distinct = distinct_compile_inputs(&project)?;
     println!(
         "pipeline project shaders={} keyword_sets={} passes={} variants={} targets={} \
          distinct_compile_inputs={} duplicates={} dir={} file_create_us={:.0}",
@@ -199,7 +174,7 @@ fn run(full: bool) -> Result<(), String> {
                 0 => {
                     let out = dir.join("raw-out");
                     let (started, cpu) = (Instant::now(), Cpu::now());
-                    let phases = raw_build(&project, &root, &out, &targets)?;
+                    let phases = raw_build(&project, &out, &targets)?;
                     raw_times.push(started.elapsed());
                     raw_cpu.push(Cpu::now().since(cpu));
                     raw_phases.push(phases);
@@ -255,7 +230,10 @@ fn run(full: bool) -> Result<(), String> {
         ms(jobs2.min),
     );
 
-    let (raw_cpu, jobs1_cpu) = (median_cpu(&raw_cpu), median_cpu(&jobs1_cpu));
+    let (raw_cpu, jobs1_cpu) = (
+        median_by_key(&raw_cpu, |c| c.total()),
+        median_by_key(&jobs1_cpu, |c| c.total()),
+    );
     println!(
         "pipeline cold_vs_raw cpu_ratio={:.3} kiln_cpu_ms={:.0} (user {:.0} + sys {:.0}) \
          raw_cpu_ms={:.0} (user {:.0} + sys {:.0}) (process CPU time, jobs=1, median)",
@@ -314,7 +292,7 @@ fn run(full: bool) -> Result<(), String> {
         ratio(jobs1.min, warm.min),
         ms(warm.min),
     );
-    let warm_cpu = median_cpu(&warm_cpu);
+    let warm_cpu = median_by_key(&warm_cpu, |c| c.total());
     println!(
         "pipeline warm_vs_cold cpu_ratio={:.1} warm_cpu_ms={:.0} (user {:.0} + sys {:.0})",
         ratio(jobs1_cpu.total(), warm_cpu.total()),
@@ -386,22 +364,15 @@ fn run(full: bool) -> Result<(), String> {
 
 /// How many distinct (stage, entry, preprocessed text) the project has: kiln compiles each
 /// once, the raw loop compiles every variant.
-fn distinct_compile_inputs(project: &Generated, root: &Path) -> Result<usize, String> {
-    let loader = DiskLoader::new(root);
+fn distinct_compile_inputs(project: &Generated) -> Result<usize, String> {
+    let loader = DiskLoader::new(&project.root);
     let mut seen = HashSet::new();
     for variant in &project.variants {
-        let keywords: Vec<&str> = variant.keywords.iter().map(String::as_str).collect();
-        let request = PreprocessRequest {
-            entry: &variant.source,
-            language: project.language,
-            keywords: &keywords,
-            defines: &[],
-        };
-        let pre = preprocess::preprocess(&request, &loader).map_err(|e| e.to_string())?;
+        let text = variant.preprocess(project.language, &loader)?;
         seen.insert((
             variant.stage,
             variant.entry,
-            ContentKey::hash(pre.text.as_bytes()),
+            ContentKey::hash(text.as_bytes()),
         ));
     }
     Ok(seen.len())
@@ -420,27 +391,19 @@ struct RawPhases {
 /// validate, emit every target, write every output.
 fn raw_build(
     project: &Generated,
-    root: &Path,
     out: &Path,
     targets: &[TargetConfig],
 ) -> Result<RawPhases, String> {
-    let loader = DiskLoader::new(root);
+    let loader = DiskLoader::new(&project.root);
     let mut made = HashSet::new();
     let mut phases = RawPhases::default();
     for variant in &project.variants {
         let started = Instant::now();
-        let keywords: Vec<&str> = variant.keywords.iter().map(String::as_str).collect();
-        let request = PreprocessRequest {
-            entry: &variant.source,
-            language: project.language,
-            keywords: &keywords,
-            defines: &[],
-        };
-        let pre = preprocess::preprocess(&request, &loader).map_err(|e| e.to_string())?;
+        let text = variant.preprocess(project.language, &loader)?;
         let parsed = Instant::now();
         phases.preprocess += parsed - started;
         let module =
-            compile::parse_and_validate(project.language, &pre.text, variant.stage, variant.entry)
+            compile::parse_and_validate(project.language, &text, variant.stage, variant.entry)
                 .map_err(|e| format!("{}/{}: {e}", variant.shader, variant.pass))?;
         phases.parse_validate += parsed.elapsed();
         for target in targets {

@@ -33,9 +33,17 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kiln::compile::{self, SourceLanguage, Stage, TargetConfig};
+use kiln::compile::{self, TargetConfig};
 use kiln::pipeline::{output_path, BuildOptions, BuildReport, Index, Project, VariantId};
-use kiln::preprocess::{self, DiskLoader, PreprocessRequest};
+use kiln::preprocess::DiskLoader;
+
+#[path = "common/project.rs"]
+mod project;
+#[path = "common/stats.rs"]
+mod stats;
+
+use project::{Generated, Scale, Variant, INCLUDE_DIR, PASSES};
+use stats::{median_by_key, ms, ratio, Stats};
 
 const TARGETS: [&str; 3] = ["spirv", "msl", "hlsl"];
 
@@ -44,39 +52,34 @@ const EDITED_KEYWORD: &str = "TONE_2";
 
 /// How big a project to generate and how many reps to time.
 #[derive(Clone, Copy)]
-struct Scale {
-    shaders: usize,
-    /// `LIGHTS_1 ..= LIGHTS_n`.
-    lights: usize,
-    /// `TONE_0 .. TONE_{n-1}`; 3 to 5, so that `TONE_2` exists and has an operator each.
-    tones: usize,
+struct Settings {
+    /// `tones` is 3 to 5, so that `TONE_2` exists and has an operator each.
+    scale: Scale,
     edit_reps: usize,
     jobs2_reps: usize,
     event_reps: usize,
 }
 
-const FULL: Scale = Scale {
-    shaders: 10,
-    lights: 5,
-    tones: 5,
+const FULL: Settings = Settings {
+    scale: Scale {
+        shaders: 10,
+        lights: 5,
+        tones: 5,
+    },
     edit_reps: 7,
     jobs2_reps: 5,
     event_reps: 21,
 };
-const SMOKE: Scale = Scale {
-    shaders: 2,
-    lights: 2,
-    tones: 3,
+const SMOKE: Settings = Settings {
+    scale: Scale {
+        shaders: 2,
+        lights: 2,
+        tones: 3,
+    },
     edit_reps: 1,
     jobs2_reps: 1,
     event_reps: 1,
 };
-
-/// The two passes of every shader: `(name, stage, entry point)`.
-const PASSES: [(&str, Stage, &str); 2] = [
-    ("Vertex", Stage::Vertex, "vs_main"),
-    ("Forward", Stage::Fragment, "fs_main"),
-];
 
 fn main() -> ExitCode {
     let full = std::env::args().any(|arg| arg == "--bench");
@@ -164,81 +167,77 @@ fn timed<T>(f: impl FnOnce() -> T) -> (Span, T) {
     (span, value)
 }
 
-/// Median and minimum of some reps.
-struct Stats {
-    median: Duration,
-    min: Duration,
-}
-
-impl Stats {
-    fn of(samples: &[Duration]) -> Stats {
-        let mut sorted = samples.to_vec();
-        sorted.sort();
-        Stats {
-            median: sorted.get(sorted.len() / 2).copied().unwrap_or_default(),
-            min: sorted.first().copied().unwrap_or_default(),
-        }
-    }
-}
-
 /// `KILN_BENCH_VERBOSE=1` prints every rep's figures to stderr.
 fn verbose() -> bool {
     std::env::var_os("KILN_BENCH_VERBOSE").is_some()
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
-fn ratio(a: Duration, b: Duration) -> f64 {
-    a.as_secs_f64() / b.as_secs_f64().max(1e-12)
-}
-
-fn median_of(values: &[usize]) -> usize {
-    let mut sorted = values.to_vec();
-    sorted.sort_unstable();
-    sorted.get(sorted.len() / 2).copied().unwrap_or(0)
-}
-
-/// A variant as the raw loop needs it: where its source is and how to compile it.
-struct RawVariant {
-    source: PathBuf,
-    stage: Stage,
-    entry: &'static str,
-    keywords: Vec<String>,
-}
-
-/// The generated project on disk.
-struct Generated {
-    root: PathBuf,
-    manifest: PathBuf,
-    variants: HashMap<VariantId, RawVariant>,
+/// The generated project (its includes with the edit points), its variants keyed as kiln's
+/// reports name them.
+struct WatchProject {
+    generated: Generated,
+    variants: HashMap<VariantId, Variant>,
     /// The variants whose keyword set holds [`EDITED_KEYWORD`].
     edited: Vec<VariantId>,
-    scale: Scale,
+    tones: usize,
 }
 
-impl Generated {
+impl WatchProject {
+    fn generate(root: &Path, scale: Scale) -> std::io::Result<WatchProject> {
+        let targets: Vec<String> = TARGETS.iter().map(|t| t.to_string()).collect();
+        let options = project::Options {
+            bench: "watch",
+            targets: &targets,
+            edit_points: true,
+        };
+        let generated = project::generate(root, scale, &options)?;
+        let mut variants = HashMap::new();
+        let mut edited = Vec::new();
+        for variant in &generated.variants {
+            let id = VariantId {
+                shader: Arc::from(variant.shader.as_str()),
+                pass: Arc::from(variant.pass),
+                keywords: variant
+                    .keywords
+                    .iter()
+                    .map(|k| Arc::from(k.as_str()))
+                    .collect(),
+            };
+            if variant.keywords.iter().any(|k| k == EDITED_KEYWORD) {
+                edited.push(id.clone());
+            }
+            variants.insert(id, variant.clone());
+        }
+        Ok(WatchProject {
+            generated,
+            variants,
+            edited,
+            tones: scale.tones,
+        })
+    }
+
     fn tonemap_path(&self) -> PathBuf {
-        self.root.join("shaders/include/tonemap.wgsl")
+        self.generated.root.join(INCLUDE_DIR).join("tonemap.wgsl")
     }
 
     fn common_path(&self) -> PathBuf {
-        self.root.join("shaders/include/common.wgsl")
+        self.generated.root.join(INCLUDE_DIR).join("common.wgsl")
     }
 }
 
-fn run(scale: Scale) -> Result<(), String> {
+fn run(settings: Settings) -> Result<(), String> {
+    let scale = settings.scale;
     let targets: Vec<TargetConfig> = TARGETS
         .iter()
         .map(|name| TargetConfig::parse(name, &Default::default()).map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;
     let temp = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let project = generate(&temp.path().join("project"), scale).map_err(|e| e.to_string())?;
+    let project =
+        WatchProject::generate(&temp.path().join("project"), scale).map_err(|e| e.to_string())?;
     let total = project.variants.len();
     let out = temp.path().join("out");
     let cache = temp.path().join("cache");
@@ -247,7 +246,7 @@ fn run(scale: Scale) -> Result<(), String> {
         "watch project shaders={} keyword_sets={} passes={} variants={total} targets={} \
          edited_keyword={EDITED_KEYWORD} edited_variants={}",
         scale.shaders,
-        total / scale.shaders / PASSES.len(),
+        scale.keyword_sets(),
         PASSES.len(),
         TARGETS.join(","),
         project.edited.len(),
@@ -275,7 +274,7 @@ fn run(scale: Scale) -> Result<(), String> {
     let mut raw_spans = Vec::new();
     let mut refresh_times = Vec::new();
     let mut reports = Vec::new();
-    for _ in 0..scale.edit_reps {
+    for _ in 0..settings.edit_reps {
         rep_value += 1;
         let (kiln_span, refresh, report) = edit_tonemap(&mut kiln, &project, rep_value)?;
         let affected: Vec<VariantId> = report
@@ -319,7 +318,7 @@ fn run(scale: Scale) -> Result<(), String> {
         ms(kiln_edit.min),
         ms(raw.median),
         ms(raw.min),
-        scale.edit_reps,
+        settings.edit_reps,
     );
     let (kiln_cpu, raw_cpu) = (
         field(&kiln_spans, |s| s.on_cpu),
@@ -355,7 +354,7 @@ fn run(scale: Scale) -> Result<(), String> {
     );
     let build_times: Vec<Duration> = reports.iter().map(|r| r.elapsed).collect();
     let counts = |f: fn(&BuildReport) -> usize| -> usize {
-        median_of(&reports.iter().map(f).collect::<Vec<_>>())
+        median_by_key(&reports.iter().map(f).collect::<Vec<_>>(), |n| *n)
     };
     println!(
         "watch edit_detail write_refresh_us={:.0} build_ms={:.2} artifacts_reexecuted={} \
@@ -417,7 +416,7 @@ fn run(scale: Scale) -> Result<(), String> {
     // A file touched without a change.
     let mut noop_times = Vec::new();
     let mut noop_builds = 0;
-    for _ in 0..scale.event_reps {
+    for _ in 0..settings.event_reps {
         let path = project.tonemap_path();
         let bytes = std::fs::read(&path).map_err(|e| e.to_string())?;
         let started = Instant::now();
@@ -445,16 +444,16 @@ fn run(scale: Scale) -> Result<(), String> {
         "watch noop_event us={:.0} min_us={:.0} builds={noop_builds} reps={}",
         us(noop.median),
         us(noop.min),
-        scale.event_reps,
+        settings.event_reps,
     );
 
     // A comment edited in an include every variant reads.
     let mut comment_times = Vec::new();
     let mut comment_reports = Vec::new();
-    for rep in 0..scale.event_reps {
+    for rep in 0..settings.event_reps {
         let path = project.common_path();
         let (span, result) = timed(|| {
-            std::fs::write(&path, common(rep + 1)).map_err(|e| e.to_string())?;
+            std::fs::write(&path, project::common(Some(rep + 1))).map_err(|e| e.to_string())?;
             let changed = kiln.refresh_files(std::slice::from_ref(&path));
             let report = kiln.build(&|_| {}).map_err(|e| e.to_string())?;
             Ok::<_, String>((changed, report))
@@ -475,7 +474,7 @@ fn run(scale: Scale) -> Result<(), String> {
     let comment = field(&comment_times, |s| s.wall);
     let comment_cpu = field(&comment_times, |s| s.on_cpu);
     let comment_counts = |f: fn(&BuildReport) -> usize| -> usize {
-        median_of(&comment_reports.iter().map(f).collect::<Vec<_>>())
+        median_by_key(&comment_reports.iter().map(f).collect::<Vec<_>>(), |n| *n)
     };
     println!(
         "watch comment_edit us={:.0} min_us={:.0} cpu_us={:.0} kernel_us={:.0} artifacts_reexecuted={} \
@@ -488,7 +487,7 @@ fn run(scale: Scale) -> Result<(), String> {
         comment_counts(|r| r.early_cutoff),
         comment_counts(|r| r.verified),
         comment_counts(|r| r.outputs_written),
-        scale.event_reps,
+        settings.event_reps,
     );
     drop(kiln);
 
@@ -497,7 +496,7 @@ fn run(scale: Scale) -> Result<(), String> {
     let warm = kiln.build(&|_| {}).map_err(|e| e.to_string())?;
     check(&warm, total, |r| r.compiled == 0, "a new watch starts warm")?;
     let mut jobs2_times = Vec::new();
-    for _ in 0..scale.jobs2_reps {
+    for _ in 0..settings.jobs2_reps {
         rep_value += 1;
         let (span, _, _) = edit_tonemap(&mut kiln, &project, rep_value)?;
         jobs2_times.push(span.wall);
@@ -510,14 +509,14 @@ fn run(scale: Scale) -> Result<(), String> {
         ms(jobs2.min),
         ratio(kiln_edit.median, jobs2.median),
         ratio(jobs2.median, raw.median),
-        scale.jobs2_reps,
+        settings.jobs2_reps,
     );
     Ok(())
 }
 
-fn open(project: &Generated, out: &Path, cache: &Path, jobs: usize) -> Result<Project, String> {
+fn open(project: &WatchProject, out: &Path, cache: &Path, jobs: usize) -> Result<Project, String> {
     Project::open(&BuildOptions {
-        manifest: project.manifest.clone(),
+        manifest: project.generated.manifest.clone(),
         out_dir: Some(out.to_owned()),
         cache_dir: Some(cache.to_owned()),
         jobs: Some(jobs),
@@ -531,11 +530,11 @@ fn open(project: &Generated, out: &Path, cache: &Path, jobs: usize) -> Result<Pr
 /// refresh alone, and the report, checked to have recompiled exactly the `TONE_2` variants.
 fn edit_tonemap(
     kiln: &mut Project,
-    project: &Generated,
+    project: &WatchProject,
     rep: usize,
 ) -> Result<(Span, Duration, BuildReport), String> {
     let path = project.tonemap_path();
-    let text = tonemap(project.scale.tones, rep);
+    let text = project::tonemap(project.tones, Some(rep));
     let (span, result) = timed(|| {
         let started = Instant::now();
         std::fs::write(&path, text).map_err(|e| e.to_string())?;
@@ -584,7 +583,7 @@ struct IoProbe {
 /// rename (kiln's outputs), and as new files through a temporary file and a rename (kiln's
 /// store entries, which are new for a new text).
 fn io_probe(
-    project: &Generated,
+    project: &WatchProject,
     raw_out: &Path,
     scratch: &Path,
     targets: &[TargetConfig],
@@ -631,11 +630,7 @@ fn io_probe(
             spans[pattern].push(span);
         }
     }
-    let median = |spans: &[Span]| -> Span {
-        let mut sorted = spans.to_vec();
-        sorted.sort_by_key(|s| s.wall);
-        sorted.get(sorted.len() / 2).copied().unwrap_or_default()
-    };
+    let median = |spans: &[Span]| median_by_key(spans, |s| s.wall);
     Ok(IoProbe {
         files: files.len(),
         plain: median(&spans[0]),
@@ -673,21 +668,21 @@ fn check(
 /// What a Makefile rule per variant does for `variants`, in one thread: preprocess, parse,
 /// validate, emit every target, write every output.
 fn raw_loop(
-    project: &Generated,
+    project: &WatchProject,
     variants: &[VariantId],
     out: &Path,
     targets: &[TargetConfig],
 ) -> Result<(), String> {
-    let loader = DiskLoader::new(&project.root);
+    let loader = DiskLoader::new(&project.generated.root);
     for id in variants {
         let variant = project
             .variants
             .get(id)
             .ok_or_else(|| format!("kiln built {id}, which the project does not have"))?;
-        let text = preprocess_one(variant, &loader)?;
-        let module =
-            compile::parse_and_validate(SourceLanguage::Wgsl, &text, variant.stage, variant.entry)
-                .map_err(|e| format!("{id}: {e}"))?;
+        let language = project.generated.language;
+        let text = variant.preprocess(language, &loader)?;
+        let module = compile::parse_and_validate(language, &text, variant.stage, variant.entry)
+            .map_err(|e| format!("{id}: {e}"))?;
         for target in targets {
             let bytes = compile::emit(&module, target).map_err(|e| format!("{id}: {e}"))?;
             let path = out.join(output_path(
@@ -710,370 +705,11 @@ fn raw_loop(
 }
 
 /// Preprocesses `variants` only, in one thread.
-fn preprocess_only(project: &Generated, variants: &[VariantId]) -> Result<(), String> {
-    let loader = DiskLoader::new(&project.root);
+fn preprocess_only(project: &WatchProject, variants: &[VariantId]) -> Result<(), String> {
+    let loader = DiskLoader::new(&project.generated.root);
     for id in variants {
         let variant = project.variants.get(id).ok_or("unknown variant")?;
-        preprocess_one(variant, &loader)?;
+        variant.preprocess(project.generated.language, &loader)?;
     }
     Ok(())
-}
-
-fn preprocess_one(variant: &RawVariant, loader: &DiskLoader) -> Result<String, String> {
-    let keywords: Vec<&str> = variant.keywords.iter().map(String::as_str).collect();
-    let request = PreprocessRequest {
-        entry: &variant.source,
-        language: SourceLanguage::Wgsl,
-        keywords: &keywords,
-        defines: &[],
-    };
-    preprocess::preprocess(&request, loader)
-        .map(|pre| pre.text)
-        .map_err(|e| e.to_string())
-}
-
-/// Writes the project under `root`: includes shared by every shader, the manifest, and the
-/// variant list.
-fn generate(root: &Path, scale: Scale) -> std::io::Result<Generated> {
-    let include_dir = root.join("shaders/include");
-    std::fs::create_dir_all(&include_dir)?;
-    std::fs::write(include_dir.join("common.wgsl"), common(0))?;
-    std::fs::write(include_dir.join("lighting.wgsl"), LIGHTING)?;
-    std::fs::write(include_dir.join("fog.wgsl"), FOG)?;
-    std::fs::write(include_dir.join("skin.wgsl"), SKIN)?;
-    std::fs::write(include_dir.join("tonemap.wgsl"), tonemap(scale.tones, 0))?;
-
-    let quoted = |values: &[String]| {
-        let quoted: Vec<String> = values.iter().map(|v| format!("\"{v}\"")).collect();
-        format!("[{}]", quoted.join(", "))
-    };
-    let targets: Vec<String> = TARGETS.iter().map(|t| t.to_string()).collect();
-    let mut manifest = format!(
-        "# Generated by kiln's watch benchmark.\n[project]\ntargets = {}\n",
-        quoted(&targets)
-    );
-    let lights: Vec<String> = (1..=scale.lights).map(|n| format!("LIGHTS_{n}")).collect();
-    let tones: Vec<String> = (0..scale.tones).map(|n| format!("TONE_{n}")).collect();
-    let mut keyword_sets = Vec::new();
-    for fog in [None, Some("FOG")] {
-        for skin in [None, Some("SKIN")] {
-            for light in &lights {
-                for tone in &tones {
-                    let mut set: Vec<String> =
-                        [Some(light.as_str()), Some(tone.as_str()), fog, skin]
-                            .into_iter()
-                            .flatten()
-                            .map(str::to_owned)
-                            .collect();
-                    set.sort();
-                    keyword_sets.push(set);
-                }
-            }
-        }
-    }
-
-    let mut variants = HashMap::new();
-    let mut edited = Vec::new();
-    for index in 0..scale.shaders {
-        let name = format!("S{index}");
-        let source = PathBuf::from(format!("shaders/s{index}.wgsl"));
-        std::fs::write(root.join(&source), surface_shader(index, scale.lights))?;
-        let _ = write!(
-            manifest,
-            "\n[[shader]]\nname = \"{name}\"\nsource = \"{}\"\n\
-             axes = [[\"_\", \"FOG\"], [\"_\", \"SKIN\"], {}, {}]\n",
-            source.display(),
-            quoted(&lights),
-            quoted(&tones),
-        );
-        for (pass, stage, entry) in PASSES {
-            let _ = write!(
-                manifest,
-                "\n[shader.passes.{pass}]\nstage = \"{stage}\"\nentry = \"{entry}\"\n"
-            );
-            for keywords in &keyword_sets {
-                let id = VariantId {
-                    shader: Arc::from(name.as_str()),
-                    pass: Arc::from(pass),
-                    keywords: keywords.iter().map(|k| Arc::from(k.as_str())).collect(),
-                };
-                if keywords.iter().any(|k| k == EDITED_KEYWORD) {
-                    edited.push(id.clone());
-                }
-                variants.insert(
-                    id,
-                    RawVariant {
-                        source: source.clone(),
-                        stage,
-                        entry,
-                        keywords: keywords.clone(),
-                    },
-                );
-            }
-        }
-    }
-    let manifest_path = root.join("kiln.toml");
-    std::fs::write(&manifest_path, manifest)?;
-    Ok(Generated {
-        root: root.to_owned(),
-        manifest: manifest_path,
-        variants,
-        edited,
-        scale,
-    })
-}
-
-/// The include every shader reads first; `edit` changes only a comment.
-fn common(edit: usize) -> String {
-    format!(
-        "\
-// Shared uniforms and helpers of every surface shader (comment revision {edit}).
-#pragma once
-
-struct Globals {{
-    view_proj: mat4x4<f32>,
-    // xyz: camera position.
-    camera: vec4<f32>,
-    // x: seconds, y: fog density.
-    time: vec4<f32>,
-}};
-
-struct Object {{
-    model: mat4x4<f32>,
-    tint: vec4<f32>,
-}};
-
-@group(0) @binding(0) var<uniform> globals: Globals;
-@group(0) @binding(1) var<uniform> object: Object;
-
-fn transform_normal(n: vec3<f32>) -> vec3<f32> {{
-    return normalize((object.model * vec4<f32>(n, 0.0)).xyz);
-}}
-
-fn saturate3(v: vec3<f32>) -> vec3<f32> {{
-    return clamp(v, vec3<f32>(0.0), vec3<f32>(1.0));
-}}
-"
-    )
-}
-
-const LIGHTING: &str = "\
-// Sun and point lights.
-#pragma once
-
-struct PointLight {
-    // xyz: position, w: range.
-    position: vec4<f32>,
-    color: vec4<f32>,
-};
-
-struct Lights {
-    sun_direction: vec4<f32>,
-    sun_color: vec4<f32>,
-    points: array<PointLight, 8>,
-};
-
-@group(0) @binding(2) var<uniform> lights: Lights;
-
-fn sun_light(n: vec3<f32>) -> vec3<f32> {
-    return lights.sun_color.rgb * max(dot(n, -lights.sun_direction.xyz), 0.0);
-}
-
-fn point_light(position: vec3<f32>, n: vec3<f32>, index: u32) -> vec3<f32> {
-    let light = lights.points[index];
-    let to_light = light.position.xyz - position;
-    let falloff = saturate(1.0 - length(to_light) / max(light.position.w, 0.001));
-    return light.color.rgb * max(dot(n, normalize(to_light)), 0.0) * falloff * falloff;
-}
-";
-
-const FOG: &str = "\
-// Exponential distance fog.
-#pragma once
-#ifdef FOG
-const FOG_COLOR: vec3<f32> = vec3<f32>(0.55, 0.6, 0.7);
-
-fn fog_factor(distance_to_camera: f32) -> f32 {
-    return exp(-distance_to_camera * globals.time.y);
-}
-
-fn apply_fog(color: vec3<f32>, factor: f32) -> vec3<f32> {
-    return mix(FOG_COLOR, color, saturate(factor));
-}
-#endif
-";
-
-const SKIN: &str = "\
-// Linear blend skinning with four joints per vertex.
-#pragma once
-#ifdef SKIN
-struct Joints {
-    matrices: array<mat4x4<f32>, 64>,
-};
-
-@group(2) @binding(0) var<uniform> joints: Joints;
-
-fn skin_matrix(indices: vec4<u32>, weights: vec4<f32>) -> mat4x4<f32> {
-    return joints.matrices[indices.x] * weights.x
-        + joints.matrices[indices.y] * weights.y
-        + joints.matrices[indices.z] * weights.z
-        + joints.matrices[indices.w] * weights.w;
-}
-#endif
-";
-
-/// The tone-mapping include, one `#ifdef TONE_n` block per operator. `exposure` sets the
-/// constant in the `TONE_2` block: each value is a different text for exactly the `TONE_2`
-/// variants.
-fn tonemap(tones: usize, exposure: usize) -> String {
-    let operators = [
-        "    mapped = saturate3(color);\n".to_owned(),
-        "    mapped = color / (color + vec3<f32>(1.0));\n".to_owned(),
-        format!(
-            "    let exposed = color * {:.4};\n    \
-             let a = exposed * (2.51 * exposed + vec3<f32>(0.03));\n    \
-             let b = exposed * (2.43 * exposed + vec3<f32>(0.59)) + vec3<f32>(0.14);\n    \
-             mapped = saturate3(a / b);\n",
-            1.0 + exposure as f64 * 1e-4
-        ),
-        "    mapped = pow(saturate3(color), vec3<f32>(1.0 / 2.2));\n".to_owned(),
-        "    mapped = vec3<f32>(1.0) - exp(-color * 1.5);\n".to_owned(),
-    ];
-    let mut text =
-        String::from("// Tone mapping, one operator per TONE_n keyword.\n#pragma once\n\n");
-    text.push_str("fn tonemap(color: vec3<f32>) -> vec3<f32> {\n    var mapped = color;\n");
-    for (n, operator) in operators.iter().take(tones).enumerate() {
-        let _ = writeln!(text, "#ifdef TONE_{n}");
-        text.push_str(operator);
-        text.push_str("#endif\n");
-    }
-    text.push_str("    return mapped;\n}\n");
-    text
-}
-
-/// Shader `index`: the shared includes, a vertex and a fragment entry point, and
-/// `index % 4 + 1` detail layers whose constants depend on `index` (so no two shaders share a
-/// preprocessed text).
-fn surface_shader(index: usize, lights: usize) -> String {
-    let layers = index % 4 + 1;
-    let mut text = format!(
-        "// Generated surface shader {index}: {layers} detail layers.\n\
-         #include \"include/common.wgsl\"\n\
-         #include \"include/lighting.wgsl\"\n\
-         #include \"include/fog.wgsl\"\n\
-         #include \"include/skin.wgsl\"\n\
-         #include \"include/tonemap.wgsl\"\n\n"
-    );
-    text.push_str(
-        "\
-struct VertexInput {
-    @location(0) position: vec3<f32>,
-    @location(1) normal: vec3<f32>,
-    @location(2) uv: vec2<f32>,
-#ifdef SKIN
-    @location(3) joint_indices: vec4<u32>,
-    @location(4) joint_weights: vec4<f32>,
-#endif
-};
-
-struct VertexOutput {
-    @builtin(position) clip_position: vec4<f32>,
-    @location(0) world_position: vec3<f32>,
-    @location(1) world_normal: vec3<f32>,
-    @location(2) uv: vec2<f32>,
-#ifdef FOG
-    @location(3) fog: f32,
-#endif
-};
-
-@group(1) @binding(0) var albedo_texture: texture_2d<f32>;
-@group(1) @binding(1) var detail_texture: texture_2d<f32>;
-@group(1) @binding(2) var surface_sampler: sampler;
-
-",
-    );
-    let _ = write!(
-        text,
-        "\
-@vertex
-fn vs_main(input: VertexInput) -> VertexOutput {{
-#ifdef SKIN
-    let skin = skin_matrix(input.joint_indices, input.joint_weights);
-    let local_position = (skin * vec4<f32>(input.position, 1.0)).xyz;
-    let local_normal = (skin * vec4<f32>(input.normal, 0.0)).xyz;
-#else
-    let local_position = input.position;
-    let local_normal = input.normal;
-#endif
-    let sway = sin(globals.time.x * {frequency:.2} + local_position.x) * {amplitude:.3};
-    let world_position = (object.model * vec4<f32>(local_position, 1.0)).xyz + vec3<f32>(0.0, sway, 0.0);
-    var out: VertexOutput;
-    out.clip_position = globals.view_proj * vec4<f32>(world_position, 1.0);
-    out.world_position = world_position;
-    out.world_normal = transform_normal(local_normal);
-    out.uv = input.uv;
-#ifdef FOG
-    out.fog = fog_factor(distance(world_position, globals.camera.xyz));
-#endif
-    return out;
-}}
-
-",
-        frequency = 0.5 + index as f64 * 0.25,
-        amplitude = 0.01 * (index + 1) as f64,
-    );
-    for layer in 0..layers {
-        let _ = write!(
-            text,
-            "\
-fn detail_layer_{layer}(uv: vec2<f32>, color: vec3<f32>) -> vec3<f32> {{
-    let scale = {scale:.1};
-    let detail = textureSample(detail_texture, surface_sampler, uv * scale + vec2<f32>({offset:.2}, 0.0)).rgb;
-    return mix(color, color * detail * 2.0, {weight:.2});
-}}
-
-",
-            scale = 2.0 + (index * 3 + layer) as f64,
-            offset = 0.1 * layer as f64,
-            weight = 0.2 + 0.05 * layer as f64,
-        );
-    }
-    text.push_str(
-        "\
-@fragment
-fn fs_main(input: VertexOutput) -> @location(0) vec4<f32> {
-    let base = textureSample(albedo_texture, surface_sampler, input.uv) * object.tint;
-    var albedo = base.rgb;
-",
-    );
-    for layer in 0..layers {
-        let _ = writeln!(text, "    albedo = detail_layer_{layer}(input.uv, albedo);");
-    }
-    text.push_str("    let n = normalize(input.world_normal);\n    var light = sun_light(n);\n");
-    // Light k is evaluated unless a LIGHTS_n with n <= k is defined: LIGHTS_n evaluates n.
-    for light in 0..lights {
-        if light == 0 {
-            text.push_str("    light += point_light(input.world_position, n, 0u);\n");
-            continue;
-        }
-        let excluded: Vec<String> = (1..=light)
-            .map(|n| format!("!defined(LIGHTS_{n})"))
-            .collect();
-        let _ = write!(
-            text,
-            "#if {}\n    light += point_light(input.world_position, n, {light}u);\n#endif\n",
-            excluded.join(" && ")
-        );
-    }
-    text.push_str(
-        "\
-    var color = albedo * light;
-#ifdef FOG
-    color = apply_fog(color, input.fog);
-#endif
-    return vec4<f32>(tonemap(color), base.a);
-}
-",
-    );
-    text
 }

@@ -147,6 +147,11 @@ fn editing_an_include_recompiles_only_its_dependents() {
     assert_eq!(report.early_cutoff, 2, "{report:?}");
     assert!(report.verified >= 2, "{report:?}");
     assert_eq!(report.outputs_written, 2 * 2);
+    // The new revision invalidated Lit's 4 entries; all 4 came back at the new revision
+    // (2 compiled, 2 found by content), none refused as stale.
+    let stats = f.project.cache_stats();
+    assert_eq!(stats.invalidated, 4, "{stats:?}");
+    assert_eq!(stats.stale_discarded, 0, "{stats:?}");
 }
 
 #[test]

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use kiln::compile::{self, TargetConfig};
 use kiln::manifest::Manifest;
 use kiln::pipeline::{output_path, Index, IndexEntry};
-use kiln::preprocess::{self, MemoryLoader, PreprocessRequest};
+use kiln::preprocess::{self, MemoryLoader};
 use kiln::store::{ArtifactStore, ContentKey, LocalStore, Lookup, Namespace};
 
-use super::project::Generated;
+use super::project::{Generated, INCLUDE_DIR};
 
 /// Time per phase of a warm build, in the order the pipeline runs them.
 pub struct Phases {
@@ -66,11 +66,11 @@ pub fn measure(project: &Generated, out_dir: &Path, cache_dir: &Path) -> Result<
 
     let started = Instant::now();
     let mut loader = MemoryLoader::new();
-    let include_dir = manifest.root.join("shaders/include");
+    let include_dir = manifest.root.join(INCLUDE_DIR);
     let mut files: Vec<_> = std::fs::read_dir(&include_dir)
         .map_err(|e| e.to_string())?
         .filter_map(|e| e.ok())
-        .map(|e| Path::new("shaders/include").join(e.file_name()))
+        .map(|e| Path::new(INCLUDE_DIR).join(e.file_name()))
         .collect();
     files.extend(
         manifest
@@ -97,15 +97,7 @@ pub fn measure(project: &Generated, out_dir: &Path, cache_dir: &Path) -> Result<
     let started = Instant::now();
     let mut texts = Vec::with_capacity(project.variants.len());
     for variant in &project.variants {
-        let keywords: Vec<&str> = variant.keywords.iter().map(String::as_str).collect();
-        let request = PreprocessRequest {
-            entry: &variant.source,
-            language: project.language,
-            keywords: &keywords,
-            defines: &[],
-        };
-        let pre = preprocess::preprocess(&request, &loader).map_err(|e| e.to_string())?;
-        texts.push(pre.text);
+        texts.push(variant.preprocess(project.language, &loader)?);
     }
     timed("preprocess", started);
 

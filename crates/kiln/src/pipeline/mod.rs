@@ -280,6 +280,11 @@ impl Project {
         self.manifest_changed || !self.changed_files.is_empty() || self.last_index.is_none()
     }
 
+    /// The variant cache's statistics (requests, hits, compiles, invalidations, evictions).
+    pub fn cache_stats(&self) -> crate::variant_cache::CacheStats {
+        self.db.context().cache.stats()
+    }
+
     /// The number of project files the engine has read.
     pub fn known_files(&self) -> &BTreeSet<PathBuf> {
         &self.known_files
