@@ -27,7 +27,6 @@
 //! Without `--bench` (as under `cargo test --benches`) it runs once on a small project.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;

@@ -5,11 +5,14 @@ use std::time::Duration;
 
 /// Median and minimum of some reps.
 pub struct Stats {
+    /// The middle rep (the upper one of an even count).
     pub median: Duration,
+    /// The fastest rep.
     pub min: Duration,
 }
 
 impl Stats {
+    /// The median and minimum of `samples`; zeros when there are none.
     pub fn of(samples: &[Duration]) -> Stats {
         Stats {
             median: median_by_key(samples, |d| *d),
@@ -26,6 +29,7 @@ pub fn median_by_key<T: Copy + Default, K: Ord>(samples: &[T], key: impl FnMut(&
     sorted.get(sorted.len() / 2).copied().unwrap_or_default()
 }
 
+/// `d` in milliseconds.
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
