@@ -105,8 +105,15 @@ pub fn run(args: &WatchArgs) -> ExitCode {
         if !project.is_dirty() {
             continue;
         }
+        let build_started = Instant::now();
         match project.build(&|_| {}) {
-            Ok(report) => print_rebuild(&project, &report, first_event, json),
+            Ok(report) => {
+                // From the first file event to the moment every output was written.
+                let latency = first_event.map(|event| {
+                    build_started.saturating_duration_since(event) + report.outputs_ready
+                });
+                print_rebuild(&project, &report, latency, json)
+            }
             Err(e) => {
                 project_error(&e);
             }
@@ -122,8 +129,8 @@ fn absolute(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
 }
 
-fn print_rebuild(project: &Project, report: &BuildReport, since: Option<Instant>, json: bool) {
-    let latency_ms = since.map(|t| t.elapsed().as_secs_f64() * 1000.0);
+fn print_rebuild(project: &Project, report: &BuildReport, latency: Option<Duration>, json: bool) {
+    let latency_ms = latency.map(|t| t.as_secs_f64() * 1000.0);
     if json {
         let mut value = report_json(report);
         value["files_changed"] = report

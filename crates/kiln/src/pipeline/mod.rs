@@ -126,6 +126,9 @@ pub struct BuildReport {
     pub evicted: usize,
     /// Every variant naga compiled, with why.
     pub recompiled: Vec<Recompiled>,
+    /// Time until every output and the index were written (new artifacts are saved to the
+    /// store after that, within `elapsed`).
+    pub outputs_ready: Duration,
     /// Wall time.
     pub elapsed: Duration,
 }
@@ -461,10 +464,11 @@ impl Project {
         }
         report.outcomes = outcomes.into_iter().collect();
 
-        let (written, removed) =
-            self.write_outputs(&built, &failed, previous, up_to_date, &stamps)?;
-        report.outputs_written = written;
-        report.outputs_removed = removed;
+        let written = self.write_outputs(&built, &failed, previous, up_to_date, &stamps);
+        report.outputs_ready = started.elapsed();
+        // Even when writing outputs failed, what was compiled is kept.
+        self.pool.install(|| self.db.context().flush_saves());
+        (report.outputs_written, report.outputs_removed) = written?;
         report
             .diagnostics
             .extend(std::mem::take(&mut *self.db.context().warnings.lock()));

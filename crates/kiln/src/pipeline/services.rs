@@ -82,7 +82,17 @@ pub struct Services {
     pub(crate) outcomes: Mutex<FxHashMap<VariantId, Outcome>>,
     /// Store problems repaired during this build.
     pub(crate) warnings: Mutex<Vec<Diagnostic>>,
+    /// Compiled artifacts not yet saved to the store, and their total size. Saving waits
+    /// until the build's outputs are written (new store files are the slowest thing a build
+    /// does on some file systems, and nobody waits for them), unless this grows too large.
+    deferred: Mutex<(Vec<PendingSave>, u64)>,
 }
+
+/// An artifact waiting to be saved to the store.
+type PendingSave = (Namespace, ContentKey, Arc<[u8]>);
+
+/// Deferred store saves above this many bytes are written at once, to bound memory.
+const MAX_DEFERRED_BYTES: u64 = 64 << 20;
 
 /// What determines a compile's result besides the target: the compile-input hash.
 pub(crate) struct CompileInput<'a> {
@@ -120,7 +130,41 @@ impl Services {
             unknown_files: Mutex::default(),
             outcomes: Mutex::default(),
             warnings: Mutex::default(),
+            deferred: Mutex::default(),
         }
+    }
+
+    fn defer_save(&self, ns: Namespace, key: ContentKey, bytes: Arc<[u8]>) {
+        let overflow = {
+            let mut deferred = self.deferred.lock();
+            deferred.1 += bytes.len() as u64;
+            deferred.0.push((ns, key, bytes));
+            if deferred.1 > MAX_DEFERRED_BYTES {
+                deferred.1 = 0;
+                std::mem::take(&mut deferred.0)
+            } else {
+                Vec::new()
+            }
+        };
+        self.save_all(overflow);
+    }
+
+    /// Writes every deferred artifact to the store (in parallel when called from a pool).
+    pub(crate) fn flush_saves(&self) {
+        let pending = std::mem::take(&mut self.deferred.lock().0);
+        self.deferred.lock().1 = 0;
+        self.save_all(pending);
+    }
+
+    fn save_all(&self, pending: Vec<PendingSave>) {
+        use rayon::prelude::*;
+        pending.par_iter().for_each(|(ns, key, bytes)| {
+            if let Err(e) = self.store.save(ns, key, bytes) {
+                self.warnings.lock().push(Diagnostic::warning(format!(
+                    "could not save to the store: {e}"
+                )));
+            }
+        });
     }
 
     /// Forgets what belongs to one build only.
@@ -280,12 +324,9 @@ impl Services {
                 Some(bytes) => bytes,
                 None => match compile::emit(&module, config) {
                     Ok(bytes) => {
-                        if let Err(e) = self.store.save(&self.namespace(config), key, &bytes) {
-                            self.warnings.lock().push(Diagnostic::warning(format!(
-                                "could not save to the store: {e}"
-                            )));
-                        }
-                        Arc::from(bytes)
+                        let bytes: Arc<[u8]> = Arc::from(bytes);
+                        self.defer_save(self.namespace(config), *key, bytes.clone());
+                        bytes
                     }
                     Err(e) => {
                         failures.push((Some(target), e));
