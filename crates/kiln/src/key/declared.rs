@@ -3,7 +3,7 @@
 use rustc_hash::FxHashSet;
 
 use super::symbol::with_local;
-use super::{build, check_keyword, check_name, KeyError, Symbol, VariantKey};
+use super::{build, check_keyword, shader_symbol, KeyError, Symbol, VariantKey};
 
 /// The keywords a shader declares (e.g. the union of its keyword axes).
 ///
@@ -27,13 +27,7 @@ impl DeclaredKeywords {
         I::Item: AsRef<str>,
     {
         with_local(|tables| {
-            let shader_name =
-                tables
-                    .name(shader, check_name)
-                    .map_err(|fault| KeyError::InvalidShader {
-                        shader: shader.to_owned(),
-                        fault,
-                    })?;
+            let shader_name = shader_symbol(tables, shader)?;
             let mut legal = FxHashSet::default();
             let mut sorted = Vec::new();
             for keyword in keywords {

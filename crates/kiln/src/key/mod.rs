@@ -193,13 +193,7 @@ where
     I::Item: AsRef<str>,
 {
     with_local(|tables| {
-        let shader_name =
-            tables
-                .name(shader, check_name)
-                .map_err(|fault| KeyError::InvalidShader {
-                    shader: shader.to_owned(),
-                    fault,
-                })?;
+        let shader_name = shader_symbol(tables, shader)?;
         let pass_name = tables
             .name(pass, check_name)
             .map_err(|fault| KeyError::InvalidPass {
@@ -222,6 +216,16 @@ where
 
 /// The symbol of `name` as a shader or pass name, interned through this thread's tables;
 /// `None` when no key can hold that name.
+/// Interns a shader name, refusing one that is empty or holds `|`.
+fn shader_symbol(tables: &mut LocalTables, shader: &str) -> Result<Symbol, KeyError> {
+    tables
+        .name(shader, check_name)
+        .map_err(|fault| KeyError::InvalidShader {
+            shader: shader.to_owned(),
+            fault,
+        })
+}
+
 pub(crate) fn name_symbol(name: &str) -> Option<Symbol> {
     with_local(|tables| tables.name(name, check_name).ok())
 }

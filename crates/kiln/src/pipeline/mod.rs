@@ -152,7 +152,7 @@ pub struct Project {
     out_dir: PathBuf,
     cache_dir: PathBuf,
     pool: rayon::ThreadPool,
-    /// Every project file the engine has read, with whether it existed.
+    /// Every project file the engine has read, also those that did not exist.
     known_files: BTreeSet<PathBuf>,
     /// Files whose contents changed since the last build, for the next report.
     changed_files: BTreeSet<PathBuf>,
@@ -235,11 +235,6 @@ impl Project {
         &self.cache_dir
     }
 
-    /// The engine database (for tests and tools that observe its events).
-    pub fn database(&mut self) -> &mut kiln_incr::Database<impl Send + Sync> {
-        &mut self.db
-    }
-
     /// Re-reads the manifest; returns whether it changed. On error the previous manifest
     /// stays in use.
     pub fn reload_manifest(&mut self) -> Result<bool, ManifestError> {
@@ -288,7 +283,8 @@ impl Project {
         self.db.context().cache.stats()
     }
 
-    /// The number of project files the engine has read.
+    /// Every project file the engine has read (those that did not exist included), relative
+    /// to the project root.
     pub fn known_files(&self) -> &BTreeSet<PathBuf> {
         &self.known_files
     }
