@@ -115,9 +115,7 @@ fn print_report(project: &Project, report: &BuildReport, json: bool) {
         println!("{}", report_json(report));
         return;
     }
-    for d in &report.diagnostics {
-        render::diagnostic(&project.manifest().root, d);
-    }
+    render::diagnostics(&project.manifest().root, &report.diagnostics);
     eprintln!(
         "{} variants: {} compiled, {} from cache, {} deduplicated, {} failed; {} outputs written, {} removed in {:.1} ms",
         report.variants,

@@ -33,16 +33,48 @@ fn byte_range(text: &str, line: u32, columns: &std::ops::Range<u32>) -> std::ops
     start..end
 }
 
-/// Prints a build diagnostic, with a snippet when its file can be read.
-pub fn diagnostic(root: &Path, d: &Diagnostic) {
+/// How many variants a grouped diagnostic names before it says "and N more".
+const VARIANTS_SHOWN: usize = 4;
+
+/// Prints a build's diagnostics, one snippet per distinct problem: a broken include shared by
+/// a hundred variants is one error naming a few of them, not a hundred copies.
+pub fn diagnostics(root: &Path, all: &[Diagnostic]) {
+    let mut groups: Vec<(&Diagnostic, Vec<&str>)> = Vec::new();
+    for d in all {
+        let same = |g: &&mut (&Diagnostic, Vec<&str>)| {
+            g.0.severity == d.severity
+                && g.0.message == d.message
+                && g.0.location == d.location
+                && g.0.target == d.target
+        };
+        match groups.iter_mut().find(same) {
+            Some(group) => group.1.extend(d.variant.as_deref()),
+            None => groups.push((d, d.variant.as_deref().into_iter().collect())),
+        }
+    }
+    for (d, variants) in groups {
+        let mut shown: Vec<&str> = variants.iter().copied().take(VARIANTS_SHOWN).collect();
+        let more = variants.len().saturating_sub(VARIANTS_SHOWN);
+        let more = format!("and {more} more");
+        if variants.len() > VARIANTS_SHOWN {
+            shown.push(&more);
+        }
+        diagnostic(root, d, &shown);
+    }
+}
+
+/// Prints one diagnostic naming `variants`, with a snippet when its file can be read.
+fn diagnostic(root: &Path, d: &Diagnostic, variants: &[&str]) {
     let mut snippet = match d.severity {
         Severity::Error => Snippet::error(),
         Severity::Warning => Snippet::warning(),
     }
     .with_message(&d.message);
     let mut notes = Vec::new();
-    if let Some(variant) = &d.variant {
-        notes.push(format!("variant: {variant}"));
+    match variants {
+        [] => {}
+        [one] => notes.push(format!("variant: {one}")),
+        many => notes.push(format!("variants: {}", many.join(", "))),
     }
     if let Some(target) = d.target {
         notes.push(format!("target: {target}"));

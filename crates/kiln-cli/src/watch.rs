@@ -157,9 +157,7 @@ fn print_rebuild(project: &Project, report: &BuildReport, latency: Option<Durati
         println!("{value}");
         return;
     }
-    for d in &report.diagnostics {
-        render::diagnostic(&project.manifest().root, d);
-    }
+    render::diagnostics(&project.manifest().root, &report.diagnostics);
     if !report.changed_files.is_empty() || report.manifest_changed {
         let mut files: Vec<String> = report
             .changed_files
