@@ -12,7 +12,7 @@ use crate::error::QueryError;
 use crate::event::{Event, EventKind, Listener};
 use crate::ingredient::{invariant_broken, Ingredient, IngredientCache, IngredientSlot};
 use crate::input::InputTable;
-use crate::memo::{Edge, PRESENT};
+use crate::memo::{verified_at_of, Edge, PRESENT};
 use crate::query::{Input, Query};
 use crate::revision::{DurabilityClock, Revision};
 use crate::sync::{Failure, WaitTable};
@@ -155,7 +155,7 @@ impl<C: Send + Sync + 'static> Database<C> {
         let (_, slot) = table.lookup(key)?;
         let stamp = slot.stamp.load(Ordering::Acquire);
         Some(MemoInfo {
-            verified_at: Revision::from_u32(stamp & !PRESENT),
+            verified_at: verified_at_of(stamp),
             changed_at: slot.changed_at(),
             durability: slot.durability(),
             has_value: stamp & PRESENT != 0,
@@ -302,7 +302,7 @@ impl<C: Send + Sync + 'static> Database<C> {
         if let Some(pointer) = self.ingredients.get_ptr(index) {
             // SAFETY: registry slots never move and are dropped with the database, which
             // owns the cache too; the pointer comes from the registry's raw storage.
-            unsafe { self.ingredient_cache.remember(type_id, pointer) };
+            unsafe { self.ingredient_cache.remember(type_id, index, pointer) };
         }
         slot.downcast_interned::<T>()
     }
@@ -316,16 +316,22 @@ impl<C: Send + Sync + 'static> Database<C> {
         self.ingredient(InputTable::<I>::new)
     }
 
+    #[inline]
     pub(crate) fn ingredient_by_id(&self, id: u32) -> Option<&dyn Ingredient<C>> {
-        self.ingredients.get(id).map(IngredientSlot::ingredient)
+        match self.ingredient_cache.get_by_id(id) {
+            Some(slot) => Some(slot.ingredient()),
+            None => self.ingredients.get(id).map(IngredientSlot::ingredient),
+        }
     }
 
     /// Whether any of `edges` changed after `after`, in order, stopping at the first that
-    /// did; consecutive edges of one query are handed to it in one call.
+    /// did; consecutive edges of one query are handed to it in one call. `depth` is
+    /// handed on to them (see `verify.rs`).
     pub(crate) fn any_changed_after(
         &self,
         edges: &[Edge],
         after: Revision,
+        depth: u32,
     ) -> Result<bool, Failure> {
         let mut rest = edges;
         while let Some(first) = rest.first() {
@@ -336,7 +342,14 @@ impl<C: Send + Sync + 'static> Database<C> {
             let Some(ingredient) = self.ingredient_by_id(first.query) else {
                 invariant_broken("an edge names an unknown query");
             };
-            match ingredient.any_changed_after(self, &rest[..run], after) {
+            // A lone edge (the common case: a query's reads alternate between queries) skips
+            // the run loop: one dynamic call straight to the verification.
+            let changed = if run == 1 {
+                ingredient.maybe_changed_after(self, first.key, after, depth)
+            } else {
+                ingredient.any_changed_after(self, &rest[..run], after, depth)
+            };
+            match changed {
                 Ok(false) => {}
                 Ok(true) => return Ok(true),
                 // A dependency failed while being brought up to date. The reader may

@@ -9,11 +9,12 @@ use crate::database::Database;
 use crate::event::Listener;
 use crate::eviction::Lru;
 use crate::ingredient::{invariant_broken, Ingredient};
-use crate::memo::{DerivedSlot, Edge, StoredFingerprint};
+use crate::memo::{DerivedSlot, Edge, RetiredEdges, StoredFingerprint};
 use crate::query::Query;
 use crate::revision::Revision;
 use crate::sync::Failure;
 use crate::table::KeyTable;
+use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 
 /// The memo slot type of query `Q`.
@@ -29,6 +30,9 @@ pub(crate) struct DerivedTable<Q: Query<C>, C> {
     /// `&mut Database`), read by a claim holder re-executing an evicted memo. An entry
     /// whose memo holds a value again is stale and ignored.
     pub(crate) fingerprints: FxHashMap<u32, StoredFingerprint>,
+    /// Edge lists replaced by re-executions in this revision, which unclaimed verifiers
+    /// may still be walking; freed at the next boundary.
+    pub(crate) retired_edges: Mutex<Vec<RetiredEdges>>,
     _query: PhantomData<fn() -> (Q, C)>,
 }
 
@@ -39,6 +43,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             slots: KeyTable::new(),
             lru: Lru::new(),
             fingerprints: FxHashMap::default(),
+            retired_edges: Mutex::new(Vec::new()),
             _query: PhantomData,
         }
     }
@@ -85,12 +90,15 @@ impl<Q: Query<C>, C: Send + Sync + 'static> Ingredient<C> for DerivedTable<Q, C>
         db: &Database<C>,
         key: u32,
         after: Revision,
+        depth: u32,
     ) -> Result<bool, Failure> {
-        self.maybe_changed_after_impl(db, key, after)
+        self.maybe_changed_after_impl(db, key, after, depth)
     }
 
     fn at_boundary(&mut self, listener: Option<&Listener>, revision: Revision) {
         self.evict_lru(listener, revision);
         self.slots.release_retired();
+        // No verifier can be walking a replaced edge list under `&mut`.
+        self.retired_edges.get_mut().clear();
     }
 }

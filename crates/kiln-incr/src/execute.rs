@@ -10,7 +10,7 @@ use crate::database::Database;
 use crate::derived::DerivedTable;
 use crate::error::QueryError;
 use crate::event::EventKind;
-use crate::memo::DerivedSlot;
+use crate::memo::{verified_at_of, DerivedSlot, PRESENT};
 use crate::query::Query;
 use crate::revision::Revision;
 use crate::sync::Failure;
@@ -43,15 +43,6 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         };
         let current = db.current_revision();
         let was_untracked = slot.is_untracked();
-        if verified_at == current {
-            // The memo was verified this revision and then evicted (explicit `evict`):
-            // its inputs are those it was verified against, so only the value is refilled;
-            // dependents may already have read its revisions.
-            // SAFETY: we hold the claim; the value is absent, so nobody reads it.
-            let old = unsafe { slot.publish_value(value.clone(), current) };
-            self.account(slot, old, was_untracked, &value, was_untracked);
-            return Ok(value);
-        }
         let mut changed_at = if reads.untracked {
             current
         } else if verified_at == Revision::NEVER {
@@ -60,21 +51,63 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             // The value may differ from what dependents read at `verified_at` or earlier.
             reads.changed_at.max(verified_at.next())
         };
-        if verified_at != Revision::NEVER
-            && self.can_backdate(index, slot, &value, slot.durability(), reads.durability)
-        {
+        // Before the commit: this runs user code (`eq`, `fingerprint`), which may panic.
+        let backdated = verified_at != Revision::NEVER
+            && verified_at != current
+            && self.can_backdate(index, slot, &value, slot.durability(), reads.durability);
+        if backdated {
             changed_at = slot.changed_at();
+        }
+        // Also user code: cloned before the commit, which must not unwind half done.
+        let stored = value.clone();
+        loop {
+            let stamp = slot.stamp.load(Ordering::Acquire);
+            if verified_at_of(stamp) == current {
+                return Ok(self.keep_verified(slot, stamp, stored, value, was_untracked));
+            }
+            if slot.begin_commit(stamp) {
+                break;
+            }
+        }
+        if backdated {
             db.emit(EventKind::Backdated, Q::NAME, &slot.key);
         }
-        // SAFETY: we hold the claim and hold no reference to the old edges.
-        unsafe { slot.set_claimed_edges(reads.edges) };
+        if let Some(retired) = slot.replace_edges(reads.edges) {
+            self.retired_edges.lock().push(retired);
+        }
         slot.changed_at
             .store(changed_at.as_u32(), Ordering::Release);
         slot.set_durability(reads.durability, reads.untracked);
-        // SAFETY: we hold the claim and the stamp is not `current | PRESENT`.
-        let old = unsafe { slot.publish_value(value.clone(), current) };
+        // SAFETY: we hold the claim and set `BUSY`, so the stamp is not `current | PRESENT`.
+        let old = unsafe { slot.publish_value(stored, current) };
         self.account(slot, old, was_untracked, &value, reads.untracked);
         Ok(value)
+    }
+
+    /// The end of an execution whose memo is already verified at the current revision
+    /// (stamp `stamp`): it was verified and then evicted (explicit `evict`), or an
+    /// unclaimed verifier proved it valid while it ran. Its edges and revisions stand,
+    /// since dependents may have read them; only a missing value is filled in.
+    ///
+    /// Preconditions: this thread holds `slot.claim`.
+    fn keep_verified(
+        &self,
+        slot: &DerivedSlot<Q::Key, Q::Value>,
+        stamp: u32,
+        stored: Q::Value,
+        value: Q::Value,
+        was_untracked: bool,
+    ) -> Q::Value {
+        let current = verified_at_of(stamp);
+        if stamp & PRESENT != 0 {
+            // SAFETY: we observed `stamp == current | PRESENT`.
+            return unsafe { slot.value_unchecked() }.clone();
+        }
+        // SAFETY: we hold the claim; the stamp is `current` without a value, which only
+        // the claim holder changes.
+        let old = unsafe { slot.publish_value(stored, current) };
+        self.account(slot, old, was_untracked, &value, was_untracked);
+        value
     }
 }
 

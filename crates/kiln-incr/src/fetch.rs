@@ -1,5 +1,6 @@
-//! Fetching a derived value: the lock-free hit path, and the claimed slow path that
-//! validates or executes.
+//! Fetching a derived value: the lock-free hit path, an unclaimed verification of a memo
+//! from an earlier revision (see `verify.rs`), and the claimed slow path that validates
+//! or executes.
 
 use std::sync::atomic::Ordering;
 
@@ -7,10 +8,10 @@ use crate::database::Database;
 use crate::derived::DerivedTable;
 use crate::durability::Durability;
 use crate::event::EventKind;
-use crate::memo::{DerivedSlot, PRESENT};
+use crate::memo::{verified_at_of, DerivedSlot, PRESENT};
 use crate::query::Query;
-use crate::revision::Revision;
 use crate::sync::{Claimed, Failure};
+use crate::verify::Unclaimed;
 
 impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
     /// The value of `key` at the current revision.
@@ -44,8 +45,9 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         }
     }
 
-    /// Claims the memo and produces its value; `None` when another thread finished first
-    /// (the caller retries the hit path).
+    /// Verifies the memo without a claim if it holds a value, else claims it and produces
+    /// its value; `None` when it was verified or another thread finished first (the
+    /// caller retries the hit path).
     #[inline(never)]
     fn fetch_cold(
         &self,
@@ -53,10 +55,21 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         index: u32,
         slot: &DerivedSlot<Q::Key, Q::Value>,
     ) -> Result<Option<Q::Value>, Failure> {
+        let stamp = slot.stamp.load(Ordering::Acquire);
+        let mut stale = None;
+        if stamp & PRESENT != 0 && verified_at_of(stamp) != db.current_revision() {
+            match self.verify_unclaimed(db, index, slot, stamp, 0) {
+                Unclaimed::Reread => return Ok(None),
+                Unclaimed::Claim => {}
+                Unclaimed::Execute(seen) => stale = Some(seen),
+            }
+        }
         let edge = self.edge(index);
         let produced = match db.claim(&slot.claim, edge) {
             Ok(Claimed::Retry) => return Ok(None),
-            Ok(Claimed::Owned(guard)) => guard.finish(db, self.fetch_claimed(db, index, slot)),
+            Ok(Claimed::Owned(guard)) => {
+                guard.finish(db, self.fetch_claimed(db, index, slot, stale))
+            }
             Err(failure) => Err(failure),
         };
         match produced {
@@ -74,12 +87,15 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         }
     }
 
+    /// `stale`: a stamp under which an unclaimed walk already found a changed edge.
+    ///
     /// Preconditions: this thread holds `slot.claim`.
     fn fetch_claimed(
         &self,
         db: &Database<C>,
         index: u32,
         slot: &DerivedSlot<Q::Key, Q::Value>,
+        stale: Option<u32>,
     ) -> Result<Q::Value, Failure> {
         let current = db.current_revision();
         let stamp = slot.stamp.load(Ordering::Acquire);
@@ -89,8 +105,11 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             // SAFETY: we observed `stamp == current | PRESENT`.
             return Ok(unsafe { slot.value_unchecked() }.clone());
         }
-        let verified_at = Revision::from_u32(stamp & !PRESENT);
-        if stamp & PRESENT != 0 && self.validate(db, index, slot, verified_at)? {
+        let verified_at = verified_at_of(stamp);
+        if stamp & PRESENT != 0
+            && stale != Some(stamp)
+            && self.validate(db, index, slot, verified_at, 0)?
+        {
             db.emit_for(EventKind::DidValidateMemoizedValue, self.edge(index));
             // SAFETY: we hold the claim and saw the value present.
             let value = unsafe { slot.value_unchecked() }.clone();

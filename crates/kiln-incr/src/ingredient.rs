@@ -22,12 +22,14 @@ pub(crate) trait Ingredient<C>: Send + Sync + 'static {
     fn with_key(&self, key: u32, visit: &mut dyn FnMut(&'static str, &dyn Debug));
 
     /// Whether the value at `key` changed after revision `after`, verifying (and if needed
-    /// re-executing) it at the current revision.
+    /// re-executing) it at the current revision. `depth`: how many unclaimed
+    /// verifications this one is nested in (see `verify.rs`).
     fn maybe_changed_after(
         &self,
         db: &Database<C>,
         key: u32,
         after: Revision,
+        depth: u32,
     ) -> Result<bool, Failure>;
 
     /// Whether any of `edges` (all of this ingredient, in read order) changed after
@@ -37,9 +39,10 @@ pub(crate) trait Ingredient<C>: Send + Sync + 'static {
         db: &Database<C>,
         edges: &[Edge],
         after: Revision,
+        depth: u32,
     ) -> Result<bool, Failure> {
         for edge in edges {
-            if self.maybe_changed_after(db, edge.key, after)? {
+            if self.maybe_changed_after(db, edge.key, after, depth)? {
                 return Ok(true);
             }
         }
@@ -127,15 +130,31 @@ const CACHE_ENTRIES: usize = 64;
 /// An entry is written once, when its type registers and the entry is still empty, and
 /// never changes afterwards, so readers need no lock. A type whose entry another type took
 /// is found through the registry instead (correct, only slower).
+///
+/// The first ingredients are also cached by id, for verification, which finds the table of
+/// each dependency edge by id.
 pub(crate) struct IngredientCache<C> {
     entries: [AtomicPtr<IngredientSlot<C>>; CACHE_ENTRIES],
+    by_id: [AtomicPtr<IngredientSlot<C>>; CACHE_ENTRIES],
 }
 
 impl<C: 'static> IngredientCache<C> {
     pub(crate) fn new() -> Self {
         IngredientCache {
             entries: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
+            by_id: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
         }
+    }
+
+    /// The registered ingredient with id `id`, if cached.
+    #[inline]
+    pub(crate) fn get_by_id(&self, id: u32) -> Option<&IngredientSlot<C>> {
+        let slot = self.by_id.get(id as usize)?.load(Ordering::Acquire);
+        if slot.is_null() {
+            return None;
+        }
+        // SAFETY: as in `get`.
+        Some(unsafe { &*slot })
     }
 
     /// The entry of `type_id`. The hash of a type's id is a compile-time constant, so in
@@ -169,7 +188,7 @@ impl<C: 'static> IngredientCache<C> {
     /// `slot` points at a registry slot that never moves and outlives `self`, derived
     /// from the registry's raw storage pointer (not from a reference), so that later
     /// `&mut` access to the slot under `&mut Database` does not invalidate it.
-    pub(crate) unsafe fn remember(&self, type_id: TypeId, slot: *mut IngredientSlot<C>) {
+    pub(crate) unsafe fn remember(&self, type_id: TypeId, id: u32, slot: *mut IngredientSlot<C>) {
         // Losing the race (or finding the entry taken) is fine: the entry stays valid.
         let _ = self.entry(type_id).compare_exchange(
             std::ptr::null_mut(),
@@ -177,6 +196,10 @@ impl<C: 'static> IngredientCache<C> {
             Ordering::AcqRel,
             Ordering::Acquire,
         );
+        if let Some(entry) = self.by_id.get(id as usize) {
+            // Ids are unique, so racing registrations of one type store the same slot.
+            entry.store(slot, Ordering::Release);
+        }
     }
 }
 

@@ -119,6 +119,7 @@ impl<I: Input, C: Send + Sync + 'static> Ingredient<C> for InputTable<I> {
         _db: &Database<C>,
         key: u32,
         after: Revision,
+        _depth: u32,
     ) -> Result<bool, Failure> {
         Ok(self
             .slots
@@ -131,6 +132,7 @@ impl<I: Input, C: Send + Sync + 'static> Ingredient<C> for InputTable<I> {
         _db: &Database<C>,
         edges: &[Edge],
         after: Revision,
+        _depth: u32,
     ) -> Result<bool, Failure> {
         Ok(edges.iter().any(|edge| {
             self.slots

@@ -41,9 +41,14 @@
 //!   retries. A query that handles a dependency's error instead of propagating it
 //!   depends on that dependency like on any other read, and runs again (rather than
 //!   keeping a value computed from the failure) until the dependency succeeds.
-//! - **Single flight.** `&Database` is `Sync`. Each `(query, key)` is executed or verified
-//!   by one thread at a time; other threads block and then share its result (or its
-//!   error). A wait-for graph between threads detects cross-thread cycles.
+//! - **Single flight.** `&Database` is `Sync`. Each `(query, key)` is executed by one
+//!   thread at a time; other threads block and then share its result (or its error). A
+//!   wait-for graph between threads detects cross-thread cycles.
+//! - **Claim-free verification.** A memo whose edges did not change is verified without
+//!   claiming it: any thread walks its edges and publishes the new `verified_at` with one
+//!   CAS from the stamp it read, which fails if an execution was committed meanwhile.
+//!   Edge lists replaced by a re-execution stay alive until the next revision boundary, so
+//!   a walk never sees freed edges. Only a memo that must re-execute is claimed.
 //! - **Events are free when unobserved**: with no listener
 //!   ([`Database::set_event_listener`]) each event site is a single branch.
 //!

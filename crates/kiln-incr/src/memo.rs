@@ -8,7 +8,7 @@
 
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use crate::durability::Durability;
 use crate::query::Fingerprint;
@@ -17,6 +17,17 @@ use crate::table::Keyed;
 
 /// Bit of [`DerivedSlot::stamp`] set while the memo holds a value.
 pub(crate) const PRESENT: u32 = 1 << 31;
+/// Bit of [`DerivedSlot::stamp`] set while the claim holder commits a new execution
+/// (edges, revisions, value): unclaimed verifiers must not publish over it.
+pub(crate) const BUSY: u32 = 1 << 30;
+/// The `verified_at` bits of a stamp.
+pub(crate) const REVISION_MASK: u32 = BUSY - 1;
+
+/// The `verified_at` recorded in a stamp.
+#[inline]
+pub(crate) fn verified_at_of(stamp: u32) -> Revision {
+    Revision::from_u32(stamp & REVISION_MASK)
+}
 /// Bit of [`DerivedSlot::flags`] set when the last execution made an untracked read.
 const UNTRACKED: u8 = 1 << 2;
 const DURABILITY_MASK: u8 = 0b11;
@@ -52,14 +63,67 @@ impl Edges {
         }
     }
 
+    /// The packed form stored in [`DerivedSlot`]'s edge word; a list is leaked into it
+    /// (and freed, once unpublished, as a [`RetiredEdges`]).
+    fn into_word(self) -> u64 {
+        match self {
+            Edges::None => 0,
+            Edges::One(edge) if edge.query < ONE_QUERY_LIMIT => {
+                (u64::from(edge.key) << 32) | (u64::from(edge.query) << 1) | ONE_TAG
+            }
+            Edges::One(edge) => {
+                let list: Box<[Edge]> = Box::new([edge]);
+                Edges::Many(Box::new(list)).into_word()
+            }
+            Edges::Many(list) => Box::into_raw(list).expose_provenance() as u64,
+        }
+    }
+}
+
+/// Low bit of an edge word holding one edge inline (a list pointer is aligned, bit clear).
+const ONE_TAG: u64 = 1;
+/// Query ids that fit an inline edge word (beside the tag bit).
+const ONE_QUERY_LIMIT: u32 = 1 << 31;
+
+/// The edges of an edge word, borrowed for as long as the slot is.
+pub(crate) enum LoadedEdges<'a> {
+    /// Read nothing tracked.
+    None,
+    /// Read exactly one thing.
+    One(Edge),
+    /// Read several things.
+    Many(&'a [Edge]),
+}
+
+impl LoadedEdges<'_> {
     #[inline]
     pub(crate) fn as_slice(&self) -> &[Edge] {
         match self {
-            Edges::None => &[],
-            Edges::One(edge) => std::slice::from_ref(edge),
-            Edges::Many(edges) => edges,
+            LoadedEdges::None => &[],
+            LoadedEdges::One(edge) => std::slice::from_ref(edge),
+            LoadedEdges::Many(edges) => edges,
         }
     }
+}
+
+/// An edge list replaced by a re-execution while unclaimed verifiers may still walk it:
+/// kept alive until the next `&mut Database` (see [`DerivedSlot::replace_edges`]).
+pub(crate) struct RetiredEdges(*mut Box<[Edge]>);
+
+// SAFETY: it owns a plain `Box<[Edge]>`; the raw pointer only defers the free.
+unsafe impl Send for RetiredEdges {}
+
+impl Drop for RetiredEdges {
+    fn drop(&mut self) {
+        // SAFETY: leaked by `Edges::into_word`, unpublished by `replace_edges`, and
+        // dropped only under `&mut Database`, when no verifier can still walk it.
+        drop(unsafe { Box::from_raw(self.0) });
+    }
+}
+
+/// The list of a "many" edge word, if it is one.
+fn edge_list(word: u64) -> Option<*mut Box<[Edge]>> {
+    (word != 0 && word & ONE_TAG == 0).then(|| std::ptr::with_exposed_provenance_mut(word as usize))
 }
 
 /// A fingerprint stored as two `u64`s, so that it is 8-byte aligned, not 16.
@@ -76,15 +140,20 @@ impl From<Fingerprint> for StoredFingerprint {
 ///
 /// Access protocol (why the `UnsafeCell`s are sound):
 /// - `value` is initialized exactly when `stamp` has [`PRESENT`].
-/// - `value` and `edges` are written only by the thread holding `claim` (see `sync.rs`),
-///   or under `&mut Database` (eviction).
+/// - `value` is written only by the thread holding `claim` (see `sync.rs`), or under
+///   `&mut Database` (eviction).
 /// - When `stamp == current | PRESENT`, nobody writes `value` until the next
 ///   `&mut Database`, so any thread that observes that stamp (Acquire) may read it.
-/// - `edges` is read only by the claim holder.
-/// - `changed_at`, `last_used` and `flags` are atomics, readable by anyone at any time.
+/// - `edges`, `changed_at` and `flags` are replaced only by the claim holder after it has
+///   set [`BUSY`] in the stamp (a CAS from the stamp it read), and the stamp without
+///   `BUSY` is stored last. So a verifier that read the stamp, then the edges, and then
+///   CASes that same stamp to a newer revision knows no execution was committed in
+///   between: its walk saw the memo's edges of record. Replaced edge lists are retired,
+///   not freed, until the next `&mut Database`, so any thread may walk edges at any time.
+/// - `last_used` is an atomic, readable by anyone at any time.
 pub(crate) struct DerivedSlot<K, V> {
     pub(crate) key: K,
-    /// `verified_at` (low 31 bits; 0 = never computed) | [`PRESENT`].
+    /// `verified_at` (low 30 bits; 0 = never computed) | [`BUSY`] | [`PRESENT`].
     pub(crate) stamp: AtomicU32,
     /// The revision in which the value last changed (kept by backdating).
     pub(crate) changed_at: AtomicU32,
@@ -95,7 +164,9 @@ pub(crate) struct DerivedSlot<K, V> {
     /// Durability (low two bits) | `UNTRACKED`.
     flags: AtomicU8,
     value: UnsafeCell<MaybeUninit<V>>,
-    edges: UnsafeCell<Edges>,
+    /// The edges, packed: 0 (none), one edge inline (`key << 32 | query << 1 | 1`), or a
+    /// pointer to a leaked `Box<[Edge]>`.
+    edges: AtomicU64,
 }
 
 // SAFETY: see the access protocol above; `V` values are cloned out to many threads (Sync)
@@ -122,7 +193,7 @@ impl<K, V> DerivedSlot<K, V> {
             claim: AtomicU32::new(0),
             flags: AtomicU8::new(Durability::Low as u8),
             value: UnsafeCell::new(MaybeUninit::uninit()),
-            edges: UnsafeCell::new(Edges::None),
+            edges: AtomicU64::new(0),
         }
     }
 
@@ -175,7 +246,9 @@ impl<K, V> DerivedSlot<K, V> {
     /// it replaces. Write everything else of the memo before: the stamp publishes it.
     ///
     /// # Safety
-    /// The caller holds the claim, and the stamp is not `current | PRESENT` (no reader).
+    /// The caller holds the claim, and the stamp is not `current | PRESENT` (no reader):
+    /// either the caller set [`BUSY`] in it, or it is `current` without a value (which
+    /// only the claim holder changes).
     pub(crate) unsafe fn publish_value(&self, value: V, verified_at: Revision) -> Option<V> {
         let stamp = self.stamp.load(Ordering::Acquire);
         let cell = self.value.get();
@@ -193,28 +266,66 @@ impl<K, V> DerivedSlot<K, V> {
     }
 
     /// Marks the memo verified at `verified_at`, keeping its value (or its absence).
+    /// Called by the claim holder; unclaimed verifiers racing it publish the same stamp.
     pub(crate) fn mark_verified(&self, verified_at: Revision) {
         let present = self.stamp.load(Ordering::Acquire) & PRESENT;
         self.stamp
             .store(verified_at.as_u32() | present, Ordering::Release);
     }
 
-    /// The edges, for the claim holder.
-    ///
-    /// # Safety
-    /// The caller holds the claim.
-    pub(crate) unsafe fn claimed_edges(&self) -> &Edges {
-        // SAFETY: only claim holders touch `edges`.
-        unsafe { &*self.edges.get() }
+    /// Publishes `verified_at` if the stamp is still `seen` (so nothing was committed since
+    /// the caller read it): the unclaimed verifier's single CAS. Returns whether it did.
+    #[inline]
+    pub(crate) fn publish_verified(&self, seen: u32, verified_at: Revision) -> bool {
+        self.stamp
+            .compare_exchange(
+                seen,
+                verified_at.as_u32() | (seen & PRESENT),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
     }
 
-    /// Replaces the edges.
+    /// The edges. Any thread may walk them (see the access protocol); they are the memo's
+    /// edges of record only if the stamp read before them is unchanged afterwards.
+    #[inline]
+    pub(crate) fn edges(&self) -> LoadedEdges<'_> {
+        let word = self.edges.load(Ordering::Acquire);
+        if word == 0 {
+            return LoadedEdges::None;
+        }
+        if word & ONE_TAG != 0 {
+            return LoadedEdges::One(Edge {
+                query: ((word as u32) >> 1),
+                key: (word >> 32) as u32,
+            });
+        }
+        match edge_list(word) {
+            // SAFETY: a list word points at a `Box<[Edge]>` leaked by `into_word`, freed
+            // only under `&mut` (retired or dropped with the slot), never written again.
+            Some(list) => LoadedEdges::Many(unsafe { &*list }),
+            None => LoadedEdges::None,
+        }
+    }
+
+    /// Replaces the edges; returns the old list (if any), which verifiers may still be
+    /// walking: the caller keeps it until the next `&mut Database`.
     ///
-    /// # Safety
-    /// The caller holds the claim and holds no reference from `claimed_edges`.
-    pub(crate) unsafe fn set_claimed_edges(&self, edges: Edges) {
-        // SAFETY: only claim holders touch `edges`.
-        unsafe { *self.edges.get() = edges };
+    /// Preconditions: the caller holds the claim and has set [`BUSY`] in the stamp.
+    #[must_use]
+    pub(crate) fn replace_edges(&self, edges: Edges) -> Option<RetiredEdges> {
+        let old = self.edges.swap(edges.into_word(), Ordering::AcqRel);
+        edge_list(old).map(RetiredEdges)
+    }
+
+    /// Marks a commit in progress, if the stamp is still `seen`.
+    ///
+    /// Preconditions: the caller holds the claim.
+    pub(crate) fn begin_commit(&self, seen: u32) -> bool {
+        self.stamp
+            .compare_exchange(seen, seen | BUSY, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 
     /// The value, under `&mut` (boundary work).
@@ -241,5 +352,6 @@ impl<K, V> DerivedSlot<K, V> {
 impl<K, V> Drop for DerivedSlot<K, V> {
     fn drop(&mut self) {
         drop(self.take_value());
+        drop(edge_list(*self.edges.get_mut()).map(RetiredEdges));
     }
 }

@@ -26,10 +26,13 @@ impl Revision {
         Revision(raw)
     }
 
+    /// The highest revision: a memo's stamp keeps two flag bits above it.
+    const MAX: Revision = Revision((1 << 30) - 1);
+
     pub(crate) fn next(self) -> Revision {
-        // Four billion revisions is more edits than any session makes; saturate rather
-        // than wrap so that ordering stays sound.
-        Revision(self.0.saturating_add(1))
+        // A billion revisions is more edits than any session makes; saturate rather than
+        // wrap so that ordering stays sound.
+        Revision(self.0.saturating_add(1).min(Self::MAX.0))
     }
 }
 

@@ -1,16 +1,54 @@
 //! Verification: is a memo from an earlier revision still valid? First by durability
 //! (shallow), then through its dependency edges in order (deep), stopping at the first
 //! edge that changed. Evicted memos are verified the same way: only their value is gone.
+//!
+//! Verification takes no claim when nothing must re-execute: a verifier reads the memo's
+//! stamp, walks its edges, and publishes the new `verified_at` with one CAS from the stamp
+//! it read. The CAS fails if an execution was committed meanwhile (a commit sets `BUSY`
+//! in the stamp before it replaces anything), so a published verification always rests on
+//! the edges of record; racing verifiers publish the same stamp. Only when an edge changed
+//! (or the memo is untracked, never computed, or being committed) does the verifier claim
+//! the memo, re-check under the claim, and execute it if still needed.
 
 use std::sync::atomic::Ordering;
 
 use crate::database::Database;
 use crate::derived::DerivedTable;
 use crate::event::EventKind;
-use crate::memo::{DerivedSlot, PRESENT};
+use crate::memo::{verified_at_of, DerivedSlot, BUSY, PRESENT};
 use crate::query::Query;
 use crate::revision::Revision;
 use crate::sync::{Claimed, Failure};
+
+/// How many unclaimed verifications may nest before verification claims each memo again.
+/// Claims are what turn a cycle among stored edges (a memo reached again while it is being
+/// verified) into an error; past this depth every memo is claimed, so an unclaimed walk
+/// around such a cycle cannot recurse without end.
+const UNCLAIMED_DEPTH: u32 = 32;
+
+/// How an unclaimed verification ended.
+#[derive(Copy, Clone)]
+pub(crate) enum Unclaimed {
+    /// The stamp was published at the current revision, or changed meanwhile: read it
+    /// again.
+    Reread,
+    /// Claim the memo and verify it under the claim (a commit is in progress, the memo
+    /// cannot be verified through its edges, or the nesting is too deep).
+    Claim,
+    /// An edge changed since the stamp (the one given) was published: claim the memo and,
+    /// if its stamp is still that one, execute it without walking its edges again.
+    Execute(u32),
+}
+
+impl Unclaimed {
+    /// The stamp under which the claim holder may execute without validating again.
+    pub(crate) fn stale_stamp(self) -> Option<u32> {
+        match self {
+            Unclaimed::Execute(stamp) => Some(stamp),
+            Unclaimed::Reread | Unclaimed::Claim => None,
+        }
+    }
+}
 
 impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
     /// Whether the memo, last verified at `verified_at`, is valid at the current revision
@@ -23,6 +61,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         index: u32,
         slot: &DerivedSlot<Q::Key, Q::Value>,
         verified_at: Revision,
+        depth: u32,
     ) -> Result<bool, Failure> {
         if verified_at == Revision::NEVER || slot.is_untracked() {
             return Ok(false);
@@ -31,11 +70,42 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             return Ok(true);
         }
         db.emit_for(EventKind::DidDeepVerify, self.edge(index));
-        // SAFETY: we hold the claim; nothing below replaces this memo's edges (a cycle
-        // back to it is refused by the claim).
-        let edges = unsafe { slot.claimed_edges() };
-        db.any_changed_after(edges.as_slice(), verified_at)
+        db.any_changed_after(slot.edges().as_slice(), verified_at, depth + 1)
             .map(|changed| !changed)
+    }
+
+    /// Tries to verify the memo at the current revision without claiming it, starting from
+    /// its stamp `seen`.
+    pub(crate) fn verify_unclaimed(
+        &self,
+        db: &Database<C>,
+        index: u32,
+        slot: &DerivedSlot<Q::Key, Q::Value>,
+        seen: u32,
+        depth: u32,
+    ) -> Unclaimed {
+        if seen & BUSY != 0 || depth >= UNCLAIMED_DEPTH {
+            return Unclaimed::Claim;
+        }
+        let verified_at = verified_at_of(seen);
+        if verified_at == Revision::NEVER || slot.is_untracked() {
+            return Unclaimed::Claim;
+        }
+        if db.last_changed(slot.durability()) > verified_at {
+            db.emit_for(EventKind::DidDeepVerify, self.edge(index));
+            // A failure counts as a change (see `Database::any_changed_after`): the memo
+            // runs again and meets the failure itself.
+            if !matches!(
+                db.any_changed_after(slot.edges().as_slice(), verified_at, depth + 1),
+                Ok(false)
+            ) {
+                return Unclaimed::Execute(seen);
+            }
+        }
+        if slot.publish_verified(seen, db.current_revision()) {
+            db.emit_for(EventKind::DidValidateMemoizedValue, self.edge(index));
+        }
+        Unclaimed::Reread
     }
 
     /// Whether the value at `index` changed after `after`: verifies the memo at the
@@ -46,22 +116,37 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         db: &Database<C>,
         index: u32,
         after: Revision,
+        depth: u32,
     ) -> Result<bool, Failure> {
         let slot = self.slot(index);
         let current = db.current_revision();
+        let mut attempt = None;
         loop {
             let stamp = slot.stamp.load(Ordering::Acquire);
             if stamp & !PRESENT == current.as_u32() {
                 return Ok(slot.changed_at() > after);
             }
+            // One attempt: after it the stamp is current, or the memo must be claimed.
+            let outcome = *attempt
+                .get_or_insert_with(|| self.verify_unclaimed(db, index, slot, stamp, depth));
+            if matches!(outcome, Unclaimed::Reread) {
+                attempt = Some(Unclaimed::Claim);
+                continue;
+            }
             let guard = match db.claim(&slot.claim, self.edge(index))? {
                 Claimed::Retry => continue,
                 Claimed::Owned(guard) => guard,
             };
-            return guard.finish(db, self.verify_claimed(db, index, slot, after));
+            let stale = outcome.stale_stamp();
+            return guard.finish(
+                db,
+                self.verify_claimed(db, index, slot, after, depth, stale),
+            );
         }
     }
 
+    /// `stale`: a stamp under which an unclaimed walk already found a changed edge.
+    ///
     /// Preconditions: this thread holds `slot.claim`.
     fn verify_claimed(
         &self,
@@ -69,10 +154,16 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         index: u32,
         slot: &DerivedSlot<Q::Key, Q::Value>,
         after: Revision,
+        depth: u32,
+        stale: Option<u32>,
     ) -> Result<bool, Failure> {
         let current = db.current_revision();
         let stamp = slot.stamp.load(Ordering::Acquire);
-        let verified_at = Revision::from_u32(stamp & !PRESENT);
+        let verified_at = verified_at_of(stamp);
+        if stale == Some(stamp) {
+            self.execute(db, index, slot, verified_at)?;
+            return Ok(slot.changed_at() > after);
+        }
         if verified_at == current {
             return Ok(slot.changed_at() > after);
         }
@@ -81,7 +172,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             // it must run again.
             return Ok(true);
         }
-        if self.validate(db, index, slot, verified_at)? {
+        if self.validate(db, index, slot, verified_at, depth)? {
             slot.mark_verified(current);
             db.emit_for(EventKind::DidValidateMemoizedValue, self.edge(index));
             return Ok(slot.changed_at() > after);
