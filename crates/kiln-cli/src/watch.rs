@@ -3,7 +3,7 @@
 use crate::build::{project_error, report_json, ProjectArgs};
 use crate::render;
 use kiln::pipeline::{BuildReport, Project};
-use notify_debouncer_full::notify::RecursiveMode;
+use notify_debouncer_full::notify::{EventKind, RecursiveMode};
 use notify_debouncer_full::{new_debouncer, DebounceEventResult};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -90,6 +90,14 @@ pub fn run(args: &WatchArgs) -> ExitCode {
             Message::Files(Ok(events)) => events,
         };
         let first_event = events.iter().map(|e| e.time).min();
+        // Someone deleted an output: the next build checks the outputs on disk again.
+        let outputs_removed = events.iter().any(|e| {
+            matches!(e.event.kind, EventKind::Remove(_))
+                && e.event.paths.iter().any(|p| p.starts_with(&ignored[0]))
+        });
+        if outputs_removed {
+            project.outputs_touched();
+        }
         let paths: Vec<PathBuf> = events
             .into_iter()
             .flat_map(|e| e.event.paths)

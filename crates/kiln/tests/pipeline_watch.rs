@@ -316,3 +316,19 @@ fn with_a_small_memory_budget_evictions_happen_and_nothing_recompiles() {
     assert_eq!(report.compiled, 0, "{report:?}");
     assert_eq!(report.outputs_written, 6 * 2);
 }
+
+#[test]
+fn an_output_deleted_while_watching_is_restored_without_compiling() {
+    let mut f = Fixture::new(None);
+    f.build();
+    let good = f.output("Lit/Forward/FOG.spv");
+    std::fs::remove_file(f.path("out/Lit/Forward/FOG.spv")).unwrap();
+    // Without being told, the project trusts what it wrote: nothing to do.
+    assert!(!f.project.is_dirty());
+    f.project.outputs_touched();
+    assert!(f.project.is_dirty());
+    let report = f.build();
+    assert_eq!(report.compiled, 0, "{report:?}");
+    assert_eq!(report.outputs_written, 1, "{report:?}");
+    assert_eq!(f.output("Lit/Forward/FOG.spv"), good);
+}

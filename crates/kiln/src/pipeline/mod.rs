@@ -278,6 +278,14 @@ impl Project {
         self.manifest_changed || !self.changed_files.is_empty() || self.last_index.is_none()
     }
 
+    /// Says that something other than kiln changed the output directory (an output was
+    /// deleted or edited): the next build checks every output on disk again, instead of
+    /// trusting what this process wrote, and restores what is missing from the store.
+    pub fn outputs_touched(&mut self) {
+        self.last_index = None;
+        self.last_artifacts.clear();
+    }
+
     /// The variant cache's statistics (requests, hits, compiles, invalidations, evictions).
     pub fn cache_stats(&self) -> crate::variant_cache::CacheStats {
         self.db.context().cache.stats()
