@@ -776,24 +776,11 @@ impl Project {
         variant: &VariantId,
         target: crate::compile::Target,
     ) -> Option<Arc<[u8]>> {
-        let text = self.db.get::<queries::CompileTextQ>(variant).ok()?.ok()?;
-        let spec = self
-            .db
-            .get::<queries::ShaderSpecQ>(&variant.shader)
-            .ok()??;
-        let pass = queries::pass_of(&spec, &variant.pass)?;
-        let all_targets = self.db.get::<queries::TargetsQ>(&()).ok()?;
-        let input = services::CompileInput {
-            language: pass.language,
-            stage: pass.stage,
-            entry: &pass.entry,
-            text: &text.text,
-            text_hash: text.hash,
-        };
+        let job = queries::CompileJob::of(&self.db, variant).ok()?.ok()?;
         let (artifacts, _) = self
             .db
             .context()
-            .materialize(key, &input, &all_targets)
+            .materialize(key, &job.input(), &job.targets)
             .ok()?;
         artifacts
             .outputs

@@ -151,10 +151,6 @@ impl Query<Services> for RevisionQ {
     }
 }
 
-pub(crate) fn pass_of<'s>(spec: &'s ShaderSpec, pass: &str) -> Option<&'s PassSpec> {
-    spec.passes.iter().find(|p| p.name == pass)
-}
-
 fn spec_and_pass(
     db: &Db,
     variant: &VariantId,
@@ -232,6 +228,45 @@ impl Query<Services> for CompileTextQ {
     }
 }
 
+/// Everything a variant's compile needs besides its key: its text, its pass, the targets.
+pub(crate) struct CompileJob {
+    text: CompileText,
+    spec: Arc<ShaderSpec>,
+    pass: usize,
+    pub targets: Arc<[TargetConfig]>,
+}
+
+impl CompileJob {
+    pub(crate) fn of(db: &Db, variant: &VariantId) -> Result<Result<Self, Diagnostic>, QueryError> {
+        let text = match db.get::<CompileTextQ>(variant)? {
+            Ok(text) => text,
+            Err(d) => return Ok(Err(d)),
+        };
+        let (spec, pass) = match spec_and_pass(db, variant)? {
+            Ok(found) => found,
+            Err(d) => return Ok(Err(d)),
+        };
+        let targets = db.get::<TargetsQ>(&())?;
+        Ok(Ok(Self {
+            text,
+            spec,
+            pass,
+            targets,
+        }))
+    }
+
+    pub(crate) fn input(&self) -> CompileInput<'_> {
+        let pass: &PassSpec = &self.spec.passes[self.pass];
+        CompileInput {
+            language: pass.language,
+            stage: pass.stage,
+            entry: &pass.entry,
+            text: &self.text.text,
+            text_hash: self.text.hash,
+        }
+    }
+}
+
 /// One compiled output of a variant, as recorded in the index (the bytes live in the variant
 /// cache and the store).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -259,12 +294,8 @@ impl Query<Services> for ArtifactsQ {
     const NAME: &'static str = "artifacts";
     fn execute(db: &Db, variant: &VariantId) -> Result<Self::Value, QueryError> {
         let fail = |d: Diagnostic| Ok(Err(Arc::from(vec![d])));
-        let text = match db.get::<CompileTextQ>(variant)? {
-            Ok(text) => text,
-            Err(d) => return fail(d),
-        };
-        let (spec, pass) = match spec_and_pass(db, variant)? {
-            Ok(found) => found,
+        let job = match CompileJob::of(db, variant)? {
+            Ok(job) => job,
             Err(d) => return fail(d),
         };
         let revision = match db.get::<RevisionQ>(&variant.shader)? {
@@ -280,17 +311,8 @@ impl Query<Services> for ArtifactsQ {
             Ok(key) => key,
             Err(e) => return fail(Diagnostic::error(e.to_string())),
         };
-        let pass = &spec.passes[pass];
-        let targets = db.get::<TargetsQ>(&())?;
-        let input = CompileInput {
-            language: pass.language,
-            stage: pass.stage,
-            entry: &pass.entry,
-            text: &text.text,
-            text_hash: text.hash,
-        };
         let services = db.context();
-        match services.materialize(&key, &input, &targets) {
+        match services.materialize(&key, &job.input(), &job.targets) {
             Ok((artifacts, outcome)) => {
                 services.outcomes.lock().insert(variant.clone(), outcome);
                 let outputs = artifacts
