@@ -75,7 +75,7 @@ pub fn run(args: &WatchArgs) -> ExitCode {
     }
 
     let manifest_path = absolute(&project.manifest().path);
-    let ignored = [absolute(project.out_dir()), absolute(project.cache_dir())];
+    let (out_dir, cache_dir) = (absolute(project.out_dir()), absolute(project.cache_dir()));
     // Ctrl-C is only read between rebuilds, so a rebuild always finishes: every output and
     // the index are written atomically, and nothing is left half written.
     while let Ok(message) = rx.recv() {
@@ -93,7 +93,7 @@ pub fn run(args: &WatchArgs) -> ExitCode {
         // Someone deleted an output: the next build checks the outputs on disk again.
         let outputs_removed = events.iter().any(|e| {
             matches!(e.event.kind, EventKind::Remove(_))
-                && e.event.paths.iter().any(|p| p.starts_with(&ignored[0]))
+                && e.event.paths.iter().any(|p| p.starts_with(&out_dir))
         });
         if outputs_removed {
             project.outputs_touched();
@@ -101,7 +101,7 @@ pub fn run(args: &WatchArgs) -> ExitCode {
         let paths: Vec<PathBuf> = events
             .into_iter()
             .flat_map(|e| e.event.paths)
-            .filter(|p| !ignored.iter().any(|dir| p.starts_with(dir)))
+            .filter(|p| !p.starts_with(&out_dir) && !p.starts_with(&cache_dir))
             .collect();
         if paths.contains(&manifest_path) {
             if let Err(e) = project.reload_manifest() {
