@@ -24,6 +24,11 @@ pub struct WatchArgs {
     /// How long to wait for a burst of file events to settle, in milliseconds.
     #[arg(long, default_value_t = 30)]
     pub debounce_ms: u64,
+    /// After each batch of file events is handled (and its rebuild, if any, is reported),
+    /// print `{"batch":[paths]}` on stdout: lets a test know that every event up to a
+    /// marker file it wrote has been seen.
+    #[arg(long, hide = true)]
+    pub report_batches: bool,
 }
 
 enum Message {
@@ -90,6 +95,7 @@ pub fn run(args: &WatchArgs) -> ExitCode {
             Message::Files(Ok(events)) => events,
         };
         let first_event = events.iter().map(|e| e.time).min();
+        let _batch = BatchReport::new(args.report_batches, &events);
         // Someone deleted an output: the next build checks the outputs on disk again.
         let outputs_removed = events.iter().any(|e| {
             matches!(e.event.kind, EventKind::Remove(_))
@@ -131,6 +137,30 @@ pub fn run(args: &WatchArgs) -> ExitCode {
         eprintln!("stopped");
     }
     ExitCode::SUCCESS
+}
+
+/// Prints a batch's paths when dropped, so that it comes after the batch's rebuild report on
+/// every path out of the loop body.
+struct BatchReport(Option<Vec<String>>);
+
+impl BatchReport {
+    fn new(enabled: bool, events: &[notify_debouncer_full::DebouncedEvent]) -> Self {
+        Self(enabled.then(|| {
+            events
+                .iter()
+                .flat_map(|e| e.event.paths.iter())
+                .map(|p| p.display().to_string())
+                .collect()
+        }))
+    }
+}
+
+impl Drop for BatchReport {
+    fn drop(&mut self) {
+        if let Some(paths) = self.0.take() {
+            println!("{}", serde_json::json!({ "batch": paths }));
+        }
+    }
 }
 
 fn absolute(path: &Path) -> PathBuf {
