@@ -32,6 +32,7 @@ impl ProjectArgs {
             cache_dir: self.cache_dir.clone(),
             jobs,
             max_memory,
+            keep_failed_outputs: false,
         }
     }
 }

@@ -3,8 +3,9 @@
 use crate::build::{project_error, report_json, ProjectArgs};
 use crate::render;
 use kiln::pipeline::{BuildReport, Project};
+use notify_debouncer_full::notify::event::{AccessKind, AccessMode};
 use notify_debouncer_full::notify::{EventKind, RecursiveMode};
-use notify_debouncer_full::{new_debouncer, DebounceEventResult};
+use notify_debouncer_full::{new_debouncer, DebounceEventResult, DebouncedEvent};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::mpsc;
@@ -37,7 +38,10 @@ enum Message {
 }
 
 pub fn run(args: &WatchArgs) -> ExitCode {
-    let mut project = match Project::open(&args.project.options(args.jobs, args.max_memory)) {
+    let mut options = args.project.options(args.jobs, args.max_memory);
+    // Hot reload keeps a failed variant's last good outputs (marked stale in the index).
+    options.keep_failed_outputs = true;
+    let mut project = match Project::open(&options) {
         Ok(project) => project,
         Err(e) => return project_error(&e),
     };
@@ -68,6 +72,16 @@ pub fn run(args: &WatchArgs) -> ExitCode {
         eprintln!("error: cannot watch {}: {e}", root.display());
         return ExitCode::from(2);
     }
+    // Outputs outside the project are watched too, so that one changed behind kiln's back
+    // is restored.
+    let _ = std::fs::create_dir_all(project.out_dir());
+    let out_dir = absolute(project.out_dir());
+    let cache_dir = absolute(project.cache_dir());
+    if !out_dir.starts_with(&root) {
+        if let Err(e) = debouncer.watch(&out_dir, RecursiveMode::Recursive) {
+            eprintln!("warning: cannot watch {}: {e}", out_dir.display());
+        }
+    }
     // Watching starts before the first build, so that no edit made during it is missed.
     match project.build(&|_| {}) {
         Ok(report) => print_rebuild(&project, &report, None, json),
@@ -80,7 +94,7 @@ pub fn run(args: &WatchArgs) -> ExitCode {
     }
 
     let manifest_path = absolute(&project.manifest().path);
-    let (out_dir, cache_dir) = (absolute(project.out_dir()), absolute(project.cache_dir()));
+    let mut manifest_error: Option<String> = None;
     // Ctrl-C is only read between rebuilds, so a rebuild always finishes: every output and
     // the index are written atomically, and nothing is left half written.
     while let Ok(message) = rx.recv() {
@@ -94,29 +108,31 @@ pub fn run(args: &WatchArgs) -> ExitCode {
             }
             Message::Files(Ok(events)) => events,
         };
-        let first_event = events.iter().map(|e| e.time).min();
         let _batch = BatchReport::new(args.report_batches, &events);
-        // Someone deleted an output: the next build checks the outputs on disk again.
-        let outputs_removed = events.iter().any(|e| {
-            matches!(e.event.kind, EventKind::Remove(_))
-                && e.event.paths.iter().any(|p| p.starts_with(&out_dir))
-        });
-        if outputs_removed {
-            project.outputs_touched();
+        let first_event = events.iter().map(|e| e.time).min();
+        let changes = Changes::of(&events, &out_dir, &cache_dir);
+        if changes.rescan {
+            project.refresh_all_files();
+            project.outputs_changed(&[PathBuf::new()]);
         }
-        let paths: Vec<PathBuf> = events
-            .into_iter()
-            .flat_map(|e| e.event.paths)
-            .filter(|p| !p.starts_with(&out_dir) && !p.starts_with(&cache_dir))
-            .collect();
-        if paths.contains(&manifest_path) {
-            if let Err(e) = project.reload_manifest() {
-                render::manifest_error(&e);
-                continue;
+        // Sources are re-read even when the manifest is broken: the edits wait in the
+        // engine's inputs and are built once the manifest is fixed.
+        project.refresh_files(&changes.sources);
+        project.outputs_changed(&changes.outputs);
+        if changes.rescan || changes.sources.contains(&manifest_path) {
+            match project.reload_manifest() {
+                Ok(_) => manifest_error = None,
+                Err(e) => {
+                    // Said once per distinct error, not once per event.
+                    let text = e.to_string();
+                    if manifest_error.as_deref() != Some(text.as_str()) {
+                        render::manifest_error(&e);
+                        manifest_error = Some(text);
+                    }
+                }
             }
         }
-        project.refresh_files(&paths);
-        if !project.is_dirty() {
+        if manifest_error.is_some() || !project.is_dirty() {
             continue;
         }
         let build_started = Instant::now();
@@ -139,12 +155,48 @@ pub fn run(args: &WatchArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// A batch of file events sorted by what they may change.
+struct Changes {
+    /// Project paths (files or directories) that may hold sources or the manifest.
+    sources: Vec<PathBuf>,
+    /// Paths in the output directory, relative to it.
+    outputs: Vec<PathBuf>,
+    /// The watcher lost events: everything must be looked at again.
+    rescan: bool,
+}
+
+impl Changes {
+    fn of(events: &[DebouncedEvent], out_dir: &Path, cache_dir: &Path) -> Self {
+        let mut changes = Changes {
+            sources: Vec::new(),
+            outputs: Vec::new(),
+            rescan: false,
+        };
+        for event in events {
+            changes.rescan |= event.need_rescan();
+            // Reads (kiln's own included) change nothing; a closed write does.
+            if matches!(event.kind, EventKind::Access(kind) if kind != AccessKind::Close(AccessMode::Write))
+            {
+                continue;
+            }
+            for path in &event.paths {
+                if let Ok(relative) = path.strip_prefix(out_dir) {
+                    changes.outputs.push(relative.to_owned());
+                } else if !path.starts_with(cache_dir) {
+                    changes.sources.push(path.clone());
+                }
+            }
+        }
+        changes
+    }
+}
+
 /// Prints a batch's paths when dropped, so that it comes after the batch's rebuild report on
 /// every path out of the loop body.
 struct BatchReport(Option<Vec<String>>);
 
 impl BatchReport {
-    fn new(enabled: bool, events: &[notify_debouncer_full::DebouncedEvent]) -> Self {
+    fn new(enabled: bool, events: &[DebouncedEvent]) -> Self {
         Self(enabled.then(|| {
             events
                 .iter()

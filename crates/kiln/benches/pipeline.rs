@@ -490,6 +490,7 @@ fn kiln_build(
         cache_dir: Some(cache.to_owned()),
         jobs: Some(jobs),
         max_memory: None,
+        keep_failed_outputs: false,
     })
     .map_err(|e| e.to_string())?;
     let report = project.build(&|_| {}).map_err(|e| e.to_string())?;

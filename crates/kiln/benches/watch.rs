@@ -523,6 +523,7 @@ fn open(project: &WatchProject, out: &Path, cache: &Path, jobs: usize) -> Result
         cache_dir: Some(cache.to_owned()),
         jobs: Some(jobs),
         max_memory: None,
+        keep_failed_outputs: false,
     })
     .map_err(|e| e.to_string())
 }

@@ -6,6 +6,7 @@
 //! founding document is the one in-memory cache the pipeline uses.
 
 pub mod compile;
+pub mod identity;
 pub mod key;
 pub mod manifest;
 pub mod pipeline;

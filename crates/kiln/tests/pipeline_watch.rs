@@ -1,7 +1,7 @@
 //! Incremental rebuilds in one process, as `kiln watch` does them: edit files, refresh the
 //! project, rebuild, and assert on exactly what the engine and naga did.
 
-use kiln::pipeline::{BuildOptions, BuildReport, Project};
+use kiln::pipeline::{BuildOptions, BuildReport, Index, Project};
 use std::path::{Path, PathBuf};
 
 const MANIFEST: &str = r#"
@@ -80,6 +80,8 @@ impl Fixture {
             manifest: dir.path().join("kiln.toml"),
             max_memory,
             jobs: Some(2),
+            // As `kiln watch` does.
+            keep_failed_outputs: true,
             ..BuildOptions::default()
         })
         .unwrap();
@@ -219,10 +221,26 @@ fn break_then_fix() {
             .starts_with("Sky/Forward[STARS]"),
         "{d}"
     );
-    // The last good output stays, and stays in the index.
+    // The last good output stays for hot reload, and its index entry says it is stale.
     assert_eq!(f.output("Sky/Forward/STARS.spv"), good);
-    let index = std::fs::read_to_string(f.path("out/index.json")).unwrap();
-    assert!(index.contains("Sky/Forward/STARS.spv"));
+    let index: Index =
+        serde_json::from_slice(&std::fs::read(f.path("out/index.json")).unwrap()).unwrap();
+    let entry = index
+        .entries
+        .iter()
+        .find(|e| e.path == "Sky/Forward/STARS.spv")
+        .unwrap();
+    assert!(entry.stale, "{entry:?}");
+    assert!(entry.failed_revision.is_some());
+    assert_ne!(
+        entry.failed_revision.as_deref(),
+        Some(entry.revision.as_str())
+    );
+    assert!(index
+        .entries
+        .iter()
+        .filter(|e| e.stale)
+        .all(|e| e.shader == "Sky"));
 
     f.edit(
         "shaders/sky.wgsl",
@@ -234,6 +252,30 @@ fn break_then_fix() {
     // The fixed text is the old one: its artifact comes from the store.
     assert_eq!(fixed.compiled, 0, "{fixed:?}");
     assert_eq!(f.output("Sky/Forward/STARS.spv"), good);
+    let index = std::fs::read_to_string(f.path("out/index.json")).unwrap();
+    assert!(!index.contains("stale"), "{index}");
+}
+
+#[test]
+fn without_keep_failed_outputs_a_failed_variant_has_no_outputs_like_a_clean_build() {
+    let mut f = Fixture::new(None);
+    f.build();
+    let options = BuildOptions {
+        manifest: f.path("kiln.toml"),
+        ..BuildOptions::default()
+    };
+    f.edit(
+        "shaders/sky.wgsl",
+        "return vec4<f32>(1.0);",
+        "return vec4<f32>(1.0) +;",
+    );
+    // As `kiln build` does, in a new process.
+    let broken = Project::open(&options).unwrap().build(&|_| {}).unwrap();
+    assert_eq!(broken.failed, 1);
+    assert!(!f.path("out/Sky/Forward/STARS.spv").exists());
+    let index = std::fs::read_to_string(f.path("out/index.json")).unwrap();
+    assert!(!index.contains("Sky/Forward/STARS"), "{index}");
+    assert!(index.contains("Lit/Forward/FOG.spv"), "{index}");
 }
 
 #[test]
@@ -325,7 +367,7 @@ fn an_output_deleted_while_watching_is_restored_without_compiling() {
     std::fs::remove_file(f.path("out/Lit/Forward/FOG.spv")).unwrap();
     // Without being told, the project trusts what it wrote: nothing to do.
     assert!(!f.project.is_dirty());
-    f.project.outputs_touched();
+    assert!(f.project.outputs_changed(&["Lit/Forward/FOG.spv".into()]));
     assert!(f.project.is_dirty());
     let report = f.build();
     assert_eq!(report.compiled, 0, "{report:?}");

@@ -34,8 +34,9 @@ impl SourceLanguage {
     }
 }
 
-/// The version of naga kiln links, part of every store namespace.
-pub const NAGA_VERSION: &str = "30.0.2";
+/// The exact version of naga kiln links, read from `Cargo.lock` at build time; part of
+/// every artifact's identity.
+pub const NAGA_VERSION: &str = env!("KILN_NAGA_VERSION");
 
 /// A parsed and validated naga module, ready to be emitted for any target.
 pub struct ValidatedModule {
@@ -57,6 +58,12 @@ impl std::fmt::Debug for ValidatedModule {
 /// The validator capabilities kiln compiles with; part of every store namespace.
 pub fn capabilities() -> naga::valid::Capabilities {
     naga::valid::Capabilities::default()
+}
+
+/// The capabilities artifacts of `target` are validated against (today the same for every
+/// target); part of the target's store namespace and of every source revision.
+pub fn capabilities_for(_target: &TargetConfig) -> naga::valid::Capabilities {
+    capabilities()
 }
 
 /// Parses and validates `text` (already preprocessed) and checks that the entry point exists

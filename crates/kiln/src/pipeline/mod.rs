@@ -3,19 +3,25 @@
 //! that `kiln watch` rebuilds incrementally; `kiln build` is one [`Project::build`].
 
 mod diagnostic;
+mod discover;
 mod events;
+mod freshness;
 mod output;
 mod queries;
 mod services;
+mod stat;
+mod write;
 
 pub use diagnostic::{describe_variant, Diagnostic, Location, Severity};
 pub use output::{output_path, Index, IndexEntry, INDEX_FILE};
 pub use services::{Outcome, VariantArtifacts};
+pub use stat::STAT_FILE;
 
+use crate::identity::Revision;
 use crate::manifest::{Manifest, ManifestError};
 use crate::store::{ArtifactStore, LocalStore};
 use kiln_incr::Durability;
-use queries::{ArtifactsQ, ClosureQ, Db, ManifestInput, RevisionQ, SourceFile};
+use queries::{ArtifactsQ, Db, ManifestInput, RevisionQ, SourceFile};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use services::Services;
@@ -56,6 +62,10 @@ pub struct BuildOptions {
     pub jobs: Option<usize>,
     /// Byte budget for compiled artifacts kept in memory; default unbounded.
     pub max_memory: Option<u64>,
+    /// Keep the last good outputs of a variant that fails, marked `stale` in the index (for
+    /// hot reload under `kiln watch`); by default they are removed, so that the output
+    /// directory is exactly what a clean build would write.
+    pub keep_failed_outputs: bool,
 }
 
 /// Why a project could not be opened or built at all (a variant's failure is not this: it is
@@ -152,15 +162,29 @@ pub struct Project {
     out_dir: PathBuf,
     cache_dir: PathBuf,
     pool: rayon::ThreadPool,
+    keep_failed_outputs: bool,
     /// Every project file the engine has read, also those that did not exist.
     known_files: BTreeSet<PathBuf>,
     /// Files whose contents changed since the last build, for the next report.
     changed_files: BTreeSet<PathBuf>,
     manifest_changed: bool,
-    /// What the last build wrote, to skip checking unchanged outputs on the next one.
-    last_index: Option<Index>,
-    last_artifacts: FxHashMap<VariantId, queries::Artifacts>,
+    /// What the last build in this process wrote; `None` before it (then `index.json` and
+    /// `.kiln-stat` are read from disk).
+    last: Option<LastBuild>,
     events: Arc<events::EventCounts>,
+}
+
+/// What a build left in the output directory, as this process knows it.
+struct LastBuild {
+    index: Index,
+    stats: stat::OutputStats,
+    /// Per variant built by the engine, its artifacts: outputs with the same bytes need no
+    /// look on disk in the next build, unless [`LastBuild::suspect`] names them.
+    artifacts: FxHashMap<VariantId, queries::Artifacts>,
+    /// Outputs (index paths) someone else may have changed since: checked on disk next time.
+    suspect: BTreeSet<String>,
+    /// `index.json` or `.kiln-stat` changed behind kiln's back: rewrite them.
+    index_suspect: bool,
 }
 
 impl Project {
@@ -211,11 +235,11 @@ impl Project {
             out_dir,
             cache_dir,
             pool,
+            keep_failed_outputs: options.keep_failed_outputs,
             known_files: BTreeSet::new(),
             changed_files: BTreeSet::new(),
             manifest_changed: false,
-            last_index: None,
-            last_artifacts: FxHashMap::default(),
+            last: None,
             events,
         })
     }
@@ -249,19 +273,38 @@ impl Project {
         Ok(true)
     }
 
-    /// Re-reads the given files (absolute, or relative to the project root) that the build
-    /// depends on; returns those whose contents changed. A file touched without a change, or
-    /// one no variant reads, changes nothing and costs no rebuild.
+    /// Re-reads the project files at or under the given paths (absolute, or relative to the
+    /// project root) that the build depends on; returns those whose contents changed. A path
+    /// may name a directory that was created, renamed, moved or removed: every known file
+    /// under it is re-read. A file touched without a change, or one no variant reads,
+    /// changes nothing and costs no rebuild.
     pub fn refresh_files(&mut self, paths: &[PathBuf]) -> Vec<PathBuf> {
-        let mut changed = Vec::new();
+        let mut affected = BTreeSet::new();
         for path in paths {
             let relative = match path.strip_prefix(&self.manifest.root) {
                 Ok(r) => r.to_owned(),
                 Err(_) => path.clone(),
             };
-            if !self.known_files.contains(&relative) {
-                continue;
-            }
+            // Component-wise order puts a directory's files right after it.
+            affected.extend(
+                self.known_files
+                    .range(relative.clone()..)
+                    .take_while(|known| known.starts_with(&relative))
+                    .cloned(),
+            );
+        }
+        self.refresh(affected)
+    }
+
+    /// Re-reads every file the build depends on (after the file watcher lost events).
+    pub fn refresh_all_files(&mut self) -> Vec<PathBuf> {
+        let all = self.known_files.clone();
+        self.refresh(all)
+    }
+
+    fn refresh(&mut self, files: BTreeSet<PathBuf>) -> Vec<PathBuf> {
+        let mut changed = Vec::new();
+        for relative in files {
             let text = self.read_text(&relative);
             if self.db.input::<SourceFile>(&relative) != Some(text.clone()) {
                 self.db
@@ -275,26 +318,57 @@ impl Project {
 
     /// Whether anything changed since the last build (a rebuild would do work).
     pub fn is_dirty(&self) -> bool {
-        self.manifest_changed || !self.changed_files.is_empty() || self.last_index.is_none()
+        self.manifest_changed
+            || !self.changed_files.is_empty()
+            || self
+                .last
+                .as_ref()
+                .is_none_or(|last| !last.suspect.is_empty() || last.index_suspect)
     }
 
-    /// Says that something other than kiln changed the output directory (an output was
-    /// deleted or edited): the next build checks every output on disk again, instead of
-    /// trusting what this process wrote, and restores what is missing from the store.
-    pub fn outputs_touched(&mut self) {
-        self.last_index = None;
-        self.last_artifacts.clear();
+    /// Checks the given paths, relative to the output directory (from file events; empty:
+    /// the whole directory), against what kiln wrote there; returns whether any output, the
+    /// index or the stat file differs (was edited, replaced or removed behind kiln's back),
+    /// and marks those for the next build. kiln's own writes and removals match and change
+    /// nothing, so they never trigger a rebuild. A directory covers every output under it.
+    pub fn outputs_changed(&mut self, paths: &[PathBuf]) -> bool {
+        let out_dir = &self.out_dir;
+        let Some(last) = &mut self.last else {
+            return !paths.is_empty();
+        };
+        let mut changed = false;
+        for path in paths {
+            let relative = path.to_string_lossy().replace('\\', "/");
+            if relative.is_empty() || relative == INDEX_FILE || relative == STAT_FILE {
+                // Both are rewritten whole: a look at the index is cheaper than a rule.
+                let index_on_disk = std::fs::read(out_dir.join(INDEX_FILE))
+                    .ok()
+                    .and_then(|bytes| serde_json::from_slice::<Index>(&bytes).ok());
+                if index_on_disk.as_ref() != Some(&last.index) {
+                    last.index_suspect = true;
+                    changed = true;
+                }
+            }
+            let prefix = format!("{relative}/");
+            for entry in &last.index.entries {
+                let covered = relative.is_empty()
+                    || entry.path == relative
+                    || entry.path.starts_with(&prefix);
+                if covered
+                    && !last.suspect.contains(&entry.path)
+                    && !write::holds(out_dir, entry, &mut last.stats)
+                {
+                    last.suspect.insert(entry.path.clone());
+                    changed = true;
+                }
+            }
+        }
+        changed
     }
 
     /// The variant cache's statistics (requests, hits, compiles, invalidations, evictions).
     pub fn cache_stats(&self) -> crate::variant_cache::CacheStats {
         self.db.context().cache.stats()
-    }
-
-    /// Every project file the engine has read (those that did not exist included), relative
-    /// to the project root.
-    pub fn known_files(&self) -> &BTreeSet<PathBuf> {
-        &self.known_files
     }
 
     fn read_text(&self, relative: &Path) -> Option<Arc<str>> {
@@ -303,11 +377,10 @@ impl Project {
             .map(Arc::from)
     }
 
-    fn read_file(&mut self, relative: &Path) {
-        let text = self.read_text(relative);
-        self.known_files.insert(relative.to_owned());
+    fn set_file(&mut self, relative: PathBuf, text: Option<Arc<str>>) {
+        self.known_files.insert(relative.clone());
         self.db
-            .set_input::<SourceFile>(relative.to_owned(), text, Durability::Low);
+            .set_input::<SourceFile>(relative, text, Durability::Low);
     }
 
     /// Every variant of the manifest, in manifest order.
@@ -329,69 +402,39 @@ impl Project {
         out
     }
 
-    /// Reads every file the queries asked for and the pipeline had not read, until none is
-    /// left. Include closures are a superset of what any variant reads, so after this the
-    /// variants find every file they need.
-    fn discover_files(&mut self) {
-        let sources: BTreeSet<PathBuf> = self
-            .manifest
-            .shaders
-            .iter()
-            .flat_map(|s| s.passes.iter().map(|p| p.source.clone()))
-            .collect();
-        for source in &sources {
-            if !self.known_files.contains(source) {
-                self.read_file(source);
-            }
-        }
-        // Each round reads at least one new file, and the project is finite.
-        loop {
-            let db = &self.db;
-            self.pool.install(|| {
-                sources.par_iter().for_each(|source| {
-                    let _ = db.get::<ClosureQ>(source);
-                });
-            });
-            let unknown: Vec<PathBuf> =
-                std::mem::take(&mut *self.db.context().unknown_files.lock());
-            let new: BTreeSet<PathBuf> = unknown
-                .into_iter()
-                .filter(|p| !self.known_files.contains(p))
-                .collect();
-            if new.is_empty() {
-                break;
-            }
-            for path in new {
-                self.read_file(&path);
-            }
-        }
-    }
-
     /// Builds every variant for every target, writes changed outputs and the index.
     ///
     /// A failed variant does not stop the build: every other variant is built, stored and
     /// written, and the failure is a diagnostic in the report. The previous outputs of a
-    /// failed variant stay in place. In a project already built in this process, only what
-    /// changed since re-executes.
+    /// failed variant are removed, or kept and marked stale with
+    /// [`BuildOptions::keep_failed_outputs`]. In a project already built in this process,
+    /// only what changed since re-executes.
     pub fn build(
         &mut self,
         progress: &(dyn Fn(Progress) + Sync),
     ) -> Result<BuildReport, ProjectError> {
         let started = Instant::now();
-        self.db.context().start_build(&self.manifest.targets);
+        self.db.context().start_build();
         // Evictions at the revision boundaries since the last build belong to this report.
         let evicted_before = self.events.take().evicted;
         self.discover_files();
 
         let all_variants = self.variants();
         let total = all_variants.len();
-        let previous = match self.last_index.take() {
-            Some(index) => index,
-            None => Index::read(&self.out_dir),
+        let last = match self.last.take() {
+            Some(last) => last,
+            None => LastBuild {
+                index: Index::read(&self.out_dir),
+                stats: stat::OutputStats::read(&self.out_dir),
+                artifacts: FxHashMap::default(),
+                suspect: BTreeSet::new(),
+                index_suspect: false,
+            },
         };
-        let stamps = self.input_stamps(&all_variants);
-        let pinned = self.invalidate_stale_revisions();
-        let (up_to_date, variants) = self.up_to_date(&previous, all_variants, &stamps);
+        let revisions = self.revisions();
+        let stamps = freshness::input_stamps(&all_variants, &revisions);
+        let pinned = self.invalidate_stale_revisions(&revisions);
+        let (up_to_date, variants) = self.up_to_date(&last, all_variants, &stamps);
         // Each up-to-date variant contributed one entry per target.
         let up_to_date_variants = up_to_date.len() / self.manifest.targets.len().max(1);
         let done = AtomicUsize::new(up_to_date_variants);
@@ -410,7 +453,6 @@ impl Project {
                 })
                 .collect()
         });
-
         drop(pinned);
 
         let outcomes = std::mem::take(&mut *self.db.context().outcomes.lock());
@@ -447,7 +489,6 @@ impl Project {
                     built.push((variant, artifacts));
                 }
                 Ok(Err(diagnostics)) => {
-                    report.failed += 1;
                     failed.insert(variant.clone());
                     for d in diagnostics.iter() {
                         let mut d = d.clone();
@@ -458,7 +499,6 @@ impl Project {
                     }
                 }
                 Err(engine) => {
-                    report.failed += 1;
                     failed.insert(variant.clone());
                     let mut d = Diagnostic::error(engine.to_string());
                     d.variant = Some(variant.to_string());
@@ -468,11 +508,15 @@ impl Project {
         }
         report.outcomes = outcomes.into_iter().collect();
 
-        let written = self.write_outputs(&built, &failed, previous, up_to_date, &stamps);
+        let written = self.write_outputs(&built, failed, last, up_to_date, &revisions);
         report.outputs_ready = started.elapsed();
         // Even when writing outputs failed, what was compiled is kept.
         self.pool.install(|| self.db.context().flush_saves());
-        (report.outputs_written, report.outputs_removed) = written?;
+        let written = written?;
+        report.outputs_written = written.written;
+        report.outputs_removed = written.removed;
+        report.failed = written.failed;
+        report.diagnostics.extend(written.diagnostics);
         report
             .diagnostics
             .extend(std::mem::take(&mut *self.db.context().warnings.lock()));
@@ -515,277 +559,44 @@ impl Project {
         }
     }
 
-    /// A new source revision makes that shader's cached artifacts stale: they are
-    /// invalidated before anything is looked up at the new revision. Their bytes are pinned
-    /// for the length of the build, so that variants whose text did not change find them by
-    /// content instead of reloading them from the store.
-    fn invalidate_stale_revisions(&self) -> Vec<Arc<VariantArtifacts>> {
-        let cache = &self.db.context().cache;
-        let mut pinned = Vec::new();
-        for shader in &self.manifest.shaders {
-            let Ok(Ok(revision)) = self.db.get::<RevisionQ>(&Arc::from(shader.name.as_str()))
-            else {
-                continue;
-            };
-            if cache.current_revision(&shader.name) != Some(revision) {
-                pinned.extend(
-                    cache
-                        .shader_keys(&shader.name)
-                        .iter()
-                        .filter_map(|key| cache.get(key)),
-                );
-                cache.invalidate_shader(&shader.name, revision);
-            }
-        }
-        pinned
-    }
-
-    /// Per variant, a hash of everything its outputs are built from; `None` when its source
-    /// revision cannot be computed (the build will report why).
-    fn input_stamps(&self, variants: &[VariantId]) -> FxHashMap<VariantId, String> {
-        let mut per_shader: FxHashMap<&str, blake3::Hasher> = FxHashMap::default();
-        let targets = format!("{:?}", self.manifest.targets);
-        for shader in &self.manifest.shaders {
-            let Ok(Ok(revision)) = self.db.get::<RevisionQ>(&Arc::from(shader.name.as_str()))
-            else {
-                continue;
-            };
-            let mut hasher = blake3::Hasher::new();
-            hasher.update(crate::store::KILN_VERSION.as_bytes());
-            hasher.update(crate::compile::NAGA_VERSION.as_bytes());
-            hasher.update(targets.as_bytes());
-            hasher.update(format!("{shader:?}").as_bytes());
-            hasher.update(&revision.to_le_bytes());
-            per_shader.insert(&shader.name, hasher);
-        }
-        variants
+    /// Every shader's current source revision; shaders whose revision cannot be computed
+    /// are absent (their variants fail with the reason).
+    fn revisions(&self) -> FxHashMap<Arc<str>, Revision> {
+        self.manifest
+            .shaders
             .iter()
-            .filter_map(|variant| {
-                let mut hasher = per_shader.get(&*variant.shader)?.clone();
-                hasher.update(variant.to_string().as_bytes());
-                let hex = hasher.finalize().to_hex();
-                Some((variant.clone(), hex[..32].to_owned()))
+            .filter_map(|shader| {
+                let name: Arc<str> = Arc::from(shader.name.as_str());
+                match self.db.get::<RevisionQ>(&name) {
+                    Ok(Ok(revision)) => Some((name, revision)),
+                    _ => None,
+                }
             })
             .collect()
     }
 
-    /// Splits `variants` into the index entries of those whose outputs are up to date (same
-    /// input stamp, every target present on disk at its recorded size) and the variants the
-    /// engine must look at. This is what makes a build in a new process cheap; a variant
-    /// this process already built goes to the engine, whose verification is cheaper still.
-    fn up_to_date(
+    /// A new source revision makes that shader's cached artifacts stale: they are
+    /// invalidated before anything is looked up at the new revision. Their bytes are pinned
+    /// for the length of the build, so that variants whose compile did not change find them
+    /// by content instead of reloading them from the store.
+    fn invalidate_stale_revisions(
         &self,
-        previous: &Index,
-        variants: Vec<VariantId>,
-        stamps: &FxHashMap<VariantId, String>,
-    ) -> (Vec<IndexEntry>, Vec<VariantId>) {
-        let mut by_stamp: FxHashMap<&str, Vec<&IndexEntry>> = FxHashMap::default();
-        for entry in &previous.entries {
-            by_stamp
-                .entry(entry.inputs.as_str())
-                .or_default()
-                .push(entry);
-        }
-        let targets = self.manifest.targets.len();
-        let out_dir = &self.out_dir;
-        let checked: Vec<Result<Vec<IndexEntry>, VariantId>> = self.pool.install(|| {
-            variants
-                .into_par_iter()
-                .map(|variant| {
-                    if self.last_artifacts.contains_key(&variant) {
-                        return Err(variant);
-                    }
-                    let entries = stamps
-                        .get(&variant)
-                        .and_then(|stamp| by_stamp.get(stamp.as_str()))
-                        .filter(|entries| entries.len() == targets);
-                    match entries {
-                        Some(entries)
-                            if entries.iter().all(|e| {
-                                std::fs::metadata(out_dir.join(&e.path))
-                                    .is_ok_and(|m| m.len() == e.bytes)
-                            }) =>
-                        {
-                            Ok(entries.iter().map(|e| (*e).clone()).collect())
-                        }
-                        _ => Err(variant),
-                    }
-                })
-                .collect()
-        });
-        let mut current = Vec::new();
-        let mut stale = Vec::new();
-        for result in checked {
-            match result {
-                Ok(entries) => current.extend(entries),
-                Err(variant) => stale.push(variant),
+        revisions: &FxHashMap<Arc<str>, Revision>,
+    ) -> Vec<Arc<VariantArtifacts>> {
+        let cache = &self.db.context().cache;
+        let mut pinned = Vec::new();
+        for (shader, revision) in revisions {
+            let revision = revision.short();
+            if cache.current_revision(shader) != Some(revision) {
+                pinned.extend(
+                    cache
+                        .shader_keys(shader)
+                        .iter()
+                        .filter_map(|key| cache.get(key)),
+                );
+                cache.invalidate_shader(shader, revision);
             }
         }
-        (current, stale)
-    }
-
-    fn write_outputs(
-        &mut self,
-        built: &[(&VariantId, queries::Artifacts)],
-        failed: &BTreeSet<VariantId>,
-        previous: Index,
-        up_to_date: Vec<IndexEntry>,
-        stamps: &FxHashMap<VariantId, String>,
-    ) -> Result<(usize, usize), ProjectError> {
-        let out_dir = &self.out_dir;
-        let output_error = |path: &Path, source| ProjectError::Output {
-            path: path.to_owned(),
-            source,
-        };
-        std::fs::create_dir_all(out_dir).map_err(|e| output_error(out_dir, e))?;
-        let previous_by_path: FxHashMap<&str, &IndexEntry> = previous
-            .entries
-            .iter()
-            .map(|e| (e.path.as_str(), e))
-            .collect();
-
-        let services = self.db.context();
-        let last_artifacts = &self.last_artifacts;
-        let written = AtomicUsize::new(0);
-        let entries: Result<Vec<Vec<IndexEntry>>, ProjectError> = self.pool.install(|| {
-            built
-                .par_iter()
-                .map(|(variant, artifacts)| {
-                    // Outputs this process wrote with the same bytes need no look on disk,
-                    // also when the source revision moved but the compiled text did not.
-                    let unchanged = last_artifacts
-                        .get(*variant)
-                        .is_some_and(|last| last.outputs == artifacts.outputs);
-                    let keywords: Vec<String> =
-                        variant.keywords.iter().map(|k| k.to_string()).collect();
-                    let mut entries = Vec::with_capacity(artifacts.outputs.len());
-                    let digest = artifacts.key.digest();
-                    let revision = format!("{:016x}", artifacts.key.revision());
-                    let mut bytes_of_variant: Option<Arc<VariantArtifacts>> = None;
-                    for output in artifacts.outputs.iter() {
-                        let relative = output_path(
-                            &variant.shader,
-                            &variant.pass,
-                            &keywords,
-                            output.target.extension(),
-                        );
-                        let path = out_dir.join(&relative);
-                        let hash = output.hash.to_hex();
-                        let current = unchanged
-                            || output::is_current(
-                                &path,
-                                previous_by_path.get(relative.as_str()).copied(),
-                                output.bytes,
-                                &hash,
-                            );
-                        if !current {
-                            if bytes_of_variant.is_none() {
-                                bytes_of_variant = services.cache.get(&artifacts.key);
-                            }
-                            let bytes = match &bytes_of_variant {
-                                Some(all) => all
-                                    .outputs
-                                    .iter()
-                                    .find(|(t, _)| *t == output.target)
-                                    .map(|(_, b)| b.clone()),
-                                None => self.reload(&artifacts.key, variant, output.target),
-                            };
-                            let bytes = bytes.ok_or_else(|| {
-                                output_error(
-                                    &path,
-                                    std::io::Error::other(
-                                        "artifact vanished from the store; build again",
-                                    ),
-                                )
-                            })?;
-                            output::write_atomic(&path, &bytes)
-                                .map_err(|e| output_error(&path, e))?;
-                            written.fetch_add(1, Ordering::Relaxed);
-                        }
-                        entries.push(IndexEntry {
-                            shader: variant.shader.to_string(),
-                            pass: variant.pass.to_string(),
-                            keywords: keywords.clone(),
-                            revision: revision.clone(),
-                            digest: digest.clone(),
-                            target: output.target.name().to_owned(),
-                            path: relative,
-                            bytes: output.bytes,
-                            content_hash: hash,
-                            inputs: stamps.get(*variant).cloned().unwrap_or_default(),
-                        });
-                    }
-                    Ok(entries)
-                })
-                .collect()
-        });
-        let mut entries: Vec<IndexEntry> = entries?.into_iter().flatten().collect();
-        entries.extend(up_to_date);
-
-        // Failed variants keep their last good outputs; outputs of variants or targets that
-        // left the manifest are removed.
-        let current: BTreeSet<&str> = entries.iter().map(|e| e.path.as_str()).collect();
-        let mut kept = Vec::new();
-        let mut removed = 0;
-        for old in &previous.entries {
-            if current.contains(old.path.as_str()) {
-                continue;
-            }
-            let variant = VariantId {
-                shader: Arc::from(old.shader.as_str()),
-                pass: Arc::from(old.pass.as_str()),
-                keywords: old.keywords.iter().map(|k| Arc::from(k.as_str())).collect(),
-            };
-            let target_kept = self
-                .manifest
-                .targets
-                .iter()
-                .any(|t| t.target().name() == old.target);
-            if failed.contains(&variant) && target_kept {
-                kept.push(old.clone());
-            } else {
-                output::remove_output(out_dir, &old.path)
-                    .map_err(|e| output_error(&out_dir.join(&old.path), e))?;
-                removed += 1;
-            }
-        }
-        entries.extend(kept);
-        entries.sort_by(|a, b| a.path.cmp(&b.path));
-        let index = Index {
-            kiln_version: crate::store::KILN_VERSION.to_owned(),
-            entries,
-        };
-        if index != previous {
-            index
-                .write(out_dir)
-                .map_err(|e| output_error(&out_dir.join(INDEX_FILE), e))?;
-        }
-        self.last_index = Some(index);
-        self.last_artifacts = built
-            .iter()
-            .map(|(variant, artifacts)| ((*variant).clone(), artifacts.clone()))
-            .collect();
-        Ok((written.into_inner(), removed))
-    }
-
-    /// Bytes of one output whose variant-cache entry was evicted: from the store, never from
-    /// naga unless the store lost it too.
-    fn reload(
-        &self,
-        key: &crate::key::VariantKey,
-        variant: &VariantId,
-        target: crate::compile::Target,
-    ) -> Option<Arc<[u8]>> {
-        let job = queries::CompileJob::of(&self.db, variant).ok()?.ok()?;
-        let (artifacts, _) = self
-            .db
-            .context()
-            .materialize(key, &job.input(), &job.targets)
-            .ok()?;
-        artifacts
-            .outputs
-            .iter()
-            .find(|(t, _)| *t == target)
-            .map(|(_, b)| b.clone())
+        pinned
     }
 }

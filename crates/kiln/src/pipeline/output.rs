@@ -44,6 +44,13 @@ pub struct IndexEntry {
     /// output is up to date without preprocessing or loading anything.
     #[serde(default)]
     pub inputs: String,
+    /// The output is the last good one of a variant that now fails to build (`kiln watch`
+    /// keeps it for hot reload): not current. `kiln build` removes such outputs instead.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stale: bool,
+    /// With `stale`: the source revision that failed, 16 hex digits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_revision: Option<String>,
 }
 
 impl Index {
@@ -60,7 +67,7 @@ impl Index {
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
         // Compact: a warm build reads it back, and thousands of entries add up.
         let json = serde_json::to_vec(self).map_err(std::io::Error::other)?;
-        write_atomic(&dir.join(INDEX_FILE), &json)
+        write_atomic(&dir.join(INDEX_FILE), &json).map(drop)
     }
 }
 
@@ -84,23 +91,10 @@ pub fn output_path(
     format!("{shader}/{pass}/{name}.{extension}")
 }
 
-/// Whether `path` already holds exactly `bytes` bytes with this blake3 hash, judged from the
-/// previous index and the file's size (reading every output back would cost a warm build
-/// more than it saves).
-pub fn is_current(path: &Path, previous: Option<&IndexEntry>, bytes: u64, hash: &str) -> bool {
-    match previous {
-        Some(entry) if entry.content_hash == hash && entry.bytes == bytes => {
-            std::fs::metadata(path)
-                .map(|m| m.len() == bytes)
-                .unwrap_or(false)
-        }
-        _ => false,
-    }
-}
-
 /// Writes `bytes` to `path` atomically: a temporary file in the same directory, then a
-/// rename, so that a reader (or a crash) never sees half a file.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// rename, so that a reader (or a crash) never sees half a file. Returns the written file's
+/// metadata, taken before the rename so that it describes kiln's bytes and nobody else's.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<std::fs::Metadata> {
     let dir = path.parent().unwrap_or(Path::new("."));
     // Directories are created only when missing: a `create_dir_all` per file costs a
     // system call per path component on every write.
@@ -112,8 +106,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         other => other?,
     };
     file.write_all(bytes)?;
+    let meta = file.as_file().metadata()?;
     file.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    Ok(meta)
 }
 
 /// Removes an output file that no variant produces any more, and its directories if empty.

@@ -15,6 +15,7 @@ use super::diagnostic::Diagnostic;
 use super::services::{CompileInput, Services};
 use super::VariantId;
 use crate::compile::{Target, TargetConfig};
+use crate::identity::{self, Revision};
 use crate::key::VariantKey;
 use crate::manifest::{Manifest, PassSpec, ShaderSpec};
 use crate::preprocess::{IncludeClosure, PreprocessRequest, Preprocessed};
@@ -42,16 +43,14 @@ impl Input for ManifestInput {
     const NAME: &'static str = "manifest";
 }
 
-/// Reads a file through the engine, so that the read is a dependency. A file the pipeline
-/// has not read yet is recorded so the build can read it and run again.
+/// Reads a file through the engine, so that the read is a dependency. The pipeline reads
+/// every file of every include closure before variants run (see `Project::discover_files`);
+/// a file it has not read yet is reported as missing, and discovery reads it.
 fn read_source(db: &Db, path: &Path) -> Result<Arc<str>, io::Error> {
     match db.input::<SourceFile>(&path.to_path_buf()) {
         Some(Some(text)) => Ok(text),
         Some(None) => Err(io::Error::new(io::ErrorKind::NotFound, "no such file")),
-        None => {
-            db.context().unknown_files.lock().push(path.to_owned());
-            Err(io::Error::new(io::ErrorKind::NotFound, "not read yet"))
-        }
+        None => Err(io::Error::new(io::ErrorKind::NotFound, "not read yet")),
     }
 }
 
@@ -111,12 +110,13 @@ impl Query<Services> for ClosureQ {
     }
 }
 
-/// A shader's source revision: a hash of the contents of every file its passes can include.
-/// Stable across processes and machines, so it can name store entries and outputs.
+/// A shader's source revision: its include closures' contents, its manifest entry, the
+/// targets and the compiler (see [`identity::shader_revision`]). Stable across processes and
+/// machines, so it can name outputs; complete, so it can key the variant cache.
 pub(crate) struct RevisionQ;
 impl Query<Services> for RevisionQ {
     type Key = Arc<str>;
-    type Value = Result<u64, Diagnostic>;
+    type Value = Result<Revision, Diagnostic>;
     const NAME: &'static str = "source_revision";
     fn execute(db: &Db, shader: &Arc<str>) -> Result<Self::Value, QueryError> {
         let Some(spec) = db.get::<ShaderSpecQ>(shader)? else {
@@ -124,30 +124,30 @@ impl Query<Services> for RevisionQ {
                 "no shader named `{shader}`"
             ))));
         };
+        let targets = db.get::<TargetsQ>(&())?;
         let mut sources: Vec<&PathBuf> = spec.passes.iter().map(|p| &p.source).collect();
         sources.sort();
         sources.dedup();
-        let mut hasher = blake3::Hasher::new();
+        let mut files: Vec<(PathBuf, Option<Arc<str>>)> = Vec::new();
         for source in sources {
             let closure = match db.get::<ClosureQ>(source)? {
                 Ok(closure) => closure,
                 Err(diagnostic) => return Ok(Err(diagnostic)),
             };
             for file in &closure.files {
-                let text = read_source(db, file).unwrap_or_else(|_| Arc::from(""));
-                hasher.update(file.to_string_lossy().as_bytes());
-                hasher.update(&(text.len() as u64).to_le_bytes());
-                hasher.update(text.as_bytes());
+                files.push((file.clone(), read_source(db, file).ok()));
             }
             for missing in &closure.missing {
-                hasher.update(b"missing\0");
-                hasher.update(missing.path.to_string_lossy().as_bytes());
+                files.push((missing.path.clone(), None));
             }
         }
-        let hash = hasher.finalize();
-        let mut first = [0u8; 8];
-        first.copy_from_slice(&hash.as_bytes()[..8]);
-        Ok(Ok(u64::from_le_bytes(first)))
+        Ok(Ok(identity::shader_revision(
+            &spec,
+            &targets,
+            files
+                .iter()
+                .map(|(path, text)| (path.as_path(), text.as_deref())),
+        )))
     }
 }
 
@@ -281,6 +281,8 @@ pub(crate) struct ArtifactRef {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Artifacts {
     pub key: VariantKey,
+    /// What the outputs were built from ([`identity::input_stamp`]), for `index.json`.
+    pub stamp: Arc<str>,
     pub outputs: Arc<[ArtifactRef]>,
 }
 
@@ -306,7 +308,7 @@ impl Query<Services> for ArtifactsQ {
             &variant.shader,
             &variant.pass,
             variant.keywords.iter(),
-            revision,
+            revision.short(),
         ) {
             Ok(key) => key,
             Err(e) => return fail(Diagnostic::error(e.to_string())),
@@ -325,7 +327,16 @@ impl Query<Services> for ArtifactsQ {
                         hash: *hash,
                     })
                     .collect();
-                Ok(Ok(Artifacts { key, outputs }))
+                let stamp = identity::input_stamp(
+                    &revision,
+                    &variant.pass,
+                    variant.keywords.iter().map(|k| &**k),
+                );
+                Ok(Ok(Artifacts {
+                    key,
+                    stamp: Arc::from(stamp),
+                    outputs,
+                }))
             }
             Err(failures) => {
                 // Map naga's positions in the preprocessed text back to the sources.

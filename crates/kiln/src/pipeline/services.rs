@@ -4,12 +4,12 @@
 use super::diagnostic::Diagnostic;
 use super::VariantId;
 use crate::compile::{self, CompileError, SourceLanguage, Stage, Target, TargetConfig};
+use crate::identity;
 use crate::key::VariantKey;
 use crate::store::{ArtifactStore, ContentKey, Lookup, Namespace};
 use crate::variant_cache::{VariantCache, Weigh};
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, OnceLock, Weak};
 
 /// The compiled outputs of one variant, one per target, in the manifest's target order.
@@ -66,18 +66,13 @@ pub struct Services {
     /// Lexed files reused across variants (checked against the engine's text on each use).
     pub(crate) preprocessor: crate::preprocess::Preprocessor,
     pub(crate) cache: VariantCache<Arc<VariantArtifacts>>,
-    /// Identical preprocessed texts compile once per build: compile-input hash -> result.
+    /// Identical compiles run once per build: [`identity::job_key`] -> result.
     session: Mutex<FxHashMap<ContentKey, Arc<OnceLock<Produced>>>>,
-    /// Artifacts still held by the variant cache, by compile-input hash. Weak: the variant
-    /// cache owns the bytes; this lets a variant whose source revision moved but whose text
-    /// did not find its artifacts without a trip to the store.
+    /// Artifacts still held by the variant cache, by [`identity::job_key`]. Weak: the
+    /// variant cache owns the bytes; this lets a variant whose source revision moved but
+    /// whose compile did not find its artifacts without a trip to the store.
     resident: Mutex<FxHashMap<ContentKey, Weak<VariantArtifacts>>>,
-    /// The targets artifacts were produced for; a change empties the variant cache, whose
-    /// keys do not name targets.
-    targets: Mutex<Vec<TargetConfig>>,
     namespaces: Mutex<FxHashMap<TargetConfig, Namespace>>,
-    /// Files a query asked for that the pipeline has not read yet.
-    pub(crate) unknown_files: Mutex<Vec<PathBuf>>,
     /// How each variant whose artifacts query executed in this build got its artifacts.
     pub(crate) outcomes: Mutex<FxHashMap<VariantId, Outcome>>,
     /// Store problems repaired during this build.
@@ -104,12 +99,9 @@ pub(crate) struct CompileInput<'a> {
 }
 
 impl CompileInput<'_> {
-    fn content_key(&self) -> ContentKey {
-        let mut hasher = blake3::Hasher::new();
-        hasher.update(b"kiln compile input v1\0");
-        hasher.update(format!("{:?}\0{}\0{}\0", self.language, self.stage, self.entry).as_bytes());
-        hasher.update(self.text_hash.as_bytes());
-        ContentKey::from_bytes(*hasher.finalize().as_bytes())
+    /// The store key of this compile within a target's namespace.
+    fn compile_key(&self) -> ContentKey {
+        identity::compile_key(self.language, self.stage, self.entry, &self.text_hash)
     }
 }
 
@@ -125,9 +117,7 @@ impl Services {
             cache,
             session: Mutex::default(),
             resident: Mutex::default(),
-            targets: Mutex::default(),
             namespaces: Mutex::default(),
-            unknown_files: Mutex::default(),
             outcomes: Mutex::default(),
             warnings: Mutex::default(),
             deferred: Mutex::default(),
@@ -168,20 +158,13 @@ impl Services {
     }
 
     /// Forgets what belongs to one build only.
-    pub(crate) fn start_build(&self, targets: &[TargetConfig]) {
-        let mut current = self.targets.lock();
-        if *current != targets {
-            self.cache.clear();
-            self.resident.lock().clear();
-            *current = targets.to_vec();
-        }
+    pub(crate) fn start_build(&self) {
         self.resident
             .lock()
             .retain(|_, artifacts| artifacts.strong_count() > 0);
         self.session.lock().clear();
         self.outcomes.lock().clear();
         self.warnings.lock().clear();
-        self.unknown_files.lock().clear();
     }
 
     /// The namespace of a target in the store.
@@ -189,11 +172,7 @@ impl Services {
         self.namespaces
             .lock()
             .entry(target.clone())
-            .or_insert_with(|| {
-                Namespace::new(target.target().name(), compile::NAGA_VERSION)
-                    .with_option("options", target.options_string())
-                    .with_capability(format!("naga-valid-{:#x}", compile::capabilities().bits()))
-            })
+            .or_insert_with(|| identity::namespace(target))
             .clone()
     }
 
@@ -228,7 +207,8 @@ impl Services {
         input: &CompileInput<'_>,
         targets: &[TargetConfig],
     ) -> Result<(Arc<VariantArtifacts>, Outcome), FailureList> {
-        let key = input.content_key();
+        let compile_key = input.compile_key();
+        let key = identity::job_key(&compile_key, targets);
         if let Some(artifacts) = self.resident.lock().get(&key).and_then(Weak::upgrade) {
             // Compiled earlier in this very build for a twin text: that is deduplication.
             let compiled_now = self
@@ -243,7 +223,7 @@ impl Services {
             };
             return Ok((artifacts, outcome));
         }
-        let produced = self.produce(&key, input, targets)?;
+        let produced = self.produce(&key, &compile_key, input, targets)?;
         self.resident
             .lock()
             .insert(key, Arc::downgrade(&produced.0));
@@ -253,6 +233,7 @@ impl Services {
     fn produce(
         &self,
         key: &ContentKey,
+        compile_key: &ContentKey,
         input: &CompileInput<'_>,
         targets: &[TargetConfig],
     ) -> Result<(Arc<VariantArtifacts>, Outcome), FailureList> {
@@ -261,7 +242,7 @@ impl Services {
         let produced = cell
             .get_or_init(|| {
                 ran = true;
-                self.load_or_compile(key, input, targets)
+                self.load_or_compile(compile_key, input, targets)
             })
             .clone();
         match produced {

@@ -1,0 +1,370 @@
+//! The identity of an artifact: everything that reaches the compiler, hashed with one
+//! explicit, versioned encoding. Every key that decides whether a compiled artifact may be
+//! reused is computed here and nowhere else:
+//!
+//! - [`shader_revision`]: a shader's source revision — the contents of every file its passes
+//!   can include, *and* its manifest entry, the project's targets (with their options and
+//!   capabilities), kiln's version and the compiler's identity. With the pass and keyword
+//!   set, it names a variant's artifacts in the variant cache ([`crate::key::VariantKey`]),
+//!   so no edit of a source or of the manifest can hit an old artifact.
+//! - [`input_stamp`]: the same revision, narrowed to one variant; `index.json` records it per
+//!   output, so a build in a new process can trust an output without preprocessing.
+//! - [`compile_key`] and [`namespace`]: the store's key for one target's artifact — the
+//!   language, stage, entry point and preprocessed text (defines and keywords included), in
+//!   a namespace of kiln's version, the compiler, the target, its options and capabilities.
+//! - [`job_key`]: a compile for a whole target list, for deduplicating identical texts.
+//!
+//! Encodings destructure the manifest types exhaustively, so a field added to a shader,
+//! a pass or a target fails to compile here until it is hashed.
+
+use crate::compile::{self, SourceLanguage, Stage, TargetConfig};
+use crate::manifest::{PassSpec, ShaderSpec};
+use crate::store::{ContentKey, Namespace, KILN_VERSION};
+use std::path::Path;
+
+/// The compiler that produces artifacts: its name and exact version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Compiler {
+    /// Name (`naga`).
+    pub name: &'static str,
+    /// Exact version, from `Cargo.lock` at build time.
+    pub version: &'static str,
+}
+
+/// naga, linked in-process.
+pub const NAGA: Compiler = Compiler {
+    name: "naga",
+    version: compile::NAGA_VERSION,
+};
+
+impl Compiler {
+    /// `naga 30.0.2`.
+    pub fn label(&self) -> String {
+        format!("{} {}", self.name, self.version)
+    }
+}
+
+/// Version of the encodings below; bump it whenever one of them changes.
+const ENCODING: &str = "kiln.identity.v2";
+
+/// Length-prefixed fields into blake3, so that no two field lists share an encoding.
+struct Encoder(blake3::Hasher);
+
+impl Encoder {
+    fn new(domain: &str) -> Self {
+        let mut encoder = Encoder(blake3::Hasher::new());
+        encoder.str(ENCODING).str(domain);
+        encoder
+    }
+
+    fn bytes(&mut self, bytes: &[u8]) -> &mut Self {
+        self.0.update(&(bytes.len() as u64).to_le_bytes());
+        self.0.update(bytes);
+        self
+    }
+
+    fn str(&mut self, s: &str) -> &mut Self {
+        self.bytes(s.as_bytes())
+    }
+
+    fn path(&mut self, path: &Path) -> &mut Self {
+        self.str(&path.to_string_lossy())
+    }
+
+    fn count(&mut self, n: usize) -> &mut Self {
+        self.0.update(&(n as u64).to_le_bytes());
+        self
+    }
+
+    fn key(&mut self, key: &ContentKey) -> &mut Self {
+        self.0.update(key.as_bytes());
+        self
+    }
+
+    fn finish(&self) -> ContentKey {
+        ContentKey::from_bytes(*self.0.finalize().as_bytes())
+    }
+
+    fn compiler(&mut self, compiler: &Compiler) -> &mut Self {
+        self.str(KILN_VERSION)
+            .str(compiler.name)
+            .str(compiler.version)
+    }
+
+    fn target(&mut self, target: &TargetConfig) -> &mut Self {
+        self.str(target.target().name())
+            .str(&target.options_string())
+            .str(&capabilities(target))
+    }
+
+    fn language(&mut self, language: SourceLanguage) -> &mut Self {
+        self.str(match language {
+            SourceLanguage::Wgsl => "wgsl",
+            SourceLanguage::Glsl => "glsl",
+        })
+    }
+
+    fn stage(&mut self, stage: Stage) -> &mut Self {
+        self.str(stage.name())
+    }
+
+    fn pass(&mut self, pass: &PassSpec) -> &mut Self {
+        let PassSpec {
+            name,
+            stage,
+            entry,
+            source,
+            language,
+        } = pass;
+        self.str(name)
+            .stage(*stage)
+            .str(entry)
+            .path(source)
+            .language(*language)
+    }
+
+    fn shader(&mut self, shader: &ShaderSpec) -> &mut Self {
+        let ShaderSpec {
+            name,
+            keywords,
+            variants,
+            passes,
+            defines,
+        } = shader;
+        self.str(name).count(keywords.len());
+        for keyword in keywords {
+            self.str(keyword);
+        }
+        self.count(variants.len());
+        for set in variants {
+            self.count(set.len());
+            for keyword in set {
+                self.str(keyword);
+            }
+        }
+        self.count(passes.len());
+        for pass in passes {
+            self.pass(pass);
+        }
+        self.count(defines.len());
+        for (name, value) in defines {
+            self.str(name).str(value);
+        }
+        self
+    }
+}
+
+/// The validator capabilities artifacts of `target` are checked against, spelled for keys.
+pub fn capabilities(target: &TargetConfig) -> String {
+    format!("naga-valid-{:#x}", compile::capabilities_for(target).bits())
+}
+
+/// The store namespace of `target`'s artifacts: kiln's version, the compiler, the target,
+/// its options and the capabilities.
+pub fn namespace(target: &TargetConfig) -> Namespace {
+    Namespace::new(target.target().name(), NAGA.label())
+        .with_option("options", target.options_string())
+        .with_capability(capabilities(target))
+}
+
+/// A shader's source revision: see the module documentation. `files` is every file its
+/// passes can include with its text (`None`: it does not exist), in a stable order.
+pub fn shader_revision<'a>(
+    shader: &ShaderSpec,
+    targets: &[TargetConfig],
+    files: impl IntoIterator<Item = (&'a Path, Option<&'a str>)>,
+) -> Revision {
+    let mut e = Encoder::new("shader-revision");
+    e.compiler(&NAGA).shader(shader).count(targets.len());
+    for target in targets {
+        e.target(target);
+    }
+    for (path, text) in files {
+        e.path(path);
+        match text {
+            Some(text) => e.str("file").str(text),
+            None => e.str("missing"),
+        };
+    }
+    Revision(e.finish())
+}
+
+/// A shader's source revision (see [`shader_revision`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Revision(ContentKey);
+
+impl Revision {
+    /// The 64-bit form a [`crate::key::VariantKey`] carries.
+    pub fn short(&self) -> u64 {
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&self.0.as_bytes()[..8]);
+        u64::from_le_bytes(first)
+    }
+}
+
+/// What one variant's outputs are built from: its shader's full revision, its pass and its
+/// keyword set; 32 hex digits. Recorded per output in `index.json`.
+pub fn input_stamp<'a>(
+    revision: &Revision,
+    pass: &str,
+    keywords: impl ExactSizeIterator<Item = &'a str>,
+) -> String {
+    let mut e = Encoder::new("input-stamp");
+    e.key(&revision.0).str(pass).count(keywords.len());
+    for keyword in keywords {
+        e.str(keyword);
+    }
+    e.finish().to_hex()[..32].to_owned()
+}
+
+/// The target-independent part of a compile: language, stage, entry point and the hash of
+/// the preprocessed text. With a target's [`namespace`], it names one artifact in the store.
+pub fn compile_key(
+    language: SourceLanguage,
+    stage: Stage,
+    entry: &str,
+    text_hash: &ContentKey,
+) -> ContentKey {
+    Encoder::new("compile")
+        .language(language)
+        .stage(stage)
+        .str(entry)
+        .key(text_hash)
+        .finish()
+}
+
+/// A compile for every target of a list: identical keys give identical artifacts.
+pub fn job_key(compile_key: &ContentKey, targets: &[TargetConfig]) -> ContentKey {
+    let mut e = Encoder::new("job");
+    e.compiler(&NAGA).key(compile_key).count(targets.len());
+    for target in targets {
+        e.target(target);
+    }
+    e.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compile::Target;
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::path::PathBuf;
+
+    fn shader() -> ShaderSpec {
+        ShaderSpec {
+            name: "Lit".into(),
+            keywords: BTreeSet::from(["FOG".to_owned()]),
+            variants: vec![vec![], vec!["FOG".into()]],
+            passes: vec![PassSpec {
+                name: "Forward".into(),
+                stage: Stage::Fragment,
+                entry: "fs_main".into(),
+                source: PathBuf::from("lit.wgsl"),
+                language: SourceLanguage::Wgsl,
+            }],
+            defines: BTreeMap::from([("Q".to_owned(), "1".to_owned())]),
+        }
+    }
+
+    fn revision(shader: &ShaderSpec, targets: &[TargetConfig], text: &str) -> Revision {
+        shader_revision(shader, targets, [(Path::new("lit.wgsl"), Some(text))])
+    }
+
+    #[test]
+    fn every_manifest_field_and_file_moves_the_revision() {
+        let targets = [TargetConfig::new(Target::Spirv)];
+        let base = revision(&shader(), &targets, "a");
+        let mut seen = vec![base];
+        let mut check = |r: Revision, what: &str| {
+            assert!(!seen.contains(&r), "{what} did not change the revision");
+            seen.push(r);
+        };
+        check(revision(&shader(), &targets, "b"), "file text");
+        let edits: Vec<(&str, fn(&mut ShaderSpec))> = vec![
+            ("defines", |s| {
+                s.defines.insert("Q".into(), "2".into());
+            }),
+            ("entry", |s| s.passes[0].entry = "fs_other".into()),
+            ("stage", |s| s.passes[0].stage = Stage::Vertex),
+            ("source", |s| s.passes[0].source = "other.wgsl".into()),
+            ("pass name", |s| s.passes[0].name = "Shadow".into()),
+            ("keywords", |s| {
+                s.keywords.insert("SKIN".into());
+            }),
+            ("variants", |s| s.variants.pop().map(drop).unwrap_or(())),
+        ];
+        for (what, edit) in edits {
+            let mut s = shader();
+            edit(&mut s);
+            check(revision(&s, &targets, "a"), what);
+        }
+        check(
+            revision(&shader(), &[TargetConfig::new(Target::Msl)], "a"),
+            "targets",
+        );
+        let mut options = BTreeMap::new();
+        options.insert("version".to_owned(), "1.3".to_owned());
+        let spirv13 = TargetConfig::parse("spirv", &options).expect("valid options");
+        check(revision(&shader(), &[spirv13], "a"), "target options");
+        check(
+            shader_revision(&shader(), &targets, [(Path::new("lit.wgsl"), None)]),
+            "a missing file",
+        );
+    }
+
+    #[test]
+    fn the_stamp_names_pass_and_keywords() {
+        let r = revision(&shader(), &[TargetConfig::new(Target::Spirv)], "a");
+        let a = input_stamp(&r, "Forward", ["FOG"].into_iter());
+        assert_ne!(a, input_stamp(&r, "Shadow", ["FOG"].into_iter()));
+        assert_ne!(a, input_stamp(&r, "Forward", [].into_iter()));
+        assert_eq!(a.len(), 32);
+    }
+
+    #[test]
+    fn compile_keys_cover_language_stage_entry_and_text() {
+        let text = ContentKey::hash(b"x");
+        let base = compile_key(SourceLanguage::Wgsl, Stage::Fragment, "main", &text);
+        assert_ne!(
+            base,
+            compile_key(SourceLanguage::Glsl, Stage::Fragment, "main", &text)
+        );
+        assert_ne!(
+            base,
+            compile_key(SourceLanguage::Wgsl, Stage::Vertex, "main", &text)
+        );
+        assert_ne!(
+            base,
+            compile_key(SourceLanguage::Wgsl, Stage::Fragment, "main2", &text)
+        );
+        assert_ne!(
+            base,
+            compile_key(
+                SourceLanguage::Wgsl,
+                Stage::Fragment,
+                "main",
+                &ContentKey::hash(b"y")
+            )
+        );
+        let spirv = [TargetConfig::new(Target::Spirv)];
+        let msl = [TargetConfig::new(Target::Msl)];
+        assert_ne!(job_key(&base, &spirv), job_key(&base, &msl));
+    }
+
+    #[test]
+    fn the_compiler_version_comes_from_the_lock_file() {
+        let lock = include_str!("../../../Cargo.lock");
+        let lock: toml::Value = toml::from_str(lock).expect("Cargo.lock is TOML");
+        let versions: Vec<&str> = lock["package"]
+            .as_array()
+            .expect("packages")
+            .iter()
+            .filter(|p| p["name"].as_str() == Some("naga"))
+            .filter_map(|p| p["version"].as_str())
+            .collect();
+        assert_eq!(versions, [NAGA.version]);
+        assert!(namespace(&TargetConfig::new(Target::Spirv))
+            .compiler_version()
+            .ends_with(NAGA.version));
+    }
+}

@@ -1,0 +1,93 @@
+//! Reading the project's files before variants run: every file of every pass source's
+//! include closure becomes an engine input, so that queries never meet a file the pipeline
+//! has not read.
+//!
+//! The engine's include-closure queries find what is missing; the files they could not see
+//! yet are then found by one walk per source straight over the disk, so a chain of N nested
+//! includes costs one walk, not N rounds of queries.
+
+use super::queries::{ClosureQ, SourceFile};
+use super::Project;
+use parking_lot::Mutex;
+use rayon::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Walks over the disk after which the engine must see every file; a file that changes
+/// during discovery can need a second one, and nothing more is useful.
+const MAX_WALKS: usize = 4;
+
+impl Project {
+    pub(super) fn discover_files(&mut self) {
+        let sources: BTreeSet<PathBuf> = self
+            .manifest
+            .shaders
+            .iter()
+            .flat_map(|s| s.passes.iter().map(|p| p.source.clone()))
+            .collect();
+        let unread: Vec<PathBuf> = sources
+            .iter()
+            .filter(|s| !self.known_files.contains(*s))
+            .cloned()
+            .collect();
+        for source in unread {
+            let text = self.read_text(&source);
+            self.set_file(source, text);
+        }
+        for _ in 0..MAX_WALKS {
+            let incomplete = self.sources_with_unread_includes(&sources);
+            if incomplete.is_empty() {
+                return;
+            }
+            let found = self.walk_from_disk(&incomplete);
+            if found.is_empty() {
+                return;
+            }
+            for (path, text) in found {
+                self.set_file(path, text);
+            }
+        }
+    }
+
+    /// The sources whose include closure names a file the engine has no input for, or
+    /// failed (it may have stopped before files it could read).
+    fn sources_with_unread_includes(&self, sources: &BTreeSet<PathBuf>) -> Vec<PathBuf> {
+        let db = &self.db;
+        let known = &self.known_files;
+        self.pool.install(|| {
+            sources
+                .par_iter()
+                .filter(|source| match db.get::<ClosureQ>(*source) {
+                    Ok(Ok(closure)) => closure.missing.iter().any(|m| !known.contains(&m.path)),
+                    _ => true,
+                })
+                .cloned()
+                .collect()
+        })
+    }
+
+    /// The include closures of `sources`, reading from disk each file the engine does not
+    /// know; returns those files with their texts (`None`: missing).
+    fn walk_from_disk(&self, sources: &[PathBuf]) -> BTreeMap<PathBuf, Option<Arc<str>>> {
+        let found: Mutex<BTreeMap<PathBuf, Option<Arc<str>>>> = Mutex::default();
+        let loader = |path: &Path| -> Result<Arc<str>, io::Error> {
+            let text = match self.db.input::<SourceFile>(&path.to_path_buf()) {
+                Some(text) => text,
+                None => {
+                    let text = self.read_text(path);
+                    found.lock().insert(path.to_owned(), text.clone());
+                    text
+                }
+            };
+            text.ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no such file"))
+        };
+        let preprocessor = &self.db.context().preprocessor;
+        for source in sources {
+            // Errors are reported by the engine's own closure query once its files are read.
+            let _ = preprocessor.include_closure(source, &loader);
+        }
+        found.into_inner()
+    }
+}

@@ -1,0 +1,98 @@
+//! Which outputs are already current, decided without preprocessing or loading anything:
+//! an output is current when its index entry's input stamp equals the variant's stamp now
+//! and the file on disk is, by its size, modification time and inode, the one kiln wrote
+//! or verified. This is what makes a build in a new process cost about a stat per output.
+
+use super::output::{Index, IndexEntry};
+use super::stat::FileStat;
+use super::{LastBuild, Project, VariantId};
+use crate::identity::{self, Revision};
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+use std::sync::Arc;
+
+/// Per variant, [`identity::input_stamp`] at its shader's current revision; variants whose
+/// revision cannot be computed are absent (the build reports why).
+pub(super) fn input_stamps(
+    variants: &[VariantId],
+    revisions: &FxHashMap<Arc<str>, Revision>,
+) -> FxHashMap<VariantId, String> {
+    variants
+        .iter()
+        .filter_map(|variant| {
+            let revision = revisions.get(&variant.shader)?;
+            let stamp = identity::input_stamp(
+                revision,
+                &variant.pass,
+                variant.keywords.iter().map(|k| &**k),
+            );
+            Some((variant.clone(), stamp))
+        })
+        .collect()
+}
+
+impl Project {
+    /// Splits `variants` into the index entries of those whose outputs are current (see the
+    /// module documentation) and the variants the engine must look at. A variant this
+    /// process already built goes to the engine, whose verification is cheaper still.
+    pub(super) fn up_to_date(
+        &self,
+        last: &LastBuild,
+        variants: Vec<VariantId>,
+        stamps: &FxHashMap<VariantId, String>,
+    ) -> (Vec<IndexEntry>, Vec<VariantId>) {
+        let by_stamp = entries_by_stamp(&last.index);
+        let targets = self.manifest.targets.len();
+        let out_dir = &self.out_dir;
+        let checked: Vec<Result<Vec<IndexEntry>, VariantId>> = self.pool.install(|| {
+            variants
+                .into_par_iter()
+                .map(|variant| {
+                    if last.artifacts.contains_key(&variant) {
+                        return Err(variant);
+                    }
+                    let entries = stamps
+                        .get(&variant)
+                        .and_then(|stamp| by_stamp.get(stamp.as_str()))
+                        .filter(|entries| entries.len() == targets);
+                    let current = entries.filter(|entries| {
+                        entries.iter().all(|e| {
+                            !e.stale
+                                && !last.suspect.contains(&e.path)
+                                && std::fs::symlink_metadata(out_dir.join(&e.path)).is_ok_and(
+                                    |meta| {
+                                        meta.is_file()
+                                            && last.stats.trusts(&e.path, &FileStat::of(&meta))
+                                    },
+                                )
+                        })
+                    });
+                    match current {
+                        Some(entries) => Ok(entries.iter().map(|e| (*e).clone()).collect()),
+                        None => Err(variant),
+                    }
+                })
+                .collect()
+        });
+        let mut current = Vec::new();
+        let mut stale = Vec::new();
+        for result in checked {
+            match result {
+                Ok(entries) => current.extend(entries),
+                Err(variant) => stale.push(variant),
+            }
+        }
+        (current, stale)
+    }
+}
+
+fn entries_by_stamp(index: &Index) -> FxHashMap<&str, Vec<&IndexEntry>> {
+    let mut by_stamp: FxHashMap<&str, Vec<&IndexEntry>> = FxHashMap::default();
+    for entry in &index.entries {
+        by_stamp
+            .entry(entry.inputs.as_str())
+            .or_default()
+            .push(entry);
+    }
+    by_stamp
+}

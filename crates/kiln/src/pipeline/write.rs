@@ -1,0 +1,312 @@
+//! Writing a build's outputs and `index.json`: a file is written only when the one on disk
+//! does not already hold its bytes; outputs of variants or targets that left the manifest
+//! are removed; a failed variant's previous outputs are removed, or kept and marked stale.
+//! One output that cannot be written fails its variant alone.
+
+use super::diagnostic::Diagnostic;
+use super::output::{self, output_path, Index, IndexEntry, INDEX_FILE};
+use super::queries::Artifacts;
+use super::services::VariantArtifacts;
+use super::stat::{FileStat, OutputStats};
+use super::{LastBuild, Project, ProjectError, VariantId};
+use crate::identity::Revision;
+use crate::store::ContentKey;
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Arc;
+
+/// What writing the outputs did.
+pub(super) struct Written {
+    pub written: usize,
+    pub removed: usize,
+    /// Variants that failed, to compile or to be written.
+    pub failed: usize,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// One variant's outputs after writing: its index entries and the stats to record.
+type VariantWrite = (Vec<IndexEntry>, Vec<(String, FileStat)>, usize);
+
+impl Project {
+    pub(super) fn write_outputs(
+        &mut self,
+        built: &[(&VariantId, Artifacts)],
+        mut failed: BTreeSet<VariantId>,
+        last: LastBuild,
+        up_to_date: Vec<IndexEntry>,
+        revisions: &FxHashMap<Arc<str>, Revision>,
+    ) -> Result<Written, ProjectError> {
+        let out_dir = &self.out_dir;
+        std::fs::create_dir_all(out_dir).map_err(|source| ProjectError::Output {
+            path: out_dir.clone(),
+            source,
+        })?;
+        let previous: FxHashMap<&str, &IndexEntry> = last
+            .index
+            .entries
+            .iter()
+            .map(|e| (e.path.as_str(), e))
+            .collect();
+        let results: Vec<Result<VariantWrite, Diagnostic>> = self.pool.install(|| {
+            built
+                .par_iter()
+                .map(|(variant, artifacts)| {
+                    self.write_variant(variant, artifacts, &last, &previous)
+                })
+                .collect()
+        });
+
+        let mut stats = last.stats;
+        let mut entries = up_to_date;
+        let mut written = Written {
+            written: 0,
+            removed: 0,
+            failed: 0,
+            diagnostics: Vec::new(),
+        };
+        for ((variant, _), result) in built.iter().zip(results) {
+            match result {
+                Ok((variant_entries, variant_stats, count)) => {
+                    entries.extend(variant_entries);
+                    for (path, stat) in variant_stats {
+                        stats.record(&path, stat);
+                    }
+                    written.written += count;
+                }
+                Err(diagnostic) => {
+                    failed.insert((*variant).clone());
+                    written.diagnostics.push(diagnostic);
+                }
+            }
+        }
+        written.failed = failed.len();
+
+        // Outputs nobody produces now: a failed variant's (kept, marked stale, on request),
+        // and those of variants or targets that left the manifest.
+        let current: BTreeSet<String> = entries.iter().map(|e| e.path.clone()).collect();
+        for old in &last.index.entries {
+            if current.contains(&old.path) {
+                continue;
+            }
+            let variant = VariantId {
+                shader: Arc::from(old.shader.as_str()),
+                pass: Arc::from(old.pass.as_str()),
+                keywords: old.keywords.iter().map(|k| Arc::from(k.as_str())).collect(),
+            };
+            let target_kept = self
+                .manifest
+                .targets
+                .iter()
+                .any(|t| t.target().name() == old.target);
+            // A kept output must still be kiln's bytes: one edited behind kiln's back is
+            // removed like a retired one.
+            if self.keep_failed_outputs
+                && target_kept
+                && failed.contains(&variant)
+                && !last.suspect.contains(&old.path)
+            {
+                let mut kept = old.clone();
+                kept.stale = true;
+                kept.failed_revision = revisions
+                    .get(&variant.shader)
+                    .map(|r| format!("{:016x}", r.short()));
+                entries.push(kept);
+                continue;
+            }
+            match output::remove_output(out_dir, &old.path) {
+                Ok(()) => written.removed += 1,
+                Err(e) => written.diagnostics.push(Diagnostic::warning(format!(
+                    "cannot remove retired output {}: {e}",
+                    out_dir.join(&old.path).display()
+                ))),
+            }
+            stats.forget(&old.path);
+        }
+
+        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        let index = Index {
+            kiln_version: crate::store::KILN_VERSION.to_owned(),
+            entries,
+        };
+        let index_error = |source| ProjectError::Output {
+            path: out_dir.join(INDEX_FILE),
+            source,
+        };
+        if index != last.index || last.index_suspect {
+            index.write(out_dir).map_err(index_error)?;
+        }
+        let listed: BTreeSet<&str> = index.entries.iter().map(|e| e.path.as_str()).collect();
+        stats.retain(|path| listed.contains(path));
+        if stats.needs_write() || last.index_suspect {
+            stats.seal_and_write(out_dir).map_err(index_error)?;
+        }
+        self.last = Some(LastBuild {
+            index,
+            stats,
+            artifacts: built
+                .iter()
+                .map(|(variant, artifacts)| ((*variant).clone(), artifacts.clone()))
+                .collect(),
+            suspect: BTreeSet::new(),
+            index_suspect: false,
+        });
+        Ok(written)
+    }
+
+    /// Writes one variant's outputs that the disk does not already hold.
+    fn write_variant(
+        &self,
+        variant: &VariantId,
+        artifacts: &Artifacts,
+        last: &LastBuild,
+        previous: &FxHashMap<&str, &IndexEntry>,
+    ) -> Result<VariantWrite, Diagnostic> {
+        // Outputs this process wrote with the same bytes need no look on disk, unless a file
+        // event said someone touched them since.
+        let built_here = last
+            .artifacts
+            .get(variant)
+            .is_some_and(|l| l.outputs == artifacts.outputs);
+        let keywords: Vec<String> = variant.keywords.iter().map(|k| k.to_string()).collect();
+        let digest = artifacts.key.digest();
+        let revision = format!("{:016x}", artifacts.key.revision());
+        let mut entries = Vec::with_capacity(artifacts.outputs.len());
+        let mut stats = Vec::new();
+        let mut count = 0;
+        let mut bytes_of_variant: Option<Arc<VariantArtifacts>> = None;
+        for output in artifacts.outputs.iter() {
+            let relative = output_path(
+                &variant.shader,
+                &variant.pass,
+                &keywords,
+                output.target.extension(),
+            );
+            let path = self.out_dir.join(&relative);
+            let fail = |message: String| {
+                let mut d = Diagnostic::error(message);
+                d.variant = Some(variant.to_string());
+                d
+            };
+            let current = built_here && !last.suspect.contains(&relative);
+            let held = current
+                || match disk_holds(&path, &relative, output.bytes, &output.hash, last, previous) {
+                    Some(stat) => {
+                        stats.push((relative.clone(), stat));
+                        true
+                    }
+                    None => false,
+                };
+            if !held {
+                if bytes_of_variant.is_none() {
+                    bytes_of_variant = self.db.context().cache.get(&artifacts.key);
+                }
+                let bytes = match &bytes_of_variant {
+                    Some(all) => all
+                        .outputs
+                        .iter()
+                        .find(|(t, _)| *t == output.target)
+                        .map(|(_, b)| b.clone()),
+                    None => self.reload(&artifacts.key, variant, output.target),
+                };
+                let bytes = bytes.ok_or_else(|| {
+                    fail(format!(
+                        "{}: the artifact vanished from the store; build again",
+                        path.display()
+                    ))
+                })?;
+                let meta = output::write_atomic(&path, &bytes)
+                    .map_err(|e| fail(format!("cannot write output {}: {e}", path.display())))?;
+                stats.push((relative.clone(), FileStat::of(&meta)));
+                count += 1;
+            }
+            entries.push(IndexEntry {
+                shader: variant.shader.to_string(),
+                pass: variant.pass.to_string(),
+                keywords: keywords.clone(),
+                revision: revision.clone(),
+                digest: digest.clone(),
+                target: output.target.name().to_owned(),
+                path: relative,
+                bytes: output.bytes,
+                content_hash: output.hash.to_hex(),
+                inputs: artifacts.stamp.to_string(),
+                stale: false,
+                failed_revision: None,
+            });
+        }
+        Ok((entries, stats, count))
+    }
+
+    /// Bytes of one output whose variant-cache entry was evicted: from the store, never from
+    /// naga unless the store lost it too.
+    fn reload(
+        &self,
+        key: &crate::key::VariantKey,
+        variant: &VariantId,
+        target: crate::compile::Target,
+    ) -> Option<Arc<[u8]>> {
+        let job = super::queries::CompileJob::of(&self.db, variant)
+            .ok()?
+            .ok()?;
+        let (artifacts, _) = self
+            .db
+            .context()
+            .materialize(key, &job.input(), &job.targets)
+            .ok()?;
+        artifacts
+            .outputs
+            .iter()
+            .find(|(t, _)| *t == target)
+            .map(|(_, b)| b.clone())
+    }
+}
+
+/// Whether the file at `path` holds exactly `len` bytes hashing to `hash`: proven by its
+/// stat when kiln recorded the same one for the same contents, else by reading it. Returns
+/// the stat to record, or `None` when the file must be (re)written.
+fn disk_holds(
+    path: &Path,
+    relative: &str,
+    len: u64,
+    hash: &ContentKey,
+    last: &LastBuild,
+    previous: &FxHashMap<&str, &IndexEntry>,
+) -> Option<FileStat> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() || meta.len() != len {
+        return None;
+    }
+    let stat = FileStat::of(&meta);
+    let recorded_same = previous
+        .get(relative)
+        .is_some_and(|e| e.content_hash == hash.to_hex());
+    if recorded_same && last.stats.trusts(relative, &stat) {
+        return Some(stat);
+    }
+    let bytes = std::fs::read(path).ok()?;
+    (ContentKey::hash(&bytes) == *hash).then_some(stat)
+}
+
+/// Whether the file of `entry` still holds the entry's bytes; records its stat when that
+/// had to be proven by reading it.
+pub(super) fn holds(out_dir: &Path, entry: &IndexEntry, stats: &mut OutputStats) -> bool {
+    let path = out_dir.join(&entry.path);
+    let Ok(meta) = std::fs::symlink_metadata(&path) else {
+        return false;
+    };
+    if !meta.is_file() || meta.len() != entry.bytes {
+        return false;
+    }
+    let stat = FileStat::of(&meta);
+    if stats.trusts(&entry.path, &stat) {
+        return true;
+    }
+    let same = std::fs::read(&path)
+        .is_ok_and(|bytes| ContentKey::hash(&bytes).to_hex() == entry.content_hash);
+    if same {
+        stats.record(&entry.path, stat);
+    }
+    same
+}
