@@ -280,7 +280,8 @@ mod tests {
             seen.push(r);
         };
         check(revision(&shader(), &targets, "b"), "file text");
-        let edits: Vec<(&str, fn(&mut ShaderSpec))> = vec![
+        type Edit = (&'static str, fn(&mut ShaderSpec));
+        let edits: Vec<Edit> = vec![
             ("defines", |s| {
                 s.defines.insert("Q".into(), "2".into());
             }),
