@@ -1,0 +1,928 @@
+//! Differential fuzzing of "never stale" (issue 8): random valid projects, random edit
+//! sequences, and after every step kiln's incremental results compared byte for byte with a
+//! clean build.
+//!
+//! Two modes run over two copies of the same project, every edit applied to both:
+//! - build mode: `kiln build --json` in a new process after each step (`A/out`, `A/.kiln`);
+//! - watch mode: one `kiln watch --json --report-batches --out OUT_B` per sequence, its
+//!   output directory outside the project root; after each edit the harness writes a marker
+//!   `B/.sync/N` and waits for the batch naming it.
+//!
+//! The oracle is `kiln build --out FRESH --cache-dir FRESH_CACHE` into new, empty directories.
+//!
+//! Running it:
+//! - default (CI): 3 sequences x 25 steps, seeds 1..3;
+//! - `KILN_FUZZ_SEED=123`: one sequence with that seed (re-running a failure);
+//! - `KILN_FUZZ_STEPS=N`: N steps per mode in all; without `KILN_FUZZ_SEQUENCES`, split into
+//!   sequences of 25 steps (with `KILN_FUZZ_SEED` alone: one sequence of N steps);
+//! - `KILN_FUZZ_SEQUENCES=S`: S sequences (seeds SEED..SEED+S-1);
+//! - `KILN_FUZZ_ONLY=kind,...`: only these edit kinds (see `KINDS`);
+//! - `KILN_FUZZ_KEEP_GOING=1`: on a discrepancy, report it and go on with the next sequence
+//!   (the test still fails at the end);
+//! - `KILN_FUZZ_VERBOSE=1`: one line per step.
+//!
+//! `cargo test -p kiln-cli --test differential -- --nocapture` shows the report.
+
+#[path = "differential/model.rs"]
+mod model;
+#[path = "differential/rng.rs"]
+mod rng;
+#[path = "differential/tree.rs"]
+mod tree;
+#[path = "differential/watcher.rs"]
+mod watcher;
+
+use model::Model;
+use rng::Rng;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+use tree::Tree;
+use watcher::Watch;
+
+/// Edit kinds and their weights. `dir_back` and `fix` are not drawn: they follow `dir_out`
+/// and `error` in the next step.
+const KINDS: &[(&str, u32)] = &[
+    ("const", 10),
+    ("const_fog", 6),
+    ("comment", 8),
+    ("whitespace", 4),
+    ("include_toggle", 4),
+    ("include_rename", 3),
+    ("include_move", 3),
+    ("dir_out_back", 2),
+    ("dir_out", 2),
+    ("axes", 5),
+    ("shader_add", 2),
+    ("shader_remove", 2),
+    ("pass_entry", 3),
+    ("pass_stage", 3),
+    ("pass_source", 3),
+    ("pass_swap", 3),
+    ("targets", 3),
+    ("defines", 4),
+    ("error", 3),
+    ("output_delete", 3),
+    ("output_flip", 3),
+    ("output_edit", 2),
+    ("store_truncate", 2),
+    ("revert", 3),
+    ("noop", 3),
+    ("touch", 2),
+];
+
+struct Config {
+    sequences: u64,
+    steps: usize,
+    seed: u64,
+    only: Option<Vec<&'static str>>,
+    keep_going: bool,
+    verbose: bool,
+}
+
+impl Config {
+    fn from_env() -> Config {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let num = |name: &str| {
+            var(name).map(|v| {
+                v.parse::<u64>()
+                    .unwrap_or_else(|_| panic!("{name}={v}: not a number"))
+            })
+        };
+        let seed = num("KILN_FUZZ_SEED");
+        let total = num("KILN_FUZZ_STEPS");
+        let sequences = num("KILN_FUZZ_SEQUENCES").unwrap_or(match (seed, total) {
+            (Some(_), _) => 1,
+            (None, Some(n)) => n.div_ceil(25).max(1),
+            (None, None) => 3,
+        });
+        let total = total.unwrap_or(25 * sequences);
+        let only = var("KILN_FUZZ_ONLY").map(|list| {
+            list.split(',')
+                .map(str::trim)
+                .filter(|k| !k.is_empty())
+                .map(|k| {
+                    KINDS
+                        .iter()
+                        .map(|(name, _)| *name)
+                        .find(|n| *n == k)
+                        .unwrap_or_else(|| {
+                            let names: Vec<&str> = KINDS.iter().map(|(n, _)| *n).collect();
+                            panic!(
+                                "KILN_FUZZ_ONLY: unknown edit kind {k:?}; kinds: {}",
+                                names.join(",")
+                            )
+                        })
+                })
+                .collect()
+        });
+        Config {
+            sequences: sequences.max(1),
+            steps: total.div_ceil(sequences.max(1)) as usize,
+            seed: seed.unwrap_or(1),
+            only,
+            keep_going: var("KILN_FUZZ_KEEP_GOING").is_some_and(|v| v != "0"),
+            verbose: var("KILN_FUZZ_VERBOSE").is_some_and(|v| v != "0"),
+        }
+    }
+}
+
+/// What an edit may legitimately make kiln do, for the count checks.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Class {
+    /// Changes what is compiled, or kiln's outputs or store.
+    Other,
+    /// Comments or whitespace only: nothing may be compiled.
+    Cosmetic,
+    /// Code under `#ifdef FOG` only: only FOG variants may be compiled.
+    FogOnly,
+    /// Nothing but the marker: watch must not rebuild.
+    MarkerOnly,
+    /// A file rewritten with the same bytes: a rebuild would be spurious.
+    Unchanged,
+}
+
+fn class_of(kind: &str) -> Class {
+    match kind {
+        "comment" | "whitespace" => Class::Cosmetic,
+        "const_fog" => Class::FogOnly,
+        "noop" => Class::MarkerOnly,
+        "touch" => Class::Unchanged,
+        _ => Class::Other,
+    }
+}
+
+#[derive(Default)]
+struct Totals {
+    steps_per_mode: usize,
+    build_discrepancies: usize,
+    watch_discrepancies: usize,
+    spurious_rebuilds: usize,
+    findings: Vec<String>,
+}
+
+#[test]
+fn differential_never_stale() {
+    let config = Config::from_env();
+    let started = Instant::now();
+    let mut totals = Totals::default();
+    let last_seed = config.seed + config.sequences - 1;
+    for seed in config.seed..=last_seed {
+        let mut seq = Sequence::new(seed, &config);
+        let clean = seq.run(&config, &mut totals);
+        if !clean && !config.keep_going {
+            break;
+        }
+    }
+    println!(
+        "differential: sequences={} steps_per_mode={} build_discrepancies={} watch_discrepancies={} spurious_rebuilds={} seeds={}..{} elapsed={:.1}s",
+        config.sequences,
+        totals.steps_per_mode,
+        totals.build_discrepancies,
+        totals.watch_discrepancies,
+        totals.spurious_rebuilds,
+        config.seed,
+        last_seed,
+        started.elapsed().as_secs_f64()
+    );
+    for f in &totals.findings {
+        println!("finding: {f}");
+    }
+    assert!(
+        totals.build_discrepancies == 0 && totals.watch_discrepancies == 0,
+        "kiln served something a clean build would not (see above)"
+    );
+}
+
+/// One problem found at a step, in one mode.
+struct Problem {
+    mode: &'static str,
+    what: String,
+    details: Vec<String>,
+}
+
+struct Sequence {
+    seed: u64,
+    rng: Rng,
+    model: Model,
+    _work: tempfile::TempDir,
+    work: PathBuf,
+    a: PathBuf,
+    b: PathBuf,
+    out_b: PathBuf,
+    /// What the model's files are on disk, in both copies.
+    disk: BTreeMap<String, String>,
+    /// A directory moved out of both projects: (relative dir, where A's is, where B's is).
+    parked: Option<(String, PathBuf, PathBuf)>,
+    history: Vec<String>,
+    watch: Option<Watch>,
+    /// The last clean build, and the project files it was built from.
+    fresh_memo: Option<(BTreeMap<String, String>, Tree, Option<Value>)>,
+    store_damaged: bool,
+    temp_counter: u64,
+}
+
+impl Sequence {
+    fn new(seed: u64, _config: &Config) -> Sequence {
+        let mut rng = Rng::new(seed);
+        let model = Model::generate(&mut rng);
+        let dir = tempfile::Builder::new()
+            .prefix("kiln-fuzz-")
+            .tempdir()
+            .unwrap();
+        let work = dir.path().to_owned();
+        let (a, b, out_b) = (work.join("A"), work.join("B"), work.join("out_B"));
+        for d in [&a, &b, &work.join("park_a"), &work.join("park_b")] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        Sequence {
+            seed,
+            rng,
+            model,
+            _work: dir,
+            work,
+            a,
+            b,
+            out_b,
+            disk: BTreeMap::new(),
+            parked: None,
+            history: Vec::new(),
+            watch: None,
+            fresh_memo: None,
+            store_damaged: false,
+            temp_counter: 0,
+        }
+    }
+
+    /// Runs the sequence; returns whether no discrepancy was found.
+    fn run(&mut self, config: &Config, totals: &mut Totals) -> bool {
+        let files = self.model.render();
+        self.write_disk(&files);
+        self.history.push(format!(
+            "step 0: generated {} shaders, {} variants, targets {:?}",
+            self.model.shaders.len(),
+            self.model.variant_count(),
+            self.model
+                .targets
+                .iter()
+                .map(|t| model::TARGETS[*t])
+                .collect::<Vec<_>>()
+        ));
+        match Watch::start(
+            &self.b.join("kiln.toml"),
+            &self.out_b,
+            &self.work.join("watch-stderr.log"),
+        ) {
+            Ok((watch, _first)) => self.watch = Some(watch),
+            Err(e) => {
+                return self.fail(
+                    0,
+                    "start",
+                    vec![Problem {
+                        mode: "watch",
+                        what: "kiln watch did not start".into(),
+                        details: vec![e],
+                    }],
+                    config,
+                    totals,
+                )
+            }
+        }
+        if !self.check_step(0, "start", config, totals) {
+            return false;
+        }
+        for step in 1..=config.steps {
+            let (kind, desc) = self.choose_and_apply(config);
+            self.history.push(format!("step {step}: [{kind}] {desc}"));
+            if config.verbose {
+                println!("seed {} step {step}: [{kind}] {desc}", self.seed);
+            }
+            if !self.check_step(step, kind, config, totals) {
+                return false;
+            }
+        }
+        true
+    }
+
+    // ---------------------------------------------------------------- files
+
+    fn write_disk(&mut self, files: &BTreeMap<String, String>) {
+        let roots = [self.a.clone(), self.b.clone()];
+        for (path, text) in files {
+            if self.disk.get(path) != Some(text) {
+                for root in &roots {
+                    self.write_atomic(&root.join(path), text.as_bytes());
+                }
+            }
+        }
+        for path in self.disk.keys() {
+            if !files.contains_key(path) {
+                for root in &roots {
+                    let _ = std::fs::remove_file(root.join(path));
+                }
+            }
+        }
+        self.disk = files.clone();
+    }
+
+    /// Written as editors do: a temporary file beside it, then a rename.
+    fn write_atomic(&mut self, path: &Path, bytes: &[u8]) {
+        let dir = path.parent().unwrap();
+        std::fs::create_dir_all(dir).unwrap();
+        self.temp_counter += 1;
+        let temp = dir.join(format!(".fuzz-write-{}", self.temp_counter));
+        std::fs::write(&temp, bytes).unwrap();
+        std::fs::rename(&temp, path).unwrap();
+    }
+
+    /// The model's files, less a directory moved out of the project.
+    fn visible(&self, mut files: BTreeMap<String, String>) -> BTreeMap<String, String> {
+        if let Some((dir, _, _)) = &self.parked {
+            let prefix = format!("{dir}/");
+            files.retain(|p, _| !p.starts_with(&prefix));
+        }
+        files
+    }
+
+    // ---------------------------------------------------------------- edits
+
+    fn choose_and_apply(&mut self, config: &Config) -> (&'static str, String) {
+        if self.parked.is_some() {
+            return ("dir_back", self.dir_back());
+        }
+        if self.model.has_errors() {
+            let desc = self.model.fix_errors();
+            self.sync_model();
+            return ("fix", desc);
+        }
+        let kinds: Vec<(&'static str, u32)> = KINDS
+            .iter()
+            .filter(|(k, _)| config.only.as_ref().is_none_or(|only| only.contains(k)))
+            .copied()
+            .collect();
+        let total: u32 = kinds.iter().map(|(_, w)| w).sum();
+        for _ in 0..100 {
+            let mut r = (self.rng.next_u64() % u64::from(total)) as u32;
+            let kind = kinds
+                .iter()
+                .find(|(_, w)| {
+                    if r < *w {
+                        true
+                    } else {
+                        r -= w;
+                        false
+                    }
+                })
+                .unwrap()
+                .0;
+            if let Some(desc) = self.apply(kind) {
+                return (kind, desc);
+            }
+        }
+        ("noop", "nothing applicable: marker only".to_owned())
+    }
+
+    fn sync_model(&mut self) {
+        let files = self.visible(self.model.render());
+        self.write_disk(&files);
+    }
+
+    fn apply(&mut self, kind: &'static str) -> Option<String> {
+        let rng = &mut self.rng;
+        let model = &mut self.model;
+        let desc = match kind {
+            "const" => model.edit_const(rng, false),
+            "const_fog" => model.edit_const(rng, true),
+            "comment" => model.edit_comment(rng),
+            "whitespace" => model.edit_whitespace(rng),
+            "include_toggle" => model.edit_include_toggle(rng),
+            "include_rename" => model.edit_include_rename(rng),
+            "include_move" => model.edit_include_move(rng),
+            "axes" => model.edit_axes(rng),
+            "shader_add" => model.edit_shader_add(rng),
+            "shader_remove" => model.edit_shader_remove(rng),
+            "pass_entry" => model.edit_pass_entry(rng),
+            "pass_stage" => model.edit_pass_stage(rng),
+            "pass_source" => model.edit_pass_source(rng),
+            "pass_swap" => model.edit_pass_swap(rng),
+            "targets" => model.edit_targets(rng),
+            "defines" => model.edit_defines(rng),
+            "error" => model.edit_error(rng),
+            // Edits of the file system, not of the model.
+            "dir_out_back" => return self.dir_out(true),
+            "dir_out" => return self.dir_out(false),
+            "output_delete" | "output_flip" | "output_edit" => return self.edit_output(kind),
+            "store_truncate" => return self.store_truncate(),
+            "revert" => return self.revert(),
+            "touch" => return self.touch(),
+            "noop" => return Some("marker only".to_owned()),
+            other => panic!("unknown edit kind {other}"),
+        }?;
+        self.sync_model();
+        Some(desc)
+    }
+
+    fn dir_out(&mut self, and_back: bool) -> Option<String> {
+        let mut dirs: Vec<String> = self
+            .disk
+            .keys()
+            .flat_map(|p| {
+                let parts: Vec<&str> = p.split('/').collect();
+                (1..parts.len())
+                    .map(|n| parts[..n].join("/"))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        dirs.sort();
+        dirs.dedup();
+        if dirs.is_empty() {
+            return None;
+        }
+        let dir = self.rng.pick(&dirs).clone();
+        let flat = dir.replace('/', "_");
+        let park_a = self.work.join("park_a").join(&flat);
+        let park_b = self.work.join("park_b").join(&flat);
+        std::fs::rename(self.a.join(&dir), &park_a).unwrap();
+        std::fs::rename(self.b.join(&dir), &park_b).unwrap();
+        if and_back {
+            let pause = self.rng.below(3) as u64 * 40;
+            std::thread::sleep(Duration::from_millis(pause));
+            std::fs::rename(&park_a, self.a.join(&dir)).unwrap();
+            std::fs::rename(&park_b, self.b.join(&dir)).unwrap();
+            return Some(format!(
+                "directory {dir} moved out of the project and back ({pause} ms apart)"
+            ));
+        }
+        self.parked = Some((dir.clone(), park_a, park_b));
+        let prefix = format!("{dir}/");
+        self.disk.retain(|p, _| !p.starts_with(&prefix));
+        Some(format!("directory {dir} moved out of the project"))
+    }
+
+    fn dir_back(&mut self) -> String {
+        let (dir, park_a, park_b) = self.parked.take().unwrap();
+        std::fs::rename(&park_a, self.a.join(&dir)).unwrap();
+        std::fs::rename(&park_b, self.b.join(&dir)).unwrap();
+        self.disk = self.model.render();
+        format!("directory {dir} moved back into the project")
+    }
+
+    /// An output changed behind kiln's back, in each mode's own output directory.
+    fn edit_output(&mut self, kind: &str) -> Option<String> {
+        let outputs: Vec<String> = self
+            .fresh_memo
+            .as_ref()
+            .map(|(_, tree, _)| tree.files.keys().cloned().collect())
+            .unwrap_or_default();
+        if outputs.is_empty() {
+            return None;
+        }
+        let path = self.rng.pick(&outputs).clone();
+        let r = self.rng.next_u64();
+        let mut done = Vec::new();
+        for dir in [self.a.join("out"), self.out_b.clone()] {
+            let file = dir.join(&path);
+            let Ok(mut bytes) = std::fs::read(&file) else {
+                continue;
+            };
+            match kind {
+                "output_delete" => std::fs::remove_file(&file).unwrap(),
+                "output_flip" => {
+                    if bytes.is_empty() {
+                        continue;
+                    }
+                    let at = (r % bytes.len() as u64) as usize;
+                    bytes[at] ^= 0x20;
+                    std::fs::write(&file, &bytes).unwrap();
+                }
+                _ => {
+                    if r % 2 == 0 {
+                        bytes.extend_from_slice(b"\n// edited behind kiln's back\n");
+                    } else {
+                        bytes.truncate(bytes.len() / 2);
+                    }
+                    std::fs::write(&file, &bytes).unwrap();
+                }
+            }
+            done.push(dir.file_name().unwrap().to_string_lossy().into_owned());
+        }
+        let what = match kind {
+            "output_delete" => "deleted",
+            "output_flip" => "one byte flipped (same size)",
+            _ => "edited (size changed)",
+        };
+        Some(format!("output {path} {what} in {}", done.join(", ")))
+    }
+
+    /// Store entries truncated (about a third of them), and sometimes an output deleted so
+    /// that kiln has to go back to the store.
+    fn store_truncate(&mut self) -> Option<String> {
+        let mut truncated = 0;
+        for store in [self.a.join(".kiln"), self.b.join(".kiln")] {
+            let mut entries = Vec::new();
+            collect_files(&store, &mut entries);
+            entries.retain(|p| {
+                let name = p.file_name().unwrap().to_string_lossy();
+                !name.starts_with('.') && !name.ends_with(".json")
+            });
+            entries.sort();
+            for entry in &entries {
+                if self.rng.below(3) == 0 {
+                    if let Ok(bytes) = std::fs::read(entry) {
+                        std::fs::write(entry, &bytes[..bytes.len() / 2]).unwrap();
+                        truncated += 1;
+                    }
+                }
+            }
+        }
+        if truncated == 0 {
+            return None;
+        }
+        self.store_damaged = true;
+        let also = if self.rng.chance(50) {
+            self.edit_output("output_delete")
+                .map(|d| format!("; {d}"))
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        Some(format!(
+            "{truncated} store entries truncated (A and B){also}"
+        ))
+    }
+
+    /// A file changed and written back within the same second (in place, as some tools
+    /// do): nothing changed in the end.
+    fn revert(&mut self) -> Option<String> {
+        let mut other = self.model.clone();
+        let mut rng = Rng::new(self.rng.next_u64());
+        let edited = match rng.below(3) {
+            0 => other.edit_defines(&mut rng),
+            _ => other.edit_const(&mut rng, false),
+        }?;
+        let files = self.visible(other.render());
+        let changed: Vec<(String, String)> = files
+            .into_iter()
+            .filter(|(p, t)| self.disk.get(p).is_some_and(|old| old != t))
+            .collect();
+        let (path, text) = changed.first()?.clone();
+        let original = self.disk[&path].clone();
+        for root in [&self.a, &self.b] {
+            std::fs::write(root.join(&path), &text).unwrap();
+            std::fs::write(root.join(&path), &original).unwrap();
+        }
+        Some(format!("{path} edited ({edited}) and reverted at once"))
+    }
+
+    /// A file rewritten with identical bytes.
+    fn touch(&mut self) -> Option<String> {
+        let read = self.model.read_files();
+        let path = self.rng.pick(&read).clone();
+        let text = self.disk.get(&path)?.clone();
+        for root in [self.a.clone(), self.b.clone()] {
+            self.write_atomic(&root.join(&path), text.as_bytes());
+        }
+        Some(format!("{path} rewritten with the same bytes"))
+    }
+
+    // ---------------------------------------------------------------- checks
+
+    /// Runs both modes and the clean build after the step; returns whether all agreed.
+    fn check_step(
+        &mut self,
+        step: usize,
+        kind: &'static str,
+        config: &Config,
+        totals: &mut Totals,
+    ) -> bool {
+        let class = class_of(kind);
+        let mut problems = Vec::new();
+
+        // Build mode: a new process.
+        let build = kiln_build(&self.a.join("kiln.toml"), &[]);
+
+        // Watch mode: the marker, then a second one to catch what kiln's own writes set off.
+        let watch = self.watch.as_mut().unwrap();
+        let mut watch_dead = false;
+        let reports = match watch.sync(&step.to_string()) {
+            Ok(r) => r,
+            Err(e) => {
+                problems.push(Problem {
+                    mode: "watch",
+                    what: "no marker from kiln watch".into(),
+                    details: vec![e],
+                });
+                watch_dead = true;
+                Vec::new()
+            }
+        };
+        let settle = if watch_dead {
+            Vec::new()
+        } else {
+            match watch.sync(&format!("{step}.settle")) {
+                Ok(r) => r,
+                Err(e) => {
+                    problems.push(Problem {
+                        mode: "watch",
+                        what: "no settle marker from kiln watch".into(),
+                        details: vec![e],
+                    });
+                    watch_dead = true;
+                    Vec::new()
+                }
+            }
+        };
+        totals.spurious_rebuilds += settle.len();
+        if !settle.is_empty() && config.verbose {
+            println!(
+                "  {} spurious rebuild(s) after the step's marker",
+                settle.len()
+            );
+        }
+
+        // The oracle.
+        let files = self.visible(self.model.render());
+        let (fresh, fresh_report) = self.clean_build(&files);
+        let expect_clean = self.parked.is_none() && !self.model.has_errors();
+        let fresh_failed = fresh_report
+            .as_ref()
+            .and_then(|r| r["failed"].as_u64())
+            .unwrap_or(u64::MAX);
+        if expect_clean && fresh_failed != 0 {
+            panic!(
+                "fuzzer bug: the generated project does not build cleanly (seed {}, step {step})\nhistory:\n  {}\nreport: {}\nfiles:\n{}",
+                self.seed,
+                self.history.join("\n  "),
+                fresh_report.map(|r| r.to_string()).unwrap_or_default(),
+                files
+                    .iter()
+                    .map(|(p, t)| format!("--- {p}\n{t}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
+        }
+
+        // Build mode against the oracle.
+        match &build {
+            Err(e) => problems.push(Problem {
+                mode: "build",
+                what: "kiln build did not report".into(),
+                details: vec![e.clone()],
+            }),
+            Ok(report) => {
+                let got = Tree::read(&self.a.join("out"));
+                warn_leftovers("build", &got, self.seed, step);
+                let diff = tree::diff(&got, &fresh, true);
+                if !diff.is_empty() {
+                    problems.push(Problem {
+                        mode: "build",
+                        what: "outputs differ from a clean build".into(),
+                        details: diff,
+                    });
+                }
+                if let Some(p) = self.check_build_counts(class, report) {
+                    problems.push(p);
+                }
+            }
+        }
+
+        // Watch mode against the oracle.
+        if !watch_dead {
+            let mut got = Tree::read(&self.out_b);
+            warn_leftovers("watch", &got, self.seed, step);
+            tree::drop_stale_entries(&mut got);
+            let diff = tree::diff(&got, &fresh, false);
+            if !diff.is_empty() {
+                problems.push(Problem {
+                    mode: "watch",
+                    what: "outputs differ from a clean build (stale entries dropped)".into(),
+                    details: diff,
+                });
+            }
+            if let Some(p) = self.check_watch_counts(class, &reports) {
+                problems.push(p);
+            }
+            if class == Class::MarkerOnly && !reports.is_empty() {
+                totals.spurious_rebuilds += reports.len();
+                problems.push(Problem {
+                    mode: "watch",
+                    what: "rebuild after a marker-only step".into(),
+                    details: reports.iter().map(Value::to_string).collect(),
+                });
+            }
+            if class == Class::Unchanged {
+                totals.spurious_rebuilds += reports.len();
+            }
+        }
+
+        if step > 0 {
+            totals.steps_per_mode += 1;
+        }
+        if problems.is_empty() && !watch_dead {
+            return true;
+        }
+        self.fail(step, kind, problems, config, totals)
+    }
+
+    fn check_build_counts(&self, class: Class, report: &Value) -> Option<Problem> {
+        if self.store_damaged {
+            return None;
+        }
+        let compiled = report["compiled"].as_u64().unwrap_or(0);
+        match class {
+            Class::Cosmetic if compiled != 0 => Some(Problem {
+                mode: "build",
+                what: format!("a comment or whitespace edit compiled {compiled} variant(s)"),
+                details: vec![report.to_string()],
+            }),
+            Class::FogOnly if compiled as usize > self.model.fog_variants() => Some(Problem {
+                mode: "build",
+                what: format!(
+                    "an edit under #ifdef FOG compiled {compiled} variants, more than the {} FOG variants",
+                    self.model.fog_variants()
+                ),
+                details: vec![report.to_string()],
+            }),
+            _ => None,
+        }
+    }
+
+    fn check_watch_counts(&self, class: Class, reports: &[Value]) -> Option<Problem> {
+        if self.store_damaged {
+            return None;
+        }
+        let compiled: u64 = reports
+            .iter()
+            .map(|r| r["compiled"].as_u64().unwrap_or(0))
+            .sum();
+        match class {
+            Class::Cosmetic if compiled != 0 => Some(Problem {
+                mode: "watch",
+                what: format!("a comment or whitespace edit recompiled {compiled} variant(s)"),
+                details: reports.iter().map(Value::to_string).collect(),
+            }),
+            Class::FogOnly => {
+                let bad: Vec<String> = reports
+                    .iter()
+                    .flat_map(|r| r["recompiled"].as_array().cloned().unwrap_or_default())
+                    .filter_map(|r| r["variant"].as_str().map(str::to_owned))
+                    .filter(|v| !variant_keywords(v).contains(&"FOG"))
+                    .collect();
+                (!bad.is_empty()).then(|| Problem {
+                    mode: "watch",
+                    what: "an edit under #ifdef FOG recompiled variants without FOG".into(),
+                    details: bad,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// A clean build into new, empty directories (reused while the project files are the
+    /// same as at the last one).
+    fn clean_build(&mut self, files: &BTreeMap<String, String>) -> (Tree, Option<Value>) {
+        if let Some((memo_files, tree, report)) = &self.fresh_memo {
+            if memo_files == files {
+                return (tree.clone(), report.clone());
+            }
+        }
+        let out = self.work.join("fresh_out");
+        let cache = self.work.join("fresh_cache");
+        let _ = std::fs::remove_dir_all(&out);
+        let _ = std::fs::remove_dir_all(&cache);
+        let mut args: Vec<&std::ffi::OsStr> = vec!["--out".as_ref(), out.as_os_str()];
+        args.extend(["--cache-dir".as_ref(), cache.as_os_str()]);
+        let report = kiln_build(&self.a.join("kiln.toml"), &args).ok();
+        let tree = Tree::read(&out);
+        let _ = std::fs::remove_dir_all(&out);
+        let _ = std::fs::remove_dir_all(&cache);
+        self.fresh_memo = Some((files.clone(), tree.clone(), report.clone()));
+        (tree, report)
+    }
+
+    /// Prints the discrepancy; returns false (the sequence stops), or panics unless
+    /// `KILN_FUZZ_KEEP_GOING` is set.
+    fn fail(
+        &mut self,
+        step: usize,
+        kind: &str,
+        problems: Vec<Problem>,
+        config: &Config,
+        totals: &mut Totals,
+    ) -> bool {
+        let mut text = format!(
+            "\n=== differential: discrepancy at seed {} step {step} (edit kind: {kind})\nre-run: KILN_FUZZ_SEED={} KILN_FUZZ_STEPS={step} cargo test -p kiln-cli --test differential -- --nocapture\nhistory:\n  {}\n",
+            self.seed,
+            self.seed,
+            self.history.join("\n  ")
+        );
+        let mut modes = Vec::new();
+        for p in &problems {
+            text.push_str(&format!("[{} mode] {}\n", p.mode, p.what));
+            for d in p.details.iter().take(30) {
+                text.push_str(&format!("    {d}\n"));
+            }
+            if p.details.len() > 30 {
+                text.push_str(&format!("    ... and {} more\n", p.details.len() - 30));
+            }
+            totals.findings.push(format!(
+                "seed={} step={step} kind={kind} mode={} what={} ({} difference(s); first: {})",
+                self.seed,
+                p.mode,
+                p.what,
+                p.details.len(),
+                p.details.first().map(String::as_str).unwrap_or("-")
+            ));
+            if !modes.contains(&p.mode) {
+                modes.push(p.mode);
+            }
+        }
+        if let Some(watch) = &self.watch {
+            text.push_str(&format!(
+                "kiln watch stderr (last lines):\n{}\n",
+                watch.stderr_tail()
+            ));
+        }
+        for mode in modes {
+            match mode {
+                "build" => totals.build_discrepancies += 1,
+                _ => totals.watch_discrepancies += 1,
+            }
+        }
+        println!("{text}");
+        if !config.keep_going {
+            println!(
+                "differential: sequences={} steps_per_mode={} build_discrepancies={} watch_discrepancies={} spurious_rebuilds={} seeds={}..{}",
+                config.sequences,
+                totals.steps_per_mode,
+                totals.build_discrepancies,
+                totals.watch_discrepancies,
+                totals.spurious_rebuilds,
+                config.seed,
+                config.seed + config.sequences - 1
+            );
+            panic!(
+                "differential: discrepancy at seed {} step {step} ({kind}); see above",
+                self.seed
+            );
+        }
+        false
+    }
+}
+
+/// `kiln build --json --manifest M ARGS`: its report (exit 0 or 1), or why there is none.
+fn kiln_build(manifest: &Path, args: &[&std::ffi::OsStr]) -> Result<Value, String> {
+    let output = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(["build", "--json", "--manifest"])
+        .arg(manifest)
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run kiln build: {e}"))?;
+    let code = output.status.code();
+    if !matches!(code, Some(0) | Some(1)) {
+        return Err(format!(
+            "kiln build exited with {:?}: {}",
+            code,
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    serde_json::from_slice(&output.stdout).map_err(|e| {
+        format!(
+            "kiln build printed no JSON report ({e}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
+}
+
+/// The keywords of a variant named `Shader/Pass[A;B]`.
+fn variant_keywords(name: &str) -> Vec<&str> {
+    name.rsplit_once('[')
+        .map(|(_, rest)| rest.trim_end_matches(']'))
+        .map(|k| k.split(';').filter(|k| !k.is_empty()).collect())
+        .unwrap_or_default()
+}
+
+fn warn_leftovers(mode: &str, tree: &Tree, seed: u64, step: usize) {
+    if !tree.tmp_leftovers.is_empty() {
+        println!(
+            "warning: {mode} mode, seed {seed} step {step}: temporary files left in the output directory: {:?}",
+            tree.tmp_leftovers
+        );
+    }
+}
+
+fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            collect_files(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
