@@ -874,7 +874,7 @@ impl Sequence {
 
 /// `kiln build --json --manifest M ARGS`: its report (exit 0 or 1), or why there is none.
 fn kiln_build(manifest: &Path, args: &[&std::ffi::OsStr]) -> Result<Value, String> {
-    let output = Command::new(env!("CARGO_BIN_EXE_kiln"))
+    let output = Command::new(kiln_bin())
         .args(["build", "--json", "--manifest"])
         .arg(manifest)
         .args(args)
@@ -925,4 +925,12 @@ fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(path);
         }
     }
+}
+
+/// The `kiln` under test: this build's, or `KILN_FUZZ_BIN` (a long run keeps its own copy
+/// while the tree is rebuilt).
+fn kiln_bin() -> std::path::PathBuf {
+    std::env::var_os("KILN_FUZZ_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_kiln").into())
 }

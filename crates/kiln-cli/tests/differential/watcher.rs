@@ -23,7 +23,7 @@ impl Watch {
         let root = manifest.parent().unwrap().to_owned();
         std::fs::create_dir_all(root.join(".sync")).unwrap();
         let stderr = std::fs::File::create(stderr_log).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        let mut child = Command::new(super::kiln_bin())
             .args(["watch", "--json", "--report-batches", "--manifest"])
             .arg(manifest)
             .arg("--out")
