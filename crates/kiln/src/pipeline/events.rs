@@ -1,5 +1,5 @@
 //! Counts of what the engine did during a build, for the build report: which variants were
-//! re-verified, re-executed, cut off early, or evicted.
+//! re-verified, cut off early, or evicted.
 
 use super::queries::{ArtifactsQ, CompileTextQ, PreprocessQ};
 use super::services::Services;
@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 #[derive(Debug, Default)]
 pub(crate) struct EventCounts {
     artifacts_validated: AtomicUsize,
-    artifacts_executed: AtomicUsize,
     backdated: AtomicUsize,
     evicted: AtomicUsize,
 }
@@ -19,7 +18,6 @@ pub(crate) struct EventCounts {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Counts {
     pub artifacts_validated: usize,
-    pub artifacts_executed: usize,
     pub backdated: usize,
     pub evicted: usize,
 }
@@ -32,7 +30,6 @@ impl EventCounts {
             || event.query == <PreprocessQ as Query<Services>>::NAME;
         let counter = match event.kind {
             EventKind::DidValidateMemoizedValue if artifacts => &self.artifacts_validated,
-            EventKind::WillExecute if artifacts => &self.artifacts_executed,
             EventKind::Backdated if artifacts || text => &self.backdated,
             EventKind::Evicted => &self.evicted,
             _ => return,
@@ -44,7 +41,6 @@ impl EventCounts {
     pub(crate) fn take(&self) -> Counts {
         Counts {
             artifacts_validated: self.artifacts_validated.swap(0, Relaxed),
-            artifacts_executed: self.artifacts_executed.swap(0, Relaxed),
             backdated: self.backdated.swap(0, Relaxed),
             evicted: self.evicted.swap(0, Relaxed),
         }

@@ -455,7 +455,7 @@ impl Project {
         });
         drop(pinned);
 
-        let outcomes = std::mem::take(&mut *self.db.context().outcomes.lock());
+        let outcomes = std::mem::take(&mut *self.db.context().build.outcomes.lock());
         let counts = self.events.take();
         let mut report = BuildReport {
             variants: total,
@@ -519,7 +519,7 @@ impl Project {
         report.diagnostics.extend(written.diagnostics);
         report
             .diagnostics
-            .extend(std::mem::take(&mut *self.db.context().warnings.lock()));
+            .extend(std::mem::take(&mut *self.db.context().build.warnings.lock()));
         report
             .diagnostics
             .sort_by_key(|d| std::cmp::Reverse(d.severity));

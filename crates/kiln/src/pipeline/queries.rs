@@ -316,7 +316,7 @@ impl Query<Services> for ArtifactsQ {
         let services = db.context();
         match services.materialize(&key, &job.input(), &job.targets) {
             Ok((artifacts, outcome)) => {
-                services.outcomes.lock().insert(variant.clone(), outcome);
+                services.build.outcomes.lock().insert(variant.clone(), outcome);
                 let outputs = artifacts
                     .outputs
                     .iter()

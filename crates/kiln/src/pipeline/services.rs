@@ -59,28 +59,47 @@ type Produced = Result<(Arc<VariantArtifacts>, Outcome), Failures>;
 
 /// What the engine's queries reach outside the engine. Reads of it are not dependencies:
 /// everything here is either content-addressed (the store, the dedup table) or keyed by a
-/// canonical variant key that includes the source revision (the variant cache), so it can
-/// never answer with something stale.
+/// canonical variant key whose source revision covers every input of the compile (the
+/// variant cache, see [`identity`]), so it can never answer with something stale.
+///
+/// The per-process caches live here; what belongs to one build only is in
+/// [`BuildSession`], emptied as a whole when a build starts.
 pub struct Services {
     pub(crate) store: Arc<dyn ArtifactStore>,
     /// Lexed files reused across variants (checked against the engine's text on each use).
     pub(crate) preprocessor: crate::preprocess::Preprocessor,
     pub(crate) cache: VariantCache<Arc<VariantArtifacts>>,
-    /// Identical compiles run once per build: [`identity::job_key`] -> result.
-    session: Mutex<FxHashMap<ContentKey, Arc<OnceLock<Produced>>>>,
     /// Artifacts still held by the variant cache, by [`identity::job_key`]. Weak: the
     /// variant cache owns the bytes; this lets a variant whose source revision moved but
     /// whose compile did not find its artifacts without a trip to the store.
     resident: Mutex<FxHashMap<ContentKey, Weak<VariantArtifacts>>>,
     namespaces: Mutex<FxHashMap<TargetConfig, Namespace>>,
+    pub(crate) build: BuildSession,
+}
+
+/// The state of the build in progress. Queries add to it only when they execute: a variant
+/// that the engine re-verified has no outcome here, which the build reports as up to date.
+#[derive(Default)]
+pub(crate) struct BuildSession {
+    /// Identical compiles run once per build: [`identity::job_key`] -> result.
+    dedup: Mutex<FxHashMap<ContentKey, Arc<OnceLock<Produced>>>>,
     /// How each variant whose artifacts query executed in this build got its artifacts.
     pub(crate) outcomes: Mutex<FxHashMap<VariantId, Outcome>>,
-    /// Store problems repaired during this build.
+    /// Store problems met (and repaired) during this build.
     pub(crate) warnings: Mutex<Vec<Diagnostic>>,
     /// Compiled artifacts not yet saved to the store, and their total size. Saving waits
     /// until the build's outputs are written (new store files are the slowest thing a build
     /// does on some file systems, and nobody waits for them), unless this grows too large.
     deferred: Mutex<(Vec<PendingSave>, u64)>,
+}
+
+impl BuildSession {
+    fn reset(&self) {
+        self.dedup.lock().clear();
+        self.outcomes.lock().clear();
+        self.warnings.lock().clear();
+        // `deferred` is not per-build data to forget: every build flushes it.
+    }
 }
 
 /// An artifact waiting to be saved to the store.
@@ -115,18 +134,15 @@ impl Services {
             store,
             preprocessor: crate::preprocess::Preprocessor::new(),
             cache,
-            session: Mutex::default(),
             resident: Mutex::default(),
             namespaces: Mutex::default(),
-            outcomes: Mutex::default(),
-            warnings: Mutex::default(),
-            deferred: Mutex::default(),
+            build: BuildSession::default(),
         }
     }
 
     fn defer_save(&self, ns: Namespace, key: ContentKey, bytes: Arc<[u8]>) {
         let overflow = {
-            let mut deferred = self.deferred.lock();
+            let mut deferred = self.build.deferred.lock();
             deferred.1 += bytes.len() as u64;
             deferred.0.push((ns, key, bytes));
             if deferred.1 > MAX_DEFERRED_BYTES {
@@ -141,8 +157,8 @@ impl Services {
 
     /// Writes every deferred artifact to the store (in parallel when called from a pool).
     pub(crate) fn flush_saves(&self) {
-        let pending = std::mem::take(&mut self.deferred.lock().0);
-        self.deferred.lock().1 = 0;
+        let pending = std::mem::take(&mut self.build.deferred.lock().0);
+        self.build.deferred.lock().1 = 0;
         self.save_all(pending);
     }
 
@@ -150,7 +166,7 @@ impl Services {
         use rayon::prelude::*;
         pending.par_iter().for_each(|(ns, key, bytes)| {
             if let Err(e) = self.store.save(ns, key, bytes) {
-                self.warnings.lock().push(Diagnostic::warning(format!(
+                self.build.warnings.lock().push(Diagnostic::warning(format!(
                     "could not save to the store: {e}"
                 )));
             }
@@ -162,9 +178,7 @@ impl Services {
         self.resident
             .lock()
             .retain(|_, artifacts| artifacts.strong_count() > 0);
-        self.session.lock().clear();
-        self.outcomes.lock().clear();
-        self.warnings.lock().clear();
+        self.build.reset();
     }
 
     /// The namespace of a target in the store.
@@ -212,7 +226,8 @@ impl Services {
         if let Some(artifacts) = self.resident.lock().get(&key).and_then(Weak::upgrade) {
             // Compiled earlier in this very build for a twin text: that is deduplication.
             let compiled_now = self
-                .session
+                .build
+                .dedup
                 .lock()
                 .get(&key)
                 .is_some_and(|cell| matches!(cell.get(), Some(Ok((_, Outcome::Compiled)))));
@@ -237,7 +252,7 @@ impl Services {
         input: &CompileInput<'_>,
         targets: &[TargetConfig],
     ) -> Result<(Arc<VariantArtifacts>, Outcome), FailureList> {
-        let cell = self.session.lock().entry(*key).or_default().clone();
+        let cell = self.build.dedup.lock().entry(*key).or_default().clone();
         let mut ran = false;
         let produced = cell
             .get_or_init(|| {
@@ -272,14 +287,14 @@ impl Services {
                 Ok(Lookup::Hit(bytes)) => Some(Arc::from(bytes)),
                 Ok(Lookup::Miss) => None,
                 Ok(Lookup::Corrupt { path, reason }) => {
-                    self.warnings.lock().push(Diagnostic::warning(format!(
+                    self.build.warnings.lock().push(Diagnostic::warning(format!(
                         "corrupt store entry {} ({reason}): discarded and rebuilt",
                         path.display()
                     )));
                     None
                 }
                 Err(e) => {
-                    self.warnings.lock().push(Diagnostic::warning(format!(
+                    self.build.warnings.lock().push(Diagnostic::warning(format!(
                         "store read failed, compiling instead: {e}"
                     )));
                     None
