@@ -6,6 +6,7 @@ mod diagnostic;
 mod events;
 mod output;
 mod queries;
+mod safe_output;
 mod services;
 
 pub use diagnostic::{describe_variant, Diagnostic, Location, Severity};
@@ -297,10 +298,9 @@ impl Project {
         &self.known_files
     }
 
-    fn read_text(&self, relative: &Path) -> Option<Arc<str>> {
-        std::fs::read_to_string(self.manifest.root.join(relative))
-            .ok()
-            .map(Arc::from)
+    fn read_text(&self, relative: &Path) -> Result<Arc<str>, crate::boundary::SourceReadError> {
+        let max_bytes = self.manifest.limits.max_source_bytes;
+        crate::boundary::read_project_file(&self.manifest.root, relative, max_bytes).map(Arc::from)
     }
 
     fn read_file(&mut self, relative: &Path) {
@@ -387,7 +387,11 @@ impl Project {
         let total = all_variants.len();
         let previous = match self.last_index.take() {
             Some(index) => index,
-            None => Index::read(&self.out_dir),
+            None => {
+                let (index, warnings) = Index::read_checked(&self.out_dir);
+                self.db.context().warnings.lock().extend(warnings);
+                index
+            }
         };
         let stamps = self.input_stamps(&all_variants);
         let pinned = self.invalidate_stale_revisions();
@@ -744,9 +748,11 @@ impl Project {
             if failed.contains(&variant) && target_kept {
                 kept.push(old.clone());
             } else {
-                output::remove_output(out_dir, &old.path)
-                    .map_err(|e| output_error(&out_dir.join(&old.path), e))?;
-                removed += 1;
+                if output::remove_output(out_dir, old)
+                    .map_err(|e| output_error(&out_dir.join(&old.path), e))?
+                {
+                    removed += 1;
+                }
             }
         }
         entries.extend(kept);

@@ -2,6 +2,7 @@
 //! `index.json` describing them. Files are written atomically and only when their content
 //! changed; `index.json` is replaced atomically after every build.
 
+use super::diagnostic::Diagnostic;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -48,12 +49,22 @@ pub struct IndexEntry {
 
 impl Index {
     /// Reads `dir/index.json`; a missing or unreadable index is an empty one (every output
-    /// is then rewritten, which is always safe).
+    /// is then rewritten, which is always safe). Entries whose path is not a normal relative
+    /// path inside `dir` are dropped: see [`Index::read_checked`], which also says which.
     pub fn read(dir: &Path) -> Self {
-        std::fs::read(dir.join(INDEX_FILE))
+        Self::read_checked(dir).0
+    }
+
+    /// [`Index::read`], and a warning for every entry dropped because its path is absolute,
+    /// climbs with `..`, or holds `\` or NUL: anyone can edit `index.json`, and kiln removes
+    /// the files it lists once their variants leave the manifest.
+    pub fn read_checked(dir: &Path) -> (Self, Vec<Diagnostic>) {
+        let mut index: Self = std::fs::read(dir.join(INDEX_FILE))
             .ok()
             .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        let warnings = super::safe_output::retain_safe_entries(dir, &mut index.entries);
+        (index, warnings)
     }
 
     /// Writes `dir/index.json` atomically.
@@ -117,8 +128,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// Removes an output file that no variant produces any more, and its directories if empty.
-pub fn remove_output(out_dir: &Path, relative: &str) -> std::io::Result<()> {
-    let path = out_dir.join(relative);
+///
+/// Only a file kiln can show it wrote is removed: its index path is a normal relative path,
+/// its directory (symbolic links resolved) is inside `out_dir`, it is a regular file (not a
+/// link), and its size and blake3 hash are those the index recorded. Returns whether it was
+/// removed; a file that fails a check is left alone.
+pub fn remove_output(out_dir: &Path, entry: &IndexEntry) -> std::io::Result<bool> {
+    let Some(path) = super::safe_output::removable_output(out_dir, entry)? else {
+        return Ok(false);
+    };
     match std::fs::remove_file(&path) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -126,10 +144,10 @@ pub fn remove_output(out_dir: &Path, relative: &str) -> std::io::Result<()> {
     }
     let mut dir: Option<PathBuf> = path.parent().map(Path::to_owned);
     while let Some(d) = dir {
-        if d == out_dir || std::fs::remove_dir(&d).is_err() {
+        if d == out_dir || !d.starts_with(out_dir) || std::fs::remove_dir(&d).is_err() {
             break;
         }
         dir = d.parent().map(Path::to_owned);
     }
-    Ok(())
+    Ok(true)
 }
