@@ -631,4 +631,59 @@ entry = "vs_main"
         let e = parse(&LIT.replace("\"SKIN\"]", "\"SK IN\"]")).unwrap_err();
         assert!(e.message.contains("keyword `SK IN`"), "{e}");
     }
+
+    fn axes(count: usize, per_axis: usize) -> String {
+        let axes: Vec<String> = (0..count)
+            .map(|a| {
+                let words: Vec<String> = (0..per_axis).map(|w| format!("\"K{a}_{w}\"")).collect();
+                format!("[{}]", words.join(", "))
+            })
+            .collect();
+        format!("axes = [{}]", axes.join(", "))
+    }
+
+    fn with_axes(count: usize, per_axis: usize) -> String {
+        LIT.replace(
+            r#"axes = [["_", "FOG"], ["_", "SKIN"], ["LIGHTS_1", "LIGHTS_4"]]"#,
+            &axes(count, per_axis),
+        )
+        .replace(
+            r#"variants = [["FOG", "FOG"], ["SKIN", "LIGHTS_1", "FOG"]]"#,
+            "",
+        )
+    }
+
+    #[test]
+    fn an_overflowing_axis_product_is_an_error_not_a_crash() {
+        // 2^64 overflows a usize: the count is checked before anything is built.
+        let e = parse(&with_axes(64, 2)).unwrap_err();
+        assert!(e.message.contains("variants from its axes"), "{e}");
+        assert_eq!(e.line, 6, "{e}");
+        let e = parse(&with_axes(17, 2)).unwrap_err();
+        assert!(e.message.contains("131072 variants"), "{e}");
+    }
+
+    #[test]
+    fn the_project_variant_limit_is_configurable() {
+        // 2 passes x 2^10 keyword sets.
+        let text = with_axes(10, 2);
+        assert_eq!(parse(&text).unwrap().variant_count(), 2048);
+        let limited = text.replace("[project]", "[project]\nmax_variants = 2000");
+        let e = parse(&limited).unwrap_err();
+        assert!(e.message.contains("more than 2000 variants"), "{e}");
+        assert!(e.message.contains("max_variants"), "{e}");
+        let m = parse(&text.replace("[project]", "[project]\nmax_variants = 2048")).unwrap();
+        assert_eq!(m.limits.max_variants, 2048);
+        let e = parse(&text.replace("[project]", "[project]\nmax_variants = 0")).unwrap_err();
+        assert!(e.message.contains("positive"), "{e}");
+    }
+
+    #[test]
+    fn names_that_are_paths_are_refused_with_the_key_s_rules() {
+        for bad in ["..", ".", "a/b", "a b"] {
+            let e = parse(&LIT.replace("\"Lit\"", &format!("\"{bad}\""))).unwrap_err();
+            assert!(e.message.contains("shader name"), "{bad}: {e}");
+            assert!(crate::key::VariantKey::new(bad, "Forward", ["FOG"], 1).is_err());
+        }
+    }
 }

@@ -250,3 +250,108 @@ fn sources_above_the_size_cap_fail_with_a_clear_error() {
         "{errors:?}"
     );
 }
+
+/// Item 8: outputs and `index.json` honour the umask (0666 narrowed by it), like the store's
+/// entries, instead of tempfile's 0600.
+#[cfg(unix)]
+#[test]
+fn outputs_and_the_index_honour_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: umask only sets the process's file-mode mask; 022 is the usual default.
+    unsafe { libc::umask(0o022) };
+    let f = Fixture::new();
+    f.build();
+    for file in ["project/out/index.json", "project/out/Lit/Forward/FOG.spv"] {
+        let mode = std::fs::metadata(f.path(file))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o644, "{file}: {mode:o}");
+    }
+}
+
+/// Item 8: temporary files a killed writer left in `out/` are removed by a later build once
+/// they are old enough not to be another writer's.
+#[test]
+fn stale_temporary_files_in_the_output_directory_are_removed() {
+    let f = Fixture::new();
+    f.build();
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    for name in [".kiln-tmp-a1b2c3", ".tmpA1b2C3", ".kiln-tmp-fresh"] {
+        let path = f.path(&format!("project/out/{name}"));
+        std::fs::write(&path, b"half an output").unwrap();
+        if name != ".kiln-tmp-fresh" {
+            let file = std::fs::File::options().write(true).open(&path).unwrap();
+            file.set_modified(hour_ago).unwrap();
+        }
+    }
+    f.write("project/out/.tmpnotours", "a user's file");
+    f.build();
+    assert!(!f.path("project/out/.kiln-tmp-a1b2c3").exists());
+    assert!(!f.path("project/out/.tmpA1b2C3").exists());
+    assert!(
+        f.path("project/out/.kiln-tmp-fresh").exists(),
+        "may be a live writer's"
+    );
+    assert!(f.path("project/out/.tmpnotours").exists());
+}
+
+/// A store whose every save fails.
+struct ReadOnlyStore;
+
+impl kiln::store::ArtifactStore for ReadOnlyStore {
+    fn load(
+        &self,
+        _: &kiln::store::Namespace,
+        _: &kiln::store::ContentKey,
+    ) -> Result<kiln::store::Lookup, kiln::store::StoreError> {
+        Ok(kiln::store::Lookup::Miss)
+    }
+
+    fn save(
+        &self,
+        _: &kiln::store::Namespace,
+        _: &kiln::store::ContentKey,
+        _: &[u8],
+    ) -> Result<(), kiln::store::StoreError> {
+        Err(kiln::store::StoreError::Write {
+            path: PathBuf::from("/read-only/entry"),
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        })
+    }
+}
+
+/// Item 8: a store that cannot be written is one warning with the count, not one per entry.
+#[test]
+fn a_read_only_store_is_one_warning_with_a_count() {
+    let f = Fixture::new();
+    f.write(
+        "project/kiln.toml",
+        &MANIFEST.replace("[\"_\", \"FOG\"]", "[\"_\", \"FOG\"], [\"_\", \"SKIN\"]"),
+    );
+    f.write(
+        "project/shaders/lit.wgsl",
+        &format!("{LIT}#ifdef SKIN\nfn skin() {{}}\n#endif\n"),
+    );
+    let manifest = Manifest::load(&f.path("project/kiln.toml")).unwrap();
+    let mut project = Project::with_store(
+        manifest,
+        &BuildOptions {
+            jobs: Some(2),
+            ..BuildOptions::default()
+        },
+        std::sync::Arc::new(ReadOnlyStore),
+        f.path("project/.kiln"),
+    )
+    .unwrap();
+    let report = project.build(&|_| {}).unwrap();
+    assert_eq!(report.failed, 0, "{:?}", report.diagnostics);
+    assert_eq!(report.compiled, 4);
+    let warnings = messages(&report, Severity::Warning);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("could not save 4 artifacts"),
+        "{warnings:?}"
+    );
+}

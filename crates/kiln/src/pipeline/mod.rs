@@ -642,6 +642,7 @@ impl Project {
             source,
         };
         std::fs::create_dir_all(out_dir).map_err(|e| output_error(out_dir, e))?;
+        output::remove_stale_temps(out_dir);
         let previous_by_path: FxHashMap<&str, &IndexEntry> = previous
             .entries
             .iter()
@@ -673,7 +674,8 @@ impl Project {
                             &keywords,
                             output.target.extension(),
                         );
-                        let path = out_dir.join(&relative);
+                        let path = crate::boundary::output_file(out_dir, &relative)
+                            .map_err(|e| output_error(out_dir, std::io::Error::other(e)))?;
                         let hash = output.hash.to_hex();
                         let current = unchanged
                             || output::is_current(
@@ -702,7 +704,7 @@ impl Project {
                                     ),
                                 )
                             })?;
-                            output::write_atomic(&path, &bytes)
+                            output::write_output(out_dir, &path, &bytes)
                                 .map_err(|e| output_error(&path, e))?;
                             written.fetch_add(1, Ordering::Relaxed);
                         }

@@ -109,22 +109,90 @@ pub fn is_current(path: &Path, previous: Option<&IndexEntry>, bytes: u64, hash: 
     }
 }
 
+/// Prefix of the temporary files outputs and the index are written through.
+pub const TEMP_PREFIX: &str = ".kiln-tmp-";
+
+/// A temporary file left by a writer that was killed is removed by the next build once it is
+/// this old (a live write takes milliseconds; another kiln may be writing right now).
+pub const TEMP_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
 /// Writes `bytes` to `path` atomically: a temporary file in the same directory, then a
-/// rename, so that a reader (or a crash) never sees half a file.
+/// rename, so that a reader (or a crash) never sees half a file. The file is created with
+/// mode 0666 narrowed by the umask, like any build tool's outputs.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
+    write_atomic_via(dir, path, bytes)
+}
+
+/// [`write_atomic`] with the temporary file in `out_dir` itself rather than beside `path`
+/// (same file system), so that [`remove_stale_temps`] finds a killed writer's leftovers by
+/// listing one directory.
+pub fn write_output(out_dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic_via(out_dir, path, bytes)
+}
+
+fn write_atomic_via(temp_dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(TEMP_PREFIX);
+    // tempfile's default is 0600; outputs are read by other tools and users.
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
     // Directories are created only when missing: a `create_dir_all` per file costs a
     // system call per path component on every write.
-    let mut file = match tempfile::NamedTempFile::new_in(dir) {
+    let mut file = match builder.tempfile_in(temp_dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(dir)?;
-            tempfile::NamedTempFile::new_in(dir)?
+            std::fs::create_dir_all(temp_dir)?;
+            builder.tempfile_in(temp_dir)?
         }
         other => other?,
     };
     file.write_all(bytes)?;
-    file.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    match file.persist(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.error.kind() == std::io::ErrorKind::NotFound => {
+            let dir = path.parent().unwrap_or(Path::new("."));
+            std::fs::create_dir_all(dir)?;
+            e.file.persist(path).map_err(|e| e.error)?;
+            Ok(())
+        }
+        Err(e) => Err(e.error),
+    }
+}
+
+/// Removes temporary files older than [`TEMP_MAX_AGE`] directly in `out_dir`, left there by
+/// a writer that was killed. Returns how many were removed; best effort.
+pub fn remove_stale_temps(out_dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(out_dir) else {
+        return 0;
+    };
+    let now = std::time::SystemTime::now();
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let is_temp = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|name| name.starts_with(TEMP_PREFIX) || is_legacy_temp(name));
+        if !is_temp {
+            continue;
+        }
+        let stale = entry
+            .metadata()
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+            .and_then(|m| m.modified().ok())
+            .and_then(|modified| now.duration_since(modified).ok())
+            .is_some_and(|age| age >= TEMP_MAX_AGE);
+        if stale && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// tempfile's default names (`.tmpXXXXXX`), which earlier versions of kiln left behind.
+fn is_legacy_temp(name: &str) -> bool {
+    name.strip_prefix(".tmp")
+        .is_some_and(|rest| rest.len() == 6 && rest.bytes().all(|b| b.is_ascii_alphanumeric()))
 }
 
 /// Removes an output file that no variant produces any more, and its directories if empty.
