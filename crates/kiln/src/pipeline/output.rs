@@ -59,10 +59,16 @@ impl Index {
     /// climbs with `..`, or holds `\` or NUL: anyone can edit `index.json`, and kiln removes
     /// the files it lists once their variants leave the manifest.
     pub fn read_checked(dir: &Path) -> (Self, Vec<Diagnostic>) {
-        let mut index: Self = std::fs::read(dir.join(INDEX_FILE))
-            .ok()
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .unwrap_or_default();
+        match std::fs::read(dir.join(INDEX_FILE)) {
+            Ok(bytes) => Self::from_json_checked(dir, &bytes),
+            Err(_) => (Self::default(), Vec::new()),
+        }
+    }
+
+    /// Parses the bytes of `dir/index.json` as [`Index::read_checked`] does: malformed JSON is
+    /// an empty index; entries with unsafe paths are dropped with a warning each.
+    pub fn from_json_checked(dir: &Path, bytes: &[u8]) -> (Self, Vec<Diagnostic>) {
+        let mut index: Self = serde_json::from_slice(bytes).unwrap_or_default();
         let warnings = super::safe_output::retain_safe_entries(dir, &mut index.entries);
         (index, warnings)
     }
