@@ -8,6 +8,19 @@ use kiln::pipeline::{Diagnostic, Severity};
 use std::io::IsTerminal;
 use std::path::Path;
 
+/// Prints one line on stdout. A reader that went away (`kiln build --json | head -c0`) is
+/// not an error of kiln's: the line is dropped instead of panicking as `println!` does.
+pub fn stdout_line(line: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let written = writeln!(out, "{line}").and_then(|()| out.flush());
+    if let Err(e) = written {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("warning: cannot write to stdout: {e}");
+        }
+    }
+}
+
 fn writer() -> termcolor::StandardStream {
     let choice = if std::io::stderr().is_terminal() {
         termcolor::ColorChoice::Auto
