@@ -89,11 +89,17 @@ fn diagnostic(root: &Path, d: &Diagnostic, variants: &[&str]) {
         [one] => notes.push(format!("variant: {one}")),
         many => notes.push(format!("variants: {}", many.join(", "))),
     }
-    if let Some(target) = d.target {
-        notes.push(format!("target: {target}"));
+    match d.target {
+        Some(target) => notes.push(format!("target: {target}")),
+        None if !variants.is_empty() && d.severity == Severity::Error => {
+            notes.push("targets: all (it failed before any back end ran)".to_owned())
+        }
+        None => {}
     }
     let mut files = SimpleFiles::new();
-    if let Some(at) = &d.location {
+    if let Some(at) = d.location.as_ref().filter(|at| at.line == 0) {
+        notes.push(format!("in {}", at.file.display()));
+    } else if let Some(at) = &d.location {
         let path = root.join(&at.file);
         match std::fs::read_to_string(&path) {
             Ok(text) => {

@@ -355,3 +355,54 @@ fn a_read_only_store_is_one_warning_with_a_count() {
         "{warnings:?}"
     );
 }
+
+/// Item 9: entry-point and validation errors name the file, the variant and the target(s),
+/// and a line where there is one.
+#[test]
+fn compile_errors_without_a_span_still_name_file_variant_and_targets() {
+    let f = Fixture::new();
+    // The function exists, for another stage: the error points at its definition.
+    f.write(
+        "project/shaders/lit.wgsl",
+        &LIT.replace("@fragment", "@vertex"),
+    );
+    let report = f.build();
+    assert_eq!(report.failed, 2);
+    for d in report
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+    {
+        let at = d.location.as_ref().expect("located");
+        assert_eq!(at.file, Path::new("shaders/lit.wgsl"), "{d}");
+        assert_eq!(at.line, 3, "{d}");
+        assert!(
+            d.variant
+                .as_deref()
+                .unwrap_or("")
+                .starts_with("Lit/Forward"),
+            "{d}"
+        );
+        assert!(d.to_string().contains("all targets"), "{d}");
+    }
+    // No such function at all: the file is still named.
+    f.write(
+        "project/kiln.toml",
+        &MANIFEST.replace("entry = \"fs_main\"", "entry = \"main\""),
+    );
+    let report = f.build();
+    assert_eq!(report.failed, 2);
+    for d in report
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+    {
+        let at = d.location.as_ref().expect("located");
+        assert_eq!(at.file, Path::new("shaders/lit.wgsl"), "{d}");
+        assert!(
+            d.to_string().starts_with("shaders/lit.wgsl: error: "),
+            "{d}"
+        );
+        assert!(d.message.contains("entry point named `main`"), "{d}");
+    }
+}

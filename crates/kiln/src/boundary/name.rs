@@ -11,7 +11,8 @@ pub enum NameFault {
     Reserved(char),
     /// The name holds a whitespace character.
     Whitespace(char),
-    /// The name holds a path separator (`/`, `\`) or NUL: it would not be one path component.
+    /// The name holds a path separator (`/`, `\`), a drive colon (`:`) or NUL: it would not
+    /// be one path component on every platform.
     PathSeparator(char),
     /// The name holds a control character.
     Control(char),
@@ -27,7 +28,7 @@ impl fmt::Display for NameFault {
             NameFault::Whitespace(c) => write!(f, "it holds whitespace (U+{:04X})", u32::from(*c)),
             NameFault::PathSeparator(c) => write!(
                 f,
-                "it holds a path separator (U+{:04X}); names become single path components",
+                "it holds `/`, `\\`, `:` or NUL (U+{:04X}); names become single path components",
                 u32::from(*c)
             ),
             NameFault::Control(c) => {
@@ -40,7 +41,8 @@ impl fmt::Display for NameFault {
 
 /// Checks a shader or pass name: it becomes one directory name under the output directory, and
 /// part of the key's text form `shader|pass|keywords|revision`. Not empty, not `.` or `..`, no
-/// `/`, `\`, NUL or other control character, no `|` or `;`, no whitespace.
+/// `/`, `\`, `:` (a drive on Windows: `C:`), NUL or other control character, no `|` or `;`,
+/// no whitespace.
 pub fn check_name(name: &str) -> Result<(), NameFault> {
     if name.is_empty() {
         return Err(NameFault::Empty);
@@ -50,7 +52,7 @@ pub fn check_name(name: &str) -> Result<(), NameFault> {
     }
     for c in name.chars() {
         match c {
-            '/' | '\\' | '\0' => return Err(NameFault::PathSeparator(c)),
+            '/' | '\\' | ':' | '\0' => return Err(NameFault::PathSeparator(c)),
             '|' | ';' => return Err(NameFault::Reserved(c)),
             c if c.is_whitespace() => return Err(NameFault::Whitespace(c)),
             c if c.is_control() => return Err(NameFault::Control(c)),
@@ -73,6 +75,7 @@ mod tests {
             ("a/b", NameFault::PathSeparator('/')),
             ("a\\b", NameFault::PathSeparator('\\')),
             ("a\0b", NameFault::PathSeparator('\0')),
+            ("C:", NameFault::PathSeparator(':')),
             ("a|b", NameFault::Reserved('|')),
             ("a;b", NameFault::Reserved(';')),
             ("a b", NameFault::Whitespace(' ')),

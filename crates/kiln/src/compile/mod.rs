@@ -95,17 +95,18 @@ pub fn parse_and_validate(
             return Err(CompileError::new(
                 CompilePhase::Parse,
                 format!("no {stage} entry point named `{entry}`"),
-                None,
+                definition_of(text, entry),
             ));
         }
         let mut validator =
             naga::valid::Validator::new(naga::valid::ValidationFlags::all(), capabilities());
         let info = validator.validate(&module).map_err(|e| {
-            CompileError::new(
-                CompilePhase::Validate,
-                error_chain(e.as_inner()),
-                e.location(text).map(TextLocation::from),
-            )
+            // Without a span, the entry point is the best place naga's error concerns.
+            let location = e
+                .location(text)
+                .map(TextLocation::from)
+                .or_else(|| definition_of(text, entry));
+            CompileError::new(CompilePhase::Validate, error_chain(e.as_inner()), location)
         })?;
         Ok(ValidatedModule {
             module,
@@ -232,6 +233,32 @@ fn too_complex(line: u32, what: String) -> CompileError {
             length: 1,
         }),
     )
+}
+
+/// The first place `name(` appears as a whole word in `text`: where a function of that name
+/// is defined (or, failing that, called).
+fn definition_of(text: &str, name: &str) -> Option<TextLocation> {
+    if name.is_empty() {
+        return None;
+    }
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    for (index, line) in text.lines().enumerate() {
+        let mut from = 0;
+        while let Some(found) = line.get(from..).and_then(|rest| rest.find(name)) {
+            let start = from + found;
+            let end = start + name.len();
+            let word_start = start == 0 || !is_ident(line.as_bytes()[start - 1]);
+            if word_start && line[end..].trim_start().starts_with('(') {
+                return Some(TextLocation {
+                    line: u32::try_from(index + 1).ok()?,
+                    column: u32::try_from(start + 1).ok()?,
+                    length: u32::try_from(name.len()).ok()?,
+                });
+            }
+            from = end;
+        }
+    }
+    None
 }
 
 /// Joins an error with its `source()` chain, since naga's validation errors nest the cause.
