@@ -135,7 +135,7 @@ pub struct Limits {
     /// sets, or `max_variants` if lower.
     pub max_variants: usize,
     /// At most this many bytes in one source or include file (`max_source_bytes`, default
-    /// [`crate::boundary::DEFAULT_MAX_SOURCE_BYTES`], 16 MiB).
+    /// [`crate::boundary::DEFAULT_MAX_SOURCE_BYTES`], 4 MiB).
     pub max_source_bytes: u64,
 }
 
