@@ -43,6 +43,7 @@ struct GcArgs {
 /// Exit codes: 0 success, 1 some variants failed, 2 the project could not be built at all.
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    route_warnings();
     match cli.command {
         Command::Build(args) => build::run(&args),
         Command::Watch(args) => watch::run(&args),
@@ -62,19 +63,77 @@ fn gc(args: &GcArgs) -> ExitCode {
     let store = kiln::store::LocalStore::new(&dir);
     match store.gc(args.max_bytes) {
         Ok(report) => {
-            println!(
+            render::stdout_line(&format!(
                 "gc {}: scanned {} entries, removed {} ({} bytes freed), {} bytes remain",
                 dir.display(),
                 report.scanned,
                 report.removed,
                 report.freed_bytes,
                 report.remaining_bytes
-            );
+            ));
             ExitCode::SUCCESS
         }
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// The library reports some problems through `tracing` (a store entry that could not be
+/// removed, ...): they go to stderr, warnings and errors only, for every command.
+fn route_warnings() {
+    // Only fails if a subscriber is already set, which then does the job.
+    let _ = tracing::subscriber::set_global_default(warning_subscriber(std::io::stderr));
+}
+
+fn warning_subscriber<W>(writer: W) -> impl tracing::Subscriber + Send + Sync
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_writer(writer)
+        .with_target(false)
+        .without_time()
+        .with_ansi(false)
+        .finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .map_err(|_| std::io::Error::other("poisoned"))?
+                .extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn library_warnings_reach_the_user_and_debug_noise_does_not() {
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = super::warning_subscriber(move || writer.clone());
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::warn!(path = "/s/ab/cd", "cannot remove corrupt store entry");
+            tracing::debug!("store entry already written by another writer");
+        });
+        let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+        assert!(text.contains("WARN"), "{text}");
+        assert!(text.contains("cannot remove corrupt store entry"), "{text}");
+        assert!(text.contains("/s/ab/cd"), "{text}");
+        assert!(!text.contains("another writer"), "{text}");
     }
 }

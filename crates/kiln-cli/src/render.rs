@@ -8,6 +8,19 @@ use kiln::pipeline::{Diagnostic, Severity};
 use std::io::IsTerminal;
 use std::path::Path;
 
+/// Prints one line on stdout. A reader that went away (`kiln build --json | head -c0`) is
+/// not an error of kiln's: the line is dropped instead of panicking as `println!` does.
+pub fn stdout_line(line: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let written = writeln!(out, "{line}").and_then(|()| out.flush());
+    if let Err(e) = written {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("warning: cannot write to stdout: {e}");
+        }
+    }
+}
+
 fn writer() -> termcolor::StandardStream {
     let choice = if std::io::stderr().is_terminal() {
         termcolor::ColorChoice::Auto
@@ -76,11 +89,17 @@ fn diagnostic(root: &Path, d: &Diagnostic, variants: &[&str]) {
         [one] => notes.push(format!("variant: {one}")),
         many => notes.push(format!("variants: {}", many.join(", "))),
     }
-    if let Some(target) = d.target {
-        notes.push(format!("target: {target}"));
+    match d.target {
+        Some(target) => notes.push(format!("target: {target}")),
+        None if !variants.is_empty() && d.severity == Severity::Error => {
+            notes.push("targets: all (it failed before any back end ran)".to_owned())
+        }
+        None => {}
     }
     let mut files = SimpleFiles::new();
-    if let Some(at) = &d.location {
+    if let Some(at) = d.location.as_ref().filter(|at| at.line == 0) {
+        notes.push(format!("in {}", at.file.display()));
+    } else if let Some(at) = &d.location {
         let path = root.join(&at.file);
         match std::fs::read_to_string(&path) {
             Ok(text) => {

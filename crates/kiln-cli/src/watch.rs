@@ -16,7 +16,7 @@ pub struct WatchArgs {
     #[command(flatten)]
     pub project: ProjectArgs,
     /// Worker threads (default: one per core).
-    #[arg(long, short)]
+    #[arg(long, short, value_parser = crate::build::parse_jobs)]
     pub jobs: Option<usize>,
     /// Byte budget for compiled artifacts and preprocessed texts kept in memory; evicted
     /// ones are reloaded from the store, never recompiled.

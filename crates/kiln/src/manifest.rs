@@ -1,6 +1,7 @@
 //! The project manifest (`kiln.toml`): targets, shaders, passes and keyword axes, parsed and
 //! checked into a [`Manifest`] whose every error points at a line of the file.
 
+use crate::boundary::check_name;
 use crate::compile::{SourceLanguage, Stage, TargetConfig};
 use crate::preprocess::normalize_entry;
 use serde::Deserialize;
@@ -37,6 +38,8 @@ pub struct Manifest {
     pub targets: Vec<TargetConfig>,
     /// The shaders, in manifest order.
     pub shaders: Vec<ShaderSpec>,
+    /// Variant and source-size limits.
+    pub limits: Limits,
 }
 
 /// One shader: its passes and its variants.
@@ -81,6 +84,8 @@ struct RawManifest {
 #[serde(deny_unknown_fields)]
 struct RawProject {
     targets: Spanned<Vec<Spanned<RawTarget>>>,
+    max_variants: Option<Spanned<u64>>,
+    max_source_bytes: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]
@@ -118,6 +123,31 @@ struct RawPass {
 /// fail loudly instead of queueing millions of compiles.
 pub const MAX_VARIANTS_PER_SHADER: usize = 65_536;
 
+/// The default cap on the project's variants ((shader, pass, keyword set) triples), all
+/// shaders together; `[project] max_variants` changes it.
+pub const DEFAULT_MAX_VARIANTS: usize = 1 << 20;
+
+/// Limits that keep one input from exhausting the machine; `[project]` may change them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Limits {
+    /// At most this many variants in the project (`max_variants`, default
+    /// [`DEFAULT_MAX_VARIANTS`]); a shader has at most [`MAX_VARIANTS_PER_SHADER`] keyword
+    /// sets, or `max_variants` if lower.
+    pub max_variants: usize,
+    /// At most this many bytes in one source or include file (`max_source_bytes`, default
+    /// [`crate::boundary::DEFAULT_MAX_SOURCE_BYTES`], 4 MiB).
+    pub max_source_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_variants: DEFAULT_MAX_VARIANTS,
+            max_source_bytes: crate::boundary::DEFAULT_MAX_SOURCE_BYTES,
+        }
+    }
+}
+
 impl Manifest {
     /// Reads and checks the manifest at `path`.
     pub fn load(path: &Path) -> Result<Self, ManifestError> {
@@ -137,21 +167,112 @@ impl Manifest {
     }
 
     /// Checks manifest `text` read from `path`; sources are relative to `root`.
+    ///
+    /// The steps: TOML into raw tables; the limits; the targets; each shader (its name,
+    /// keywords, variants, defines and passes); the project's variant count.
     pub fn parse(path: &Path, root: &Path, text: &str) -> Result<Self, ManifestError> {
-        let error = |span: Option<Range<usize>>, message: String| {
-            let line = span.as_ref().map(|s| line_of(text, s.start)).unwrap_or(1);
-            ManifestError {
-                path: path.to_owned(),
-                line,
-                span,
-                message,
-            }
-        };
+        let cx = Context { path, text };
         let raw: RawManifest =
-            toml::from_str(text).map_err(|e| error(e.span(), e.message().to_owned()))?;
+            toml::from_str(text).map_err(|e| cx.error(e.span(), e.message().to_owned()))?;
+        let limits = cx.limits(&raw.project)?;
+        let targets = cx.targets(&raw.project.targets)?;
+        let mut shaders: Vec<ShaderSpec> = Vec::new();
+        let mut total: usize = 0;
+        for shader in &raw.shader {
+            let name = shader.name.get_ref();
+            if shaders.iter().any(|s| &s.name == name) {
+                return Err(cx.error(
+                    Some(shader.name.span()),
+                    format!("shader `{name}` is defined twice"),
+                ));
+            }
+            let spec = cx.shader(shader, &limits)?;
+            total = spec
+                .variants
+                .len()
+                .checked_mul(spec.passes.len())
+                .and_then(|n| n.checked_add(total))
+                .filter(|n| *n <= limits.max_variants)
+                .ok_or_else(|| {
+                    cx.error(
+                        Some(shader.name.span()),
+                        format!(
+                            "with shader `{name}` the project has more than {} variants (raise `max_variants` in `[project]`)",
+                            limits.max_variants
+                        ),
+                    )
+                })?;
+            shaders.push(spec);
+        }
+        Ok(Self {
+            path: path.to_owned(),
+            root: root.to_owned(),
+            targets,
+            shaders,
+            limits,
+        })
+    }
 
+    /// The total number of (shader, pass, keyword set) variants.
+    pub fn variant_count(&self) -> usize {
+        self.shaders
+            .iter()
+            .map(|s| s.variants.len() * s.passes.len())
+            .sum()
+    }
+}
+
+/// The manifest being checked: where errors point.
+struct Context<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl Context<'_> {
+    fn error(&self, span: Option<Range<usize>>, message: String) -> ManifestError {
+        let line = span
+            .as_ref()
+            .map(|s| line_of(self.text, s.start))
+            .unwrap_or(1);
+        ManifestError {
+            path: self.path.to_owned(),
+            line,
+            span,
+            message,
+        }
+    }
+
+    fn limits(&self, project: &RawProject) -> Result<Limits, ManifestError> {
+        let mut limits = Limits::default();
+        if let Some(max) = &project.max_variants {
+            limits.max_variants = usize::try_from(*max.get_ref())
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| {
+                    self.error(
+                        Some(max.span()),
+                        "`max_variants` must be a positive number".into(),
+                    )
+                })?;
+        }
+        if let Some(max) = &project.max_source_bytes {
+            limits.max_source_bytes = *max.get_ref();
+            if limits.max_source_bytes == 0 {
+                return Err(self.error(
+                    Some(max.span()),
+                    "`max_source_bytes` must be a positive number".into(),
+                ));
+            }
+        }
+        Ok(limits)
+    }
+
+    fn targets(
+        &self,
+        raw: &Spanned<Vec<Spanned<RawTarget>>>,
+    ) -> Result<Vec<TargetConfig>, ManifestError> {
         let mut targets = Vec::new();
-        for target in raw.project.targets.get_ref() {
+        for target in raw.get_ref() {
             let config = match target.get_ref() {
                 RawTarget::Name(name) => TargetConfig::parse(name, &BTreeMap::new()),
                 RawTarget::WithOptions(table) => {
@@ -169,14 +290,14 @@ impl Manifest {
                         }
                     }
                     let name = name.ok_or_else(|| {
-                        error(Some(target.span()), "a target table needs `name`".into())
+                        self.error(Some(target.span()), "a target table needs `name`".into())
                     })?;
                     TargetConfig::parse(&name, &options)
                 }
             }
-            .map_err(|e| error(Some(target.span()), e.to_string()))?;
+            .map_err(|e| self.error(Some(target.span()), e.to_string()))?;
             if targets.contains(&config) {
-                return Err(error(
+                return Err(self.error(
                     Some(target.span()),
                     format!("target `{}` is listed twice", config.target()),
                 ));
@@ -184,165 +305,196 @@ impl Manifest {
             targets.push(config);
         }
         if targets.is_empty() {
-            return Err(error(
-                Some(raw.project.targets.span()),
-                "`targets` is empty".into(),
-            ));
+            return Err(self.error(Some(raw.span()), "`targets` is empty".into()));
         }
+        Ok(targets)
+    }
 
-        let mut shaders: Vec<ShaderSpec> = Vec::new();
-        for shader in raw.shader {
-            let name = shader.name.get_ref();
-            check_name(name).map_err(|why| {
-                error(
-                    Some(shader.name.span()),
-                    format!("shader name `{name}` {why}"),
-                )
-            })?;
-            if shaders.iter().any(|s| &s.name == name) {
-                return Err(error(
-                    Some(shader.name.span()),
-                    format!("shader `{name}` is defined twice"),
-                ));
-            }
-
-            let mut keywords = BTreeSet::new();
-            for word in shader.axes.iter().flatten().chain(&shader.keywords) {
-                let w = word.get_ref();
-                if w == NONE_KEYWORD {
-                    continue;
-                }
-                check_keyword(w)
-                    .map_err(|why| error(Some(word.span()), format!("keyword `{w}` {why}")))?;
-                keywords.insert(w.clone());
-            }
-
-            let mut variants: Vec<Vec<String>> = Vec::new();
-            let mut seen = BTreeSet::new();
-            let mut push = |set: Vec<String>| {
-                if seen.insert(set.clone()) {
-                    variants.push(set);
-                }
-            };
-            let product: usize = shader.axes.iter().map(|a| a.len().max(1)).product();
-            if product > MAX_VARIANTS_PER_SHADER {
-                return Err(error(
-                    Some(shader.name.span()),
-                    format!("shader `{name}` has {product} variants from its axes (at most {MAX_VARIANTS_PER_SHADER})"),
-                ));
-            }
-            if shader.variants.is_none() || !shader.axes.is_empty() {
-                for combination in axis_product(&shader.axes) {
-                    push(canonical(combination));
-                }
-            }
-            for explicit in shader.variants.iter().flatten() {
-                for word in explicit {
-                    let w = word.get_ref();
-                    if w != NONE_KEYWORD && !keywords.contains(w) {
-                        return Err(error(
-                            Some(word.span()),
-                            format!("unknown keyword `{w}` in a variant of shader `{name}` (declared: {})", list(&keywords)),
-                        ));
-                    }
-                }
-                push(canonical(
-                    explicit.iter().map(|w| w.get_ref().as_str()).collect(),
-                ));
-            }
-
-            let mut defines = BTreeMap::new();
-            for (k, v) in &shader.defines {
-                check_keyword(k)
-                    .map_err(|why| error(Some(v.span()), format!("define `{k}` {why}")))?;
-                let value = match v.get_ref() {
-                    toml::Value::String(s) => s.clone(),
-                    toml::Value::Integer(i) => i.to_string(),
-                    toml::Value::Float(f) => f.to_string(),
-                    toml::Value::Boolean(b) => u8::from(*b).to_string(),
-                    _ => {
-                        return Err(error(
-                            Some(v.span()),
-                            format!("define `{k}` must be a string, number or boolean"),
-                        ))
-                    }
-                };
-                defines.insert(k.clone(), value);
-            }
-
-            if shader.passes.is_empty() {
-                return Err(error(
-                    Some(shader.name.span()),
-                    format!("shader `{name}` has no passes"),
-                ));
-            }
-            let mut passes = Vec::new();
-            for (pass_name, pass) in &shader.passes {
-                let span = pass.span();
-                let pass = pass.get_ref();
-                check_name(pass_name).map_err(|why| {
-                    error(Some(span.clone()), format!("pass name `{pass_name}` {why}"))
-                })?;
-                let stage = Stage::from_name(pass.stage.get_ref()).ok_or_else(|| {
-                    error(
-                        Some(pass.stage.span()),
-                        format!(
-                            "unknown stage `{}` (expected vertex, fragment or compute)",
-                            pass.stage.get_ref()
-                        ),
-                    )
-                })?;
-                let source = pass.source.as_ref().or(shader.source.as_ref()).ok_or_else(|| {
-                    error(Some(span.clone()), format!("pass `{pass_name}` of shader `{name}` has no source (set `source` on the shader or the pass)"))
-                })?;
-                // The preprocessor's own normalisation, so that the pipeline and the
-                // preprocessor name every file the same way.
-                let relative = normalize_entry(Path::new(source.get_ref()))
-                    .map(PathBuf::from)
-                    .map_err(|why| {
-                        error(
-                            Some(source.span()),
-                            format!("source `{}`: {why}", source.get_ref()),
-                        )
-                    })?;
-                let language = SourceLanguage::from_path(&relative).ok_or_else(|| {
-                    error(
-                        Some(source.span()),
-                        format!("cannot tell the language of `{}` (expected .wgsl, .vert, .frag, .comp or .glsl)", source.get_ref()),
-                    )
-                })?;
-                passes.push(PassSpec {
-                    name: pass_name.clone(),
-                    stage,
-                    entry: pass.entry.get_ref().clone(),
-                    source: relative,
-                    language,
-                });
-            }
-
-            shaders.push(ShaderSpec {
-                name: name.clone(),
-                keywords,
-                variants,
-                passes,
-                defines,
-            });
-        }
-
-        Ok(Self {
-            path: path.to_owned(),
-            root: root.to_owned(),
-            targets,
-            shaders,
+    fn shader(&self, shader: &RawShader, limits: &Limits) -> Result<ShaderSpec, ManifestError> {
+        let name = shader.name.get_ref();
+        check_name(name).map_err(|why| {
+            self.error(
+                Some(shader.name.span()),
+                format!("shader name `{name}`: {why}"),
+            )
+        })?;
+        let keywords = self.keywords(shader)?;
+        let variants = self.variants(shader, &keywords, limits)?;
+        let defines = self.defines(shader)?;
+        let passes = self.passes(shader)?;
+        Ok(ShaderSpec {
+            name: name.clone(),
+            keywords,
+            variants,
+            passes,
+            defines,
         })
     }
 
-    /// The total number of (shader, pass, keyword set) variants.
-    pub fn variant_count(&self) -> usize {
-        self.shaders
+    fn keywords(&self, shader: &RawShader) -> Result<BTreeSet<String>, ManifestError> {
+        let mut keywords = BTreeSet::new();
+        for word in shader.axes.iter().flatten().chain(&shader.keywords) {
+            let w = word.get_ref();
+            if w == NONE_KEYWORD {
+                continue;
+            }
+            check_keyword(w)
+                .map_err(|why| self.error(Some(word.span()), format!("keyword `{w}` {why}")))?;
+            keywords.insert(w.clone());
+        }
+        Ok(keywords)
+    }
+
+    /// The axes' product (counted with checked arithmetic before anything is built) and the
+    /// explicit variants, canonical and without repeats.
+    fn variants(
+        &self,
+        shader: &RawShader,
+        keywords: &BTreeSet<String>,
+        limits: &Limits,
+    ) -> Result<Vec<Vec<String>>, ManifestError> {
+        let name = shader.name.get_ref();
+        let cap = MAX_VARIANTS_PER_SHADER.min(limits.max_variants);
+        let product = shader
+            .axes
             .iter()
-            .map(|s| s.variants.len() * s.passes.len())
-            .sum()
+            .try_fold(1usize, |n, axis| n.checked_mul(axis.len().max(1)));
+        match product {
+            Some(product) if product <= cap => {}
+            Some(product) => {
+                return Err(self.error(
+                    Some(shader.name.span()),
+                    format!("shader `{name}` has {product} variants from its axes (at most {cap})"),
+                ))
+            }
+            None => {
+                return Err(self.error(
+                    Some(shader.name.span()),
+                    format!(
+                        "shader `{name}` has more than {} variants from its axes (at most {cap})",
+                        usize::MAX
+                    ),
+                ))
+            }
+        }
+        let mut variants: Vec<Vec<String>> = Vec::new();
+        let mut seen = BTreeSet::new();
+        let mut push = |set: Vec<String>| {
+            if seen.insert(set.clone()) {
+                variants.push(set);
+            }
+        };
+        if shader.variants.is_none() || !shader.axes.is_empty() {
+            for combination in axis_product(&shader.axes) {
+                push(canonical(combination));
+            }
+        }
+        for explicit in shader.variants.iter().flatten() {
+            for word in explicit {
+                let w = word.get_ref();
+                if w != NONE_KEYWORD && !keywords.contains(w) {
+                    return Err(self.error(
+                        Some(word.span()),
+                        format!(
+                            "unknown keyword `{w}` in a variant of shader `{name}` (declared: {})",
+                            list(keywords)
+                        ),
+                    ));
+                }
+            }
+            push(canonical(
+                explicit.iter().map(|w| w.get_ref().as_str()).collect(),
+            ));
+        }
+        if variants.len() > cap {
+            return Err(self.error(
+                Some(shader.name.span()),
+                format!(
+                    "shader `{name}` has {} variants (at most {cap})",
+                    variants.len()
+                ),
+            ));
+        }
+        Ok(variants)
+    }
+
+    fn defines(&self, shader: &RawShader) -> Result<BTreeMap<String, String>, ManifestError> {
+        let mut defines = BTreeMap::new();
+        for (k, v) in &shader.defines {
+            check_keyword(k)
+                .map_err(|why| self.error(Some(v.span()), format!("define `{k}` {why}")))?;
+            let value = match v.get_ref() {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Float(f) => f.to_string(),
+                toml::Value::Boolean(b) => u8::from(*b).to_string(),
+                _ => {
+                    return Err(self.error(
+                        Some(v.span()),
+                        format!("define `{k}` must be a string, number or boolean"),
+                    ))
+                }
+            };
+            defines.insert(k.clone(), value);
+        }
+        Ok(defines)
+    }
+
+    fn passes(&self, shader: &RawShader) -> Result<Vec<PassSpec>, ManifestError> {
+        let name = shader.name.get_ref();
+        if shader.passes.is_empty() {
+            return Err(self.error(
+                Some(shader.name.span()),
+                format!("shader `{name}` has no passes"),
+            ));
+        }
+        let mut passes = Vec::new();
+        for (pass_name, pass) in &shader.passes {
+            let span = pass.span();
+            let pass = pass.get_ref();
+            check_name(pass_name).map_err(|why| {
+                self.error(
+                    Some(span.clone()),
+                    format!("pass name `{pass_name}`: {why}"),
+                )
+            })?;
+            let stage = Stage::from_name(pass.stage.get_ref()).ok_or_else(|| {
+                self.error(
+                    Some(pass.stage.span()),
+                    format!(
+                        "unknown stage `{}` (expected vertex, fragment or compute)",
+                        pass.stage.get_ref()
+                    ),
+                )
+            })?;
+            let source = pass.source.as_ref().or(shader.source.as_ref()).ok_or_else(|| {
+                self.error(Some(span.clone()), format!("pass `{pass_name}` of shader `{name}` has no source (set `source` on the shader or the pass)"))
+            })?;
+            // The preprocessor's own normalisation, so that the pipeline and the
+            // preprocessor name every file the same way.
+            let relative = normalize_entry(Path::new(source.get_ref()))
+                .map(PathBuf::from)
+                .map_err(|why| {
+                    self.error(
+                        Some(source.span()),
+                        format!("source `{}`: {why}", source.get_ref()),
+                    )
+                })?;
+            let language = SourceLanguage::from_path(&relative).ok_or_else(|| {
+                self.error(
+                    Some(source.span()),
+                    format!("cannot tell the language of `{}` (expected .wgsl, .vert, .frag, .comp or .glsl)", source.get_ref()),
+                )
+            })?;
+            passes.push(PassSpec {
+                name: pass_name.clone(),
+                stage,
+                entry: pass.entry.get_ref().clone(),
+                source: relative,
+                language,
+            });
+        }
+        Ok(passes)
     }
 }
 
@@ -377,16 +529,6 @@ fn list(words: &BTreeSet<String>) -> String {
         .map(String::as_str)
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn check_name(name: &str) -> Result<(), &'static str> {
-    if name.is_empty() {
-        Err("is empty")
-    } else if name.contains(['|', '/', '\\']) || name.chars().any(char::is_whitespace) {
-        Err("may not contain `|`, `/`, `\\` or whitespace")
-    } else {
-        Ok(())
-    }
 }
 
 /// Keywords become preprocessor macros, so they must be identifiers.
@@ -488,5 +630,60 @@ entry = "vs_main"
     fn keywords_must_be_identifiers() {
         let e = parse(&LIT.replace("\"SKIN\"]", "\"SK IN\"]")).unwrap_err();
         assert!(e.message.contains("keyword `SK IN`"), "{e}");
+    }
+
+    fn axes(count: usize, per_axis: usize) -> String {
+        let axes: Vec<String> = (0..count)
+            .map(|a| {
+                let words: Vec<String> = (0..per_axis).map(|w| format!("\"K{a}_{w}\"")).collect();
+                format!("[{}]", words.join(", "))
+            })
+            .collect();
+        format!("axes = [{}]", axes.join(", "))
+    }
+
+    fn with_axes(count: usize, per_axis: usize) -> String {
+        LIT.replace(
+            r#"axes = [["_", "FOG"], ["_", "SKIN"], ["LIGHTS_1", "LIGHTS_4"]]"#,
+            &axes(count, per_axis),
+        )
+        .replace(
+            r#"variants = [["FOG", "FOG"], ["SKIN", "LIGHTS_1", "FOG"]]"#,
+            "",
+        )
+    }
+
+    #[test]
+    fn an_overflowing_axis_product_is_an_error_not_a_crash() {
+        // 2^64 overflows a usize: the count is checked before anything is built.
+        let e = parse(&with_axes(64, 2)).unwrap_err();
+        assert!(e.message.contains("variants from its axes"), "{e}");
+        assert_eq!(e.line, 6, "{e}");
+        let e = parse(&with_axes(17, 2)).unwrap_err();
+        assert!(e.message.contains("131072 variants"), "{e}");
+    }
+
+    #[test]
+    fn the_project_variant_limit_is_configurable() {
+        // 2 passes x 2^10 keyword sets.
+        let text = with_axes(10, 2);
+        assert_eq!(parse(&text).unwrap().variant_count(), 2048);
+        let limited = text.replace("[project]", "[project]\nmax_variants = 2000");
+        let e = parse(&limited).unwrap_err();
+        assert!(e.message.contains("more than 2000 variants"), "{e}");
+        assert!(e.message.contains("max_variants"), "{e}");
+        let m = parse(&text.replace("[project]", "[project]\nmax_variants = 2048")).unwrap();
+        assert_eq!(m.limits.max_variants, 2048);
+        let e = parse(&text.replace("[project]", "[project]\nmax_variants = 0")).unwrap_err();
+        assert!(e.message.contains("positive"), "{e}");
+    }
+
+    #[test]
+    fn names_that_are_paths_are_refused_with_the_key_s_rules() {
+        for bad in ["..", ".", "a/b", "a b"] {
+            let e = parse(&LIT.replace("\"Lit\"", &format!("\"{bad}\""))).unwrap_err();
+            assert!(e.message.contains("shader name"), "{bad}: {e}");
+            assert!(crate::key::VariantKey::new(bad, "Forward", ["FOG"], 1).is_err());
+        }
     }
 }

@@ -5,6 +5,13 @@
 //! parsing and validation dominate naga's cost and do not depend on the back end. Every call
 //! into naga runs under `catch_unwind`: naga's back ends can panic on validated modules, and
 //! one bad variant must fail alone.
+//!
+//! naga recurses over expressions: a 5,000-term sum overflows a worker thread's stack, and a
+//! stack overflow aborts the process, which no `catch_unwind` can contain. So every call into
+//! naga runs on a stack of its own of [`COMPILE_STACK_BYTES`] (memory is committed only as it
+//! is used), and a text whose statements exceed [`MAX_STATEMENT_OPERATORS`] operators or
+//! [`MAX_NESTING`] nested brackets is refused before naga sees it: within those bounds, the
+//! stack is enough for every front end, the validator and every back end (see the tests).
 
 mod error;
 mod target;
@@ -33,6 +40,16 @@ impl SourceLanguage {
         }
     }
 }
+
+/// The stack every call into naga runs on (reserved address space; committed as used).
+pub const COMPILE_STACK_BYTES: usize = 256 << 20;
+
+/// At most this many operator characters (`+ - * / % & | ^ < > ! = ~`) in one statement
+/// (text between `;`, `{` and `}`) of a text given to naga.
+pub const MAX_STATEMENT_OPERATORS: usize = 10_000;
+
+/// At most this many nested `(` and `[` in a text given to naga.
+pub const MAX_NESTING: usize = 256;
 
 /// The exact version of naga kiln links, read from `Cargo.lock` at build time; part of
 /// every artifact's identity.
@@ -74,6 +91,7 @@ pub fn parse_and_validate(
     stage: Stage,
     entry: &str,
 ) -> Result<ValidatedModule, CompileError> {
+    check_complexity(text)?;
     contain(CompilePhase::Parse, || {
         let module = parse(language, text, stage)?;
         let has_entry = module
@@ -84,17 +102,18 @@ pub fn parse_and_validate(
             return Err(CompileError::new(
                 CompilePhase::Parse,
                 format!("no {stage} entry point named `{entry}`"),
-                None,
+                definition_of(text, entry),
             ));
         }
         let mut validator =
             naga::valid::Validator::new(naga::valid::ValidationFlags::all(), capabilities());
         let info = validator.validate(&module).map_err(|e| {
-            CompileError::new(
-                CompilePhase::Validate,
-                error_chain(e.as_inner()),
-                e.location(text).map(TextLocation::from),
-            )
+            // Without a span, the entry point is the best place naga's error concerns.
+            let location = e
+                .location(text)
+                .map(TextLocation::from)
+                .or_else(|| definition_of(text, entry));
+            CompileError::new(CompilePhase::Validate, error_chain(e.as_inner()), location)
         })?;
         Ok(ValidatedModule {
             module,
@@ -154,7 +173,7 @@ fn contain<T>(
     phase: CompilePhase,
     f: impl FnOnce() -> Result<T, CompileError>,
 ) -> Result<T, CompileError> {
-    match catch_unwind(AssertUnwindSafe(f)) {
+    match stacker::grow(COMPILE_STACK_BYTES, || catch_unwind(AssertUnwindSafe(f))) {
         Ok(result) => result,
         Err(payload) => {
             let what = payload
@@ -169,6 +188,84 @@ fn contain<T>(
             ))
         }
     }
+}
+
+/// Refuses a text whose expressions are too long or too deeply nested for naga's recursion
+/// on [`COMPILE_STACK_BYTES`] of stack (see the module documentation).
+fn check_complexity(text: &str) -> Result<(), CompileError> {
+    let mut line: u32 = 1;
+    let mut statement_line: u32 = 1;
+    let mut operators = 0usize;
+    let mut depth = 0usize;
+    for b in text.bytes() {
+        match b {
+            b'\n' => line = line.saturating_add(1),
+            b';' | b'{' | b'}' => operators = 0,
+            b'(' | b'[' => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return Err(too_complex(
+                        line,
+                        format!("brackets nest more than {MAX_NESTING} deep"),
+                    ));
+                }
+            }
+            b')' | b']' => depth = depth.saturating_sub(1),
+            b'+' | b'-' | b'*' | b'/' | b'%' | b'&' | b'|' | b'^' | b'<' | b'>' | b'!' | b'='
+            | b'~' => {
+                if operators == 0 {
+                    statement_line = line;
+                }
+                operators += 1;
+                if operators > MAX_STATEMENT_OPERATORS {
+                    return Err(too_complex(
+                        statement_line,
+                        format!("a statement has more than {MAX_STATEMENT_OPERATORS} operators"),
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn too_complex(line: u32, what: String) -> CompileError {
+    CompileError::new(
+        CompilePhase::Parse,
+        format!("{what}: too complex to compile safely (split the expression)"),
+        Some(TextLocation {
+            line,
+            column: 1,
+            length: 1,
+        }),
+    )
+}
+
+/// The first place `name(` appears as a whole word in `text`: where a function of that name
+/// is defined (or, failing that, called).
+fn definition_of(text: &str, name: &str) -> Option<TextLocation> {
+    if name.is_empty() {
+        return None;
+    }
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    for (index, line) in text.lines().enumerate() {
+        let mut from = 0;
+        while let Some(found) = line.get(from..).and_then(|rest| rest.find(name)) {
+            let start = from + found;
+            let end = start + name.len();
+            let word_start = start == 0 || !is_ident(line.as_bytes()[start - 1]);
+            if word_start && line[end..].trim_start().starts_with('(') {
+                return Some(TextLocation {
+                    line: u32::try_from(index + 1).ok()?,
+                    column: u32::try_from(start + 1).ok()?,
+                    length: u32::try_from(name.len()).ok()?,
+                });
+            }
+            from = end;
+        }
+    }
+    None
 }
 
 /// Joins an error with its `source()` chain, since naga's validation errors nest the cause.

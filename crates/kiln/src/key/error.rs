@@ -1,27 +1,6 @@
 //! Errors raised while building a variant key or a declared keyword set.
 
-use std::fmt;
-
-/// Why a name was refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NameFault {
-    /// The name is the empty string.
-    Empty,
-    /// The name holds a character that the key's text form reserves (`;` or `|`).
-    Reserved(char),
-    /// The name holds a whitespace character.
-    Whitespace(char),
-}
-
-impl fmt::Display for NameFault {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            NameFault::Empty => f.write_str("it is empty"),
-            NameFault::Reserved(c) => write!(f, "it holds the reserved character `{c}`"),
-            NameFault::Whitespace(c) => write!(f, "it holds whitespace (U+{:04X})", u32::from(*c)),
-        }
-    }
-}
+pub use crate::boundary::NameFault;
 
 /// A variant key or a declared keyword set that cannot be built. Each variant names the
 /// offending text; nothing is ever dropped silently.

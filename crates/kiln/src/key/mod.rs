@@ -230,31 +230,16 @@ pub(crate) fn name_symbol(name: &str) -> Option<Symbol> {
     with_local(|tables| tables.name(name, check_name).ok())
 }
 
-/// Shader and pass names: not empty, no `|` (the digest's separator).
+/// Shader and pass names become directories under the output directory: one validator,
+/// shared with the manifest ([`crate::boundary::check_name`]).
 fn check_name(name: &str) -> Result<(), NameFault> {
-    if name.is_empty() {
-        return Err(NameFault::Empty);
-    }
-    if name.contains('|') {
-        return Err(NameFault::Reserved('|'));
-    }
-    Ok(())
+    crate::boundary::check_name(name)
 }
 
-/// Keywords: not empty, no `;` (the set's separator), no `|`, no whitespace.
+/// Keywords become part of an output file name (`FOG+SKIN.spv`) and of the key's text form
+/// (`;`-separated): the same rules as names.
 fn check_keyword(keyword: &str) -> Result<(), NameFault> {
-    if keyword.is_empty() {
-        return Err(NameFault::Empty);
-    }
-    for c in keyword.chars() {
-        if c == ';' || c == '|' {
-            return Err(NameFault::Reserved(c));
-        }
-        if c.is_whitespace() {
-            return Err(NameFault::Whitespace(c));
-        }
-    }
-    Ok(())
+    crate::boundary::check_name(keyword)
 }
 
 #[cfg(test)]
@@ -373,8 +358,15 @@ mod tests {
                 ..
             }
         ));
-        // Spaces are fine in shader names, unlike keywords.
-        assert!(VariantKey::new("My Lit", "Forward", ["FOG"], 7).is_ok());
+        // One validator for names and keywords, the manifest's too: names become path
+        // components, so no whitespace, separators, `.` or `..`.
+        for bad in ["My Lit", "..", ".", "a/b", "a\\b", "a\0b"] {
+            assert!(
+                VariantKey::new(bad, "Forward", ["FOG"], 7).is_err(),
+                "{bad:?}"
+            );
+            assert!(VariantKey::new("Lit", bad, ["FOG"], 7).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub struct Diagnostic {
 pub struct Location {
     /// Path relative to the project root (or absolute for files outside it, like the store).
     pub file: PathBuf,
-    /// 1-based line.
+    /// 1-based line; 0 when only the file is known (the compiler gave no position).
     pub line: u32,
     /// 0-based byte columns within the line.
     pub columns: std::ops::Range<u32>,
@@ -95,10 +95,14 @@ impl Diagnostic {
     }
 
     /// A naga failure, mapped from the preprocessed text back to the original file and line
-    /// through `preprocessed`'s line map.
+    /// through `preprocessed`'s line map. Without a position from naga it still names the
+    /// shader's source file (line 0: no line known).
     pub fn from_compile(error: &CompileError, preprocessed: Option<&Preprocessed>) -> Self {
         let mut diagnostic = Self::error(error.to_string());
-        if let (Some(at), Some(pre)) = (error.location, preprocessed) {
+        let Some(pre) = preprocessed else {
+            return diagnostic;
+        };
+        if let Some(at) = error.location {
             if let Some(origin) = pre.origin(at.line) {
                 let start = at.column.saturating_sub(1);
                 diagnostic.location = Some(Location {
@@ -107,6 +111,13 @@ impl Diagnostic {
                     columns: start..start + at.length.max(1),
                 });
             }
+        }
+        if diagnostic.location.is_none() {
+            diagnostic.location = pre.files().first().map(|file| Location {
+                file: file.clone(),
+                line: 0,
+                columns: 0..0,
+            });
         }
         diagnostic
     }
@@ -130,20 +141,25 @@ impl fmt::Display for Diagnostic {
             Severity::Warning => "warning",
             Severity::Error => "error",
         };
-        if let Some(at) = &self.location {
-            write!(
+        match &self.location {
+            Some(at) if at.line == 0 => write!(f, "{}: ", at.file.display())?,
+            Some(at) => write!(
                 f,
                 "{}:{}:{}: ",
                 at.file.display(),
                 at.line,
                 at.columns.start + 1
-            )?;
+            )?,
+            None => {}
         }
         write!(f, "{level}: {}", self.message)?;
         if let Some(variant) = &self.variant {
             write!(f, " [variant {variant}")?;
-            if let Some(target) = self.target {
-                write!(f, ", target {target}")?;
+            match self.target {
+                Some(target) => write!(f, ", target {target}")?,
+                // A variant's failure without a target is one before any back end ran.
+                None if self.severity == Severity::Error => write!(f, ", all targets")?,
+                None => {}
             }
             write!(f, "]")?;
         }

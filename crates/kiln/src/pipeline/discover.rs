@@ -8,12 +8,15 @@
 
 use super::queries::{ClosureQ, SourceFile};
 use super::Project;
+use crate::boundary::SourceReadError;
 use parking_lot::Mutex;
 use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+type SourceText = Result<Arc<str>, SourceReadError>;
 
 /// Walks over the disk after which the engine must see every file; a file that changes
 /// during discovery can need a second one, and nothing more is useful.
@@ -69,9 +72,9 @@ impl Project {
     }
 
     /// The include closures of `sources`, reading from disk each file the engine does not
-    /// know; returns those files with their texts (`None`: missing).
-    fn walk_from_disk(&self, sources: &[PathBuf]) -> BTreeMap<PathBuf, Option<Arc<str>>> {
-        let found: Mutex<BTreeMap<PathBuf, Option<Arc<str>>>> = Mutex::default();
+    /// know; returns those files with their texts or why they could not be read.
+    fn walk_from_disk(&self, sources: &[PathBuf]) -> BTreeMap<PathBuf, SourceText> {
+        let found: Mutex<BTreeMap<PathBuf, SourceText>> = Mutex::default();
         let loader = |path: &Path| -> Result<Arc<str>, io::Error> {
             let text = match self.db.input::<SourceFile>(&path.to_path_buf()) {
                 Some(text) => text,
@@ -81,7 +84,7 @@ impl Project {
                     text
                 }
             };
-            text.ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no such file"))
+            text.map_err(|e| e.to_io_error())
         };
         let preprocessor = &self.db.context().preprocessor;
         for source in sources {

@@ -8,6 +8,7 @@ mod events;
 mod freshness;
 mod output;
 mod queries;
+mod safe_output;
 mod services;
 mod stat;
 mod write;
@@ -17,6 +18,7 @@ pub use output::{output_path, Index, IndexEntry, INDEX_FILE};
 pub use services::{Outcome, VariantArtifacts};
 pub use stat::STAT_FILE;
 
+use crate::boundary::SourceReadError;
 use crate::identity::Revision;
 use crate::manifest::{Manifest, ManifestError};
 use crate::store::{ArtifactStore, LocalStore};
@@ -371,13 +373,12 @@ impl Project {
         self.db.context().cache.stats()
     }
 
-    fn read_text(&self, relative: &Path) -> Option<Arc<str>> {
-        std::fs::read_to_string(self.manifest.root.join(relative))
-            .ok()
-            .map(Arc::from)
+    fn read_text(&self, relative: &Path) -> Result<Arc<str>, SourceReadError> {
+        let max_bytes = self.manifest.limits.max_source_bytes;
+        crate::boundary::read_project_file(&self.manifest.root, relative, max_bytes).map(Arc::from)
     }
 
-    fn set_file(&mut self, relative: PathBuf, text: Option<Arc<str>>) {
+    fn set_file(&mut self, relative: PathBuf, text: Result<Arc<str>, SourceReadError>) {
         self.known_files.insert(relative.clone());
         self.db
             .set_input::<SourceFile>(relative, text, Durability::Low);
@@ -423,13 +424,17 @@ impl Project {
         let total = all_variants.len();
         let last = match self.last.take() {
             Some(last) => last,
-            None => LastBuild {
-                index: Index::read(&self.out_dir),
-                stats: stat::OutputStats::read(&self.out_dir),
-                artifacts: FxHashMap::default(),
-                suspect: BTreeSet::new(),
-                index_suspect: false,
-            },
+            None => {
+                let (index, warnings) = Index::read_checked(&self.out_dir);
+                self.db.context().build.warnings.lock().extend(warnings);
+                LastBuild {
+                    index,
+                    stats: stat::OutputStats::read(&self.out_dir),
+                    artifacts: FxHashMap::default(),
+                    suspect: BTreeSet::new(),
+                    index_suspect: false,
+                }
+            }
         };
         let revisions = self.revisions();
         let stamps = freshness::input_stamps(&all_variants, &revisions);
@@ -517,9 +522,9 @@ impl Project {
         report.outputs_removed = written.removed;
         report.failed = written.failed;
         report.diagnostics.extend(written.diagnostics);
-        report
-            .diagnostics
-            .extend(std::mem::take(&mut *self.db.context().build.warnings.lock()));
+        report.diagnostics.extend(std::mem::take(
+            &mut *self.db.context().build.warnings.lock(),
+        ));
         report
             .diagnostics
             .sort_by_key(|d| std::cmp::Reverse(d.severity));

@@ -2,6 +2,7 @@
 //! `index.json` describing them. Files are written atomically and only when their content
 //! changed; `index.json` is replaced atomically after every build.
 
+use super::diagnostic::Diagnostic;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -55,12 +56,28 @@ pub struct IndexEntry {
 
 impl Index {
     /// Reads `dir/index.json`; a missing or unreadable index is an empty one (every output
-    /// is then rewritten, which is always safe).
+    /// is then rewritten, which is always safe). Entries whose path is not a normal relative
+    /// path inside `dir` are dropped: see [`Index::read_checked`], which also says which.
     pub fn read(dir: &Path) -> Self {
-        std::fs::read(dir.join(INDEX_FILE))
-            .ok()
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .unwrap_or_default()
+        Self::read_checked(dir).0
+    }
+
+    /// [`Index::read`], and a warning for every entry dropped because its path is absolute,
+    /// climbs with `..`, or holds `\` or NUL: anyone can edit `index.json`, and kiln removes
+    /// the files it lists once their variants leave the manifest.
+    pub fn read_checked(dir: &Path) -> (Self, Vec<Diagnostic>) {
+        match std::fs::read(dir.join(INDEX_FILE)) {
+            Ok(bytes) => Self::from_json_checked(dir, &bytes),
+            Err(_) => (Self::default(), Vec::new()),
+        }
+    }
+
+    /// Parses the bytes of `dir/index.json` as [`Index::read_checked`] does: malformed JSON is
+    /// an empty index; entries with unsafe paths are dropped with a warning each.
+    pub fn from_json_checked(dir: &Path, bytes: &[u8]) -> (Self, Vec<Diagnostic>) {
+        let mut index: Self = serde_json::from_slice(bytes).unwrap_or_default();
+        let warnings = super::safe_output::retain_safe_entries(dir, &mut index.entries);
+        (index, warnings)
     }
 
     /// Writes `dir/index.json` atomically.
@@ -91,29 +108,112 @@ pub fn output_path(
     format!("{shader}/{pass}/{name}.{extension}")
 }
 
+/// Prefix of the temporary files outputs and the index are written through.
+pub const TEMP_PREFIX: &str = ".kiln-tmp-";
+
+/// A temporary file left by a writer that was killed is removed by the next build once it is
+/// this old (a live write takes milliseconds; another kiln may be writing right now).
+pub const TEMP_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
 /// Writes `bytes` to `path` atomically: a temporary file in the same directory, then a
-/// rename, so that a reader (or a crash) never sees half a file. Returns the written file's
+/// rename, so that a reader (or a crash) never sees half a file. The file is created with
+/// mode 0666 narrowed by the umask, like any build tool's outputs. Returns the written file's
 /// metadata, taken before the rename so that it describes kiln's bytes and nobody else's.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<std::fs::Metadata> {
     let dir = path.parent().unwrap_or(Path::new("."));
+    write_atomic_via(dir, path, bytes)
+}
+
+/// [`write_atomic`] with the temporary file in `out_dir` itself rather than beside `path`
+/// (same file system), so that [`remove_stale_temps`] finds a killed writer's leftovers by
+/// listing one directory.
+pub fn write_output(
+    out_dir: &Path,
+    path: &Path,
+    bytes: &[u8],
+) -> std::io::Result<std::fs::Metadata> {
+    write_atomic_via(out_dir, path, bytes)
+}
+
+fn write_atomic_via(
+    temp_dir: &Path,
+    path: &Path,
+    bytes: &[u8],
+) -> std::io::Result<std::fs::Metadata> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(TEMP_PREFIX);
+    // tempfile's default is 0600; outputs are read by other tools and users.
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
     // Directories are created only when missing: a `create_dir_all` per file costs a
     // system call per path component on every write.
-    let mut file = match tempfile::NamedTempFile::new_in(dir) {
+    let mut file = match builder.tempfile_in(temp_dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(dir)?;
-            tempfile::NamedTempFile::new_in(dir)?
+            std::fs::create_dir_all(temp_dir)?;
+            builder.tempfile_in(temp_dir)?
         }
         other => other?,
     };
     file.write_all(bytes)?;
     let meta = file.as_file().metadata()?;
-    file.persist(path).map_err(|e| e.error)?;
-    Ok(meta)
+    match file.persist(path) {
+        Ok(_) => Ok(meta),
+        Err(e) if e.error.kind() == std::io::ErrorKind::NotFound => {
+            let dir = path.parent().unwrap_or(Path::new("."));
+            std::fs::create_dir_all(dir)?;
+            e.file.persist(path).map_err(|e| e.error)?;
+            Ok(meta)
+        }
+        Err(e) => Err(e.error),
+    }
+}
+
+/// Removes temporary files older than [`TEMP_MAX_AGE`] directly in `out_dir`, left there by
+/// a writer that was killed. Returns how many were removed; best effort.
+pub fn remove_stale_temps(out_dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(out_dir) else {
+        return 0;
+    };
+    let now = std::time::SystemTime::now();
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let is_temp = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|name| name.starts_with(TEMP_PREFIX) || is_legacy_temp(name));
+        if !is_temp {
+            continue;
+        }
+        let stale = entry
+            .metadata()
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+            .and_then(|m| m.modified().ok())
+            .and_then(|modified| now.duration_since(modified).ok())
+            .is_some_and(|age| age >= TEMP_MAX_AGE);
+        if stale && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// tempfile's default names (`.tmpXXXXXX`), which earlier versions of kiln left behind.
+fn is_legacy_temp(name: &str) -> bool {
+    name.strip_prefix(".tmp")
+        .is_some_and(|rest| rest.len() == 6 && rest.bytes().all(|b| b.is_ascii_alphanumeric()))
 }
 
 /// Removes an output file that no variant produces any more, and its directories if empty.
-pub fn remove_output(out_dir: &Path, relative: &str) -> std::io::Result<()> {
-    let path = out_dir.join(relative);
+///
+/// Only a file kiln can show it wrote is removed: its index path is a normal relative path,
+/// its directory (symbolic links resolved) is inside `out_dir`, it is a regular file (not a
+/// link), and its size and blake3 hash are those the index recorded. Returns whether it was
+/// removed; a file that fails a check is left alone.
+pub fn remove_output(out_dir: &Path, entry: &IndexEntry) -> std::io::Result<bool> {
+    let Some(path) = super::safe_output::removable_output(out_dir, entry)? else {
+        return Ok(false);
+    };
     match std::fs::remove_file(&path) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -121,10 +221,10 @@ pub fn remove_output(out_dir: &Path, relative: &str) -> std::io::Result<()> {
     }
     let mut dir: Option<PathBuf> = path.parent().map(Path::to_owned);
     while let Some(d) = dir {
-        if d == out_dir || std::fs::remove_dir(&d).is_err() {
+        if d == out_dir || !d.starts_with(out_dir) || std::fs::remove_dir(&d).is_err() {
             break;
         }
         dir = d.parent().map(Path::to_owned);
     }
-    Ok(())
+    Ok(true)
 }

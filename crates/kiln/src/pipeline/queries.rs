@@ -27,11 +27,12 @@ use std::sync::Arc;
 
 pub(crate) type Db = Database<Services>;
 
-/// The text of a project file; `None` when it does not exist.
+/// The text of a project file, or why it cannot be read (missing, outside the root, not a
+/// regular file, too large, not UTF-8).
 pub(crate) struct SourceFile;
 impl Input for SourceFile {
     type Key = PathBuf;
-    type Value = Option<Arc<str>>;
+    type Value = Result<Arc<str>, crate::boundary::SourceReadError>;
     const NAME: &'static str = "source_file";
 }
 
@@ -48,8 +49,8 @@ impl Input for ManifestInput {
 /// a file it has not read yet is reported as missing, and discovery reads it.
 fn read_source(db: &Db, path: &Path) -> Result<Arc<str>, io::Error> {
     match db.input::<SourceFile>(&path.to_path_buf()) {
-        Some(Some(text)) => Ok(text),
-        Some(None) => Err(io::Error::new(io::ErrorKind::NotFound, "no such file")),
+        Some(Ok(text)) => Ok(text),
+        Some(Err(e)) => Err(e.to_io_error()),
         None => Err(io::Error::new(io::ErrorKind::NotFound, "not read yet")),
     }
 }
@@ -62,6 +63,7 @@ fn manifest(db: &Db) -> Arc<Manifest> {
             root: PathBuf::new(),
             targets: Vec::new(),
             shaders: Vec::new(),
+            limits: Default::default(),
         })
     })
 }
@@ -316,7 +318,11 @@ impl Query<Services> for ArtifactsQ {
         let services = db.context();
         match services.materialize(&key, &job.input(), &job.targets) {
             Ok((artifacts, outcome)) => {
-                services.build.outcomes.lock().insert(variant.clone(), outcome);
+                services
+                    .build
+                    .outcomes
+                    .lock()
+                    .insert(variant.clone(), outcome);
                 let outputs = artifacts
                     .outputs
                     .iter()

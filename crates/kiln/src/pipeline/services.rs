@@ -164,13 +164,14 @@ impl Services {
 
     fn save_all(&self, pending: Vec<PendingSave>) {
         use rayon::prelude::*;
-        pending.par_iter().for_each(|(ns, key, bytes)| {
-            if let Err(e) = self.store.save(ns, key, bytes) {
-                self.build.warnings.lock().push(Diagnostic::warning(format!(
-                    "could not save to the store: {e}"
-                )));
-            }
-        });
+        let failed: Vec<crate::store::StoreError> = pending
+            .par_iter()
+            .filter_map(|(ns, key, bytes)| self.store.save(ns, key, bytes).err())
+            .collect();
+        self.build
+            .warnings
+            .lock()
+            .extend(super::safe_output::store_save_warning(&failed));
     }
 
     /// Forgets what belongs to one build only.

@@ -43,6 +43,7 @@ impl Project {
             path: out_dir.clone(),
             source,
         })?;
+        output::remove_stale_temps(out_dir);
         let previous: FxHashMap<&str, &IndexEntry> = last
             .index
             .entries
@@ -115,8 +116,10 @@ impl Project {
                 entries.push(kept);
                 continue;
             }
-            match output::remove_output(out_dir, &old.path) {
-                Ok(()) => written.removed += 1,
+            match output::remove_output(out_dir, old) {
+                Ok(true) => written.removed += 1,
+                // Not provably kiln's bytes any more: left alone.
+                Ok(false) => {}
                 Err(e) => written.diagnostics.push(Diagnostic::warning(format!(
                     "cannot remove retired output {}: {e}",
                     out_dir.join(&old.path).display()
@@ -183,12 +186,13 @@ impl Project {
                 &keywords,
                 output.target.extension(),
             );
-            let path = self.out_dir.join(&relative);
             let fail = |message: String| {
                 let mut d = Diagnostic::error(message);
                 d.variant = Some(variant.to_string());
                 d
             };
+            let path = crate::boundary::output_file(&self.out_dir, &relative)
+                .map_err(|e| fail(format!("output path {relative}: {e}")))?;
             let current = built_here && !last.suspect.contains(&relative);
             let held = current
                 || match disk_holds(&path, &relative, output.bytes, &output.hash, last, previous) {
@@ -216,7 +220,7 @@ impl Project {
                         path.display()
                     ))
                 })?;
-                let meta = output::write_atomic(&path, &bytes)
+                let meta = output::write_output(&self.out_dir, &path, &bytes)
                     .map_err(|e| fail(format!("cannot write output {}: {e}", path.display())))?;
                 stats.push((relative.clone(), FileStat::of(&meta)));
                 count += 1;

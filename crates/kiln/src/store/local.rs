@@ -311,7 +311,9 @@ fn refresh_recency(file: &File, meta: &Metadata, path: &Path) {
 /// between our read and this removal; then that good entry is lost too, which costs one
 /// rebuild and never serves bad bytes.
 fn discard(path: &Path, reason: &CorruptReason) {
-    tracing::warn!(path = %path.display(), %reason, "discarding corrupt store entry");
+    // The caller reports the corrupt entry (`Lookup::Corrupt`); only a failure to remove it
+    // is news.
+    tracing::debug!(path = %path.display(), %reason, "discarding corrupt store entry");
     match fs::remove_file(path) {
         Ok(()) => {}
         Err(err) if err.kind() == io::ErrorKind::NotFound => {}
