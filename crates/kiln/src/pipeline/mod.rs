@@ -157,6 +157,9 @@ pub struct Recompiled {
     pub reason: String,
 }
 
+/// What the engine answers for one variant.
+type VariantResult = Result<Result<queries::Artifacts, queries::VariantFailure>, kiln_incr::QueryError>;
+
 /// A project open for building: the manifest, the engine database, the store.
 pub struct Project {
     db: Db,
@@ -422,45 +425,16 @@ impl Project {
 
         let all_variants = self.variants();
         let total = all_variants.len();
-        let last = match self.last.take() {
-            Some(last) => last,
-            None => {
-                let (index, warnings) = Index::read_checked(&self.out_dir);
-                self.db.context().build.warnings.lock().extend(warnings);
-                LastBuild {
-                    index,
-                    stats: stat::OutputStats::read(&self.out_dir),
-                    artifacts: FxHashMap::default(),
-                    suspect: BTreeSet::new(),
-                    index_suspect: false,
-                }
-            }
-        };
+        let last = self.take_last_build();
         let revisions = self.revisions();
         let stamps = freshness::input_stamps(&all_variants, &revisions);
         let pinned = self.invalidate_stale_revisions(&revisions);
         let (up_to_date, variants) = self.up_to_date(&last, all_variants, &stamps);
         // Each up-to-date variant contributed one entry per target.
         let up_to_date_variants = up_to_date.len() / self.manifest.targets.len().max(1);
-        let done = AtomicUsize::new(up_to_date_variants);
-        let artifacts_query = self.db.query::<ArtifactsQ>();
-        let results: Vec<_> = self.pool.install(|| {
-            variants
-                .par_iter()
-                .map(|variant| {
-                    let result = artifacts_query.get(variant);
-                    let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
-                    progress(Progress {
-                        done: finished,
-                        total,
-                    });
-                    result
-                })
-                .collect()
-        });
+        let results = self.run_variants(&variants, up_to_date_variants, total, progress);
         drop(pinned);
 
-        let outcomes = std::mem::take(&mut *self.db.context().build.outcomes.lock());
         let counts = self.events.take();
         let mut report = BuildReport {
             variants: total,
@@ -474,44 +448,7 @@ impl Project {
             evicted: counts.evicted + evicted_before,
             ..BuildReport::default()
         };
-        let mut built = Vec::new();
-        let mut failed = BTreeSet::new();
-        for (variant, result) in variants.iter().zip(results) {
-            match result {
-                Ok(Ok(artifacts)) => {
-                    match outcomes.get(variant) {
-                        Some(Outcome::Compiled) => {
-                            report.compiled += 1;
-                            report.recompiled.push(Recompiled {
-                                variant: variant.clone(),
-                                digest: artifacts.key.digest(),
-                                reason: self.reason(variant, &report),
-                            });
-                        }
-                        Some(Outcome::Deduplicated) => report.deduplicated += 1,
-                        Some(Outcome::Cached) | None => report.cached += 1,
-                    }
-                    built.push((variant, artifacts));
-                }
-                Ok(Err(diagnostics)) => {
-                    failed.insert(variant.clone());
-                    for d in diagnostics.iter() {
-                        let mut d = d.clone();
-                        if d.variant.is_none() {
-                            d.variant = Some(variant.to_string());
-                        }
-                        report.diagnostics.push(d);
-                    }
-                }
-                Err(engine) => {
-                    failed.insert(variant.clone());
-                    let mut d = Diagnostic::error(engine.to_string());
-                    d.variant = Some(variant.to_string());
-                    report.diagnostics.push(d);
-                }
-            }
-        }
-        report.outcomes = outcomes.into_iter().collect();
+        let (built, failed) = self.sort_results(&variants, results, &mut report);
 
         let written = self.write_outputs(&built, failed, last, up_to_date, &revisions);
         report.outputs_ready = started.elapsed();
@@ -530,6 +467,92 @@ impl Project {
             .sort_by_key(|d| std::cmp::Reverse(d.severity));
         report.elapsed = started.elapsed();
         Ok(report)
+    }
+
+    /// What the previous build left: in memory, or read from the output directory.
+    fn take_last_build(&mut self) -> LastBuild {
+        if let Some(last) = self.last.take() {
+            return last;
+        }
+        let (index, warnings) = Index::read_checked(&self.out_dir);
+        self.db.context().build.warnings.lock().extend(warnings);
+        LastBuild {
+            index,
+            stats: stat::OutputStats::read(&self.out_dir),
+            artifacts: FxHashMap::default(),
+            suspect: BTreeSet::new(),
+            index_suspect: false,
+        }
+    }
+
+    /// Every variant's artifacts through the engine, in parallel, reporting progress.
+    fn run_variants(
+        &self,
+        variants: &[VariantId],
+        done_before: usize,
+        total: usize,
+        progress: &(dyn Fn(Progress) + Sync),
+    ) -> Vec<VariantResult> {
+        let done = AtomicUsize::new(done_before);
+        let artifacts_query = self.db.query::<ArtifactsQ>();
+        self.pool.install(|| {
+            variants
+                .par_iter()
+                .map(|variant| {
+                    let result = artifacts_query.get(variant);
+                    let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
+                    progress(Progress {
+                        done: finished,
+                        total,
+                    });
+                    result
+                })
+                .collect()
+        })
+    }
+
+    /// Splits the engine's results into built variants and failed ones, counting in the
+    /// report how each was obtained and adding each failure's diagnostics.
+    fn sort_results<'v>(
+        &self,
+        variants: &'v [VariantId],
+        results: Vec<VariantResult>,
+        report: &mut BuildReport,
+    ) -> (Vec<(&'v VariantId, queries::Artifacts)>, BTreeSet<VariantId>) {
+        let outcomes = std::mem::take(&mut *self.db.context().build.outcomes.lock());
+        let mut built = Vec::new();
+        let mut failed = BTreeSet::new();
+        for (variant, result) in variants.iter().zip(results) {
+            let diagnostics = match result {
+                Ok(Ok(artifacts)) => {
+                    match outcomes.get(variant) {
+                        Some(Outcome::Compiled) => {
+                            report.compiled += 1;
+                            report.recompiled.push(Recompiled {
+                                variant: variant.clone(),
+                                digest: artifacts.key.digest(),
+                                reason: self.reason(variant, report),
+                            });
+                        }
+                        Some(Outcome::Deduplicated) => report.deduplicated += 1,
+                        Some(Outcome::Cached) | None => report.cached += 1,
+                    }
+                    built.push((variant, artifacts));
+                    continue;
+                }
+                Ok(Err(diagnostics)) => diagnostics.to_vec(),
+                Err(engine) => vec![Diagnostic::error(engine.to_string())],
+            };
+            failed.insert(variant.clone());
+            for mut d in diagnostics {
+                if d.variant.is_none() {
+                    d.variant = Some(variant.to_string());
+                }
+                report.diagnostics.push(d);
+            }
+        }
+        report.outcomes = outcomes.into_iter().collect();
+        (built, failed)
     }
 
     /// Why naga had to compile `variant` in this build.
