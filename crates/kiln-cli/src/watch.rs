@@ -41,12 +41,10 @@ pub fn run(args: &WatchArgs) -> ExitCode {
     let mut options = args.project.options(args.jobs, args.max_memory);
     // Hot reload keeps a failed variant's last good outputs (marked stale in the index).
     options.keep_failed_outputs = true;
-    let mut project = match Project::open(&options) {
+    let project = match Project::open(&options) {
         Ok(project) => project,
         Err(e) => return project_error(&e),
     };
-    let json = args.project.json;
-
     let (tx, rx) = mpsc::channel::<Message>();
     let stop = tx.clone();
     if let Err(e) = ctrlc::set_handler(move || {
@@ -54,105 +52,155 @@ pub fn run(args: &WatchArgs) -> ExitCode {
     }) {
         eprintln!("warning: cannot handle Ctrl-C ({e}); stop with a signal");
     }
-    let mut debouncer = match new_debouncer(
-        Duration::from_millis(args.debounce_ms),
-        None,
-        move |result: DebounceEventResult| {
-            let _ = tx.send(Message::Files(result));
-        },
-    ) {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("error: cannot watch files: {e}");
-            return ExitCode::from(2);
-        }
+    // Watching starts before the first build, so that no edit made during it is missed;
+    // the debouncer stops watching when dropped, at the end of this function.
+    let (_debouncer, dirs) = match start_watching(&project, args.debounce_ms, tx) {
+        Ok(started) => started,
+        Err(code) => return code,
     };
-    let root = project.manifest().root.clone();
-    if let Err(e) = debouncer.watch(&root, RecursiveMode::Recursive) {
-        eprintln!("error: cannot watch {}: {e}", root.display());
-        return ExitCode::from(2);
+    let mut session = Session {
+        project,
+        dirs,
+        json: args.project.json,
+        report_batches: args.report_batches,
+        manifest_error: None,
+    };
+    session.rebuild(None);
+    if !session.json {
+        eprintln!("watching {} (Ctrl-C to stop)", session.dirs.root.display());
     }
-    // Outputs outside the project are watched too, so that one changed behind kiln's back
-    // is restored.
-    let _ = std::fs::create_dir_all(project.out_dir());
-    let out_dir = absolute(project.out_dir());
-    let cache_dir = absolute(project.cache_dir());
-    if !out_dir.starts_with(&root) {
-        if let Err(e) = debouncer.watch(&out_dir, RecursiveMode::Recursive) {
-            eprintln!("warning: cannot watch {}: {e}", out_dir.display());
-        }
-    }
-    // Watching starts before the first build, so that no edit made during it is missed.
-    match project.build(&|_| {}) {
-        Ok(report) => print_rebuild(&project, &report, None, json),
-        Err(e) => {
-            project_error(&e);
-        }
-    }
-    if !json {
-        eprintln!("watching {} (Ctrl-C to stop)", root.display());
-    }
-
-    let manifest_path = absolute(&project.manifest().path);
-    let mut manifest_error: Option<String> = None;
     // Ctrl-C is only read between rebuilds, so a rebuild always finishes: every output and
     // the index are written atomically, and nothing is left half written.
     while let Ok(message) = rx.recv() {
-        let events = match message {
+        match message {
             Message::Stop => break,
             Message::Files(Err(errors)) => {
                 for e in errors {
                     eprintln!("warning: file watcher: {e}");
                 }
-                continue;
             }
-            Message::Files(Ok(events)) => events,
-        };
-        let _batch = BatchReport::new(args.report_batches, &events);
+            Message::Files(Ok(events)) => session.handle(&events),
+        }
+    }
+    if !session.json {
+        eprintln!("stopped");
+    }
+    ExitCode::SUCCESS
+}
+
+/// The directories a watch session tells apart, absolute.
+struct Dirs {
+    root: PathBuf,
+    manifest: PathBuf,
+    out: PathBuf,
+    cache: PathBuf,
+}
+
+type Watcher = notify_debouncer_full::Debouncer<
+    notify_debouncer_full::notify::RecommendedWatcher,
+    notify_debouncer_full::RecommendedCache,
+>;
+
+/// Watches the project root, and the output directory when it lies outside, so that an
+/// output changed behind kiln's back is restored.
+fn start_watching(
+    project: &Project,
+    debounce_ms: u64,
+    tx: mpsc::Sender<Message>,
+) -> Result<(Watcher, Dirs), ExitCode> {
+    let mut debouncer = new_debouncer(
+        Duration::from_millis(debounce_ms),
+        None,
+        move |result: DebounceEventResult| {
+            let _ = tx.send(Message::Files(result));
+        },
+    )
+    .map_err(|e| {
+        eprintln!("error: cannot watch files: {e}");
+        ExitCode::from(2)
+    })?;
+    let root = project.manifest().root.clone();
+    debouncer
+        .watch(&root, RecursiveMode::Recursive)
+        .map_err(|e| {
+            eprintln!("error: cannot watch {}: {e}", root.display());
+            ExitCode::from(2)
+        })?;
+    let _ = std::fs::create_dir_all(project.out_dir());
+    let out = absolute(project.out_dir());
+    if !out.starts_with(&root) {
+        if let Err(e) = debouncer.watch(&out, RecursiveMode::Recursive) {
+            eprintln!("warning: cannot watch {}: {e}", out.display());
+        }
+    }
+    let dirs = Dirs {
+        manifest: absolute(&project.manifest().path),
+        cache: absolute(project.cache_dir()),
+        out,
+        root,
+    };
+    Ok((debouncer, dirs))
+}
+
+/// A running watch: the project and what the loop remembers between batches.
+struct Session {
+    project: Project,
+    dirs: Dirs,
+    json: bool,
+    report_batches: bool,
+    /// The manifest's error, while it is broken: said once, not once per event.
+    manifest_error: Option<String>,
+}
+
+impl Session {
+    fn handle(&mut self, events: &[DebouncedEvent]) {
+        let _batch = BatchReport::new(self.report_batches, events);
         let first_event = events.iter().map(|e| e.time).min();
-        let changes = Changes::of(&events, &out_dir, &cache_dir);
+        let changes = Changes::of(events, &self.dirs.out, &self.dirs.cache);
         if changes.rescan {
-            project.refresh_all_files();
-            project.outputs_changed(&[PathBuf::new()]);
+            self.project.refresh_all_files();
+            self.project.outputs_changed(&[PathBuf::new()]);
         }
         // Sources are re-read even when the manifest is broken: the edits wait in the
         // engine's inputs and are built once the manifest is fixed.
-        project.refresh_files(&changes.sources);
-        project.outputs_changed(&changes.outputs);
-        if changes.rescan || changes.sources.contains(&manifest_path) {
-            match project.reload_manifest() {
-                Ok(_) => manifest_error = None,
-                Err(e) => {
-                    // Said once per distinct error, not once per event.
-                    let text = e.to_string();
-                    if manifest_error.as_deref() != Some(text.as_str()) {
-                        render::manifest_error(&e);
-                        manifest_error = Some(text);
-                    }
+        self.project.refresh_files(&changes.sources);
+        self.project.outputs_changed(&changes.outputs);
+        if changes.rescan || changes.sources.contains(&self.dirs.manifest) {
+            self.reload_manifest();
+        }
+        if self.manifest_error.is_none() && self.project.is_dirty() {
+            self.rebuild(first_event);
+        }
+    }
+
+    fn reload_manifest(&mut self) {
+        match self.project.reload_manifest() {
+            Ok(_) => self.manifest_error = None,
+            Err(e) => {
+                let text = e.to_string();
+                if self.manifest_error.as_deref() != Some(text.as_str()) {
+                    render::manifest_error(&e);
+                    self.manifest_error = Some(text);
                 }
             }
         }
-        if manifest_error.is_some() || !project.is_dirty() {
-            continue;
-        }
+    }
+
+    fn rebuild(&mut self, first_event: Option<Instant>) {
         let build_started = Instant::now();
-        match project.build(&|_| {}) {
+        match self.project.build(&|_| {}) {
             Ok(report) => {
                 // From the first file event to the moment every output was written.
                 let latency = first_event.map(|event| {
                     build_started.saturating_duration_since(event) + report.outputs_ready
                 });
-                print_rebuild(&project, &report, latency, json)
+                print_rebuild(&self.project, &report, latency, self.json)
             }
             Err(e) => {
                 project_error(&e);
             }
         }
     }
-    if !json {
-        eprintln!("stopped");
-    }
-    ExitCode::SUCCESS
 }
 
 /// A batch of file events sorted by what they may change.
