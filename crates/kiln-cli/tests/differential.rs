@@ -160,7 +160,22 @@ struct Totals {
     build_discrepancies: usize,
     watch_discrepancies: usize,
     spurious_rebuilds: usize,
+    tmp_warnings: usize,
     findings: Vec<String>,
+}
+
+/// The one line a run ends with.
+fn summary_line(config: &Config, totals: &Totals) -> String {
+    format!(
+        "differential: sequences={} steps_per_mode={} build_discrepancies={} watch_discrepancies={} spurious_rebuilds={} seeds={}..{}",
+        config.sequences,
+        totals.steps_per_mode,
+        totals.build_discrepancies,
+        totals.watch_discrepancies,
+        totals.spurious_rebuilds,
+        config.seed,
+        config.seed + config.sequences - 1
+    )
 }
 
 #[test]
@@ -176,16 +191,11 @@ fn differential_never_stale() {
             break;
         }
     }
+    println!("{}", summary_line(&config, &totals));
     println!(
-        "differential: sequences={} steps_per_mode={} build_discrepancies={} watch_discrepancies={} spurious_rebuilds={} seeds={}..{} elapsed={:.1}s",
-        config.sequences,
-        totals.steps_per_mode,
-        totals.build_discrepancies,
-        totals.watch_discrepancies,
-        totals.spurious_rebuilds,
-        config.seed,
-        last_seed,
-        started.elapsed().as_secs_f64()
+        "differential: elapsed {:.1}s, {} warning(s) about temporary files left in output directories",
+        started.elapsed().as_secs_f64(),
+        totals.tmp_warnings
     );
     for f in &totals.findings {
         println!("finding: {f}");
@@ -673,7 +683,7 @@ impl Sequence {
             }),
             Ok(report) => {
                 let got = Tree::read(&self.a.join("out"));
-                warn_leftovers("build", &got, self.seed, step);
+                totals.tmp_warnings += warn_leftovers("build", &got, self.seed, step);
                 let diff = tree::diff(&got, &fresh, true);
                 if !diff.is_empty() {
                     problems.push(Problem {
@@ -691,7 +701,7 @@ impl Sequence {
         // Watch mode against the oracle.
         if !watch_dead {
             let mut got = Tree::read(&self.out_b);
-            warn_leftovers("watch", &got, self.seed, step);
+            totals.tmp_warnings += warn_leftovers("watch", &got, self.seed, step);
             tree::drop_stale_entries(&mut got);
             let diff = tree::diff(&got, &fresh, false);
             if !diff.is_empty() {
@@ -853,16 +863,7 @@ impl Sequence {
         }
         println!("{text}");
         if !config.keep_going {
-            println!(
-                "differential: sequences={} steps_per_mode={} build_discrepancies={} watch_discrepancies={} spurious_rebuilds={} seeds={}..{}",
-                config.sequences,
-                totals.steps_per_mode,
-                totals.build_discrepancies,
-                totals.watch_discrepancies,
-                totals.spurious_rebuilds,
-                config.seed,
-                config.seed + config.sequences - 1
-            );
+            println!("{}", summary_line(config, totals));
             panic!(
                 "differential: discrepancy at seed {} step {step} ({kind}); see above",
                 self.seed
@@ -904,13 +905,15 @@ fn variant_keywords(name: &str) -> Vec<&str> {
         .unwrap_or_default()
 }
 
-fn warn_leftovers(mode: &str, tree: &Tree, seed: u64, step: usize) {
-    if !tree.tmp_leftovers.is_empty() {
-        println!(
-            "warning: {mode} mode, seed {seed} step {step}: temporary files left in the output directory: {:?}",
-            tree.tmp_leftovers
-        );
+fn warn_leftovers(mode: &str, tree: &Tree, seed: u64, step: usize) -> usize {
+    if tree.tmp_leftovers.is_empty() {
+        return 0;
     }
+    println!(
+        "warning: {mode} mode, seed {seed} step {step}: temporary files left in the output directory: {:?}",
+        tree.tmp_leftovers
+    );
+    1
 }
 
 fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) {
