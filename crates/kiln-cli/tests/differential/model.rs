@@ -273,7 +273,17 @@ impl Model {
         };
         let mut passes = Vec::new();
         for p in 0..passes_n {
-            let file = if source.is_some() && rng.chance(60) {
+            let first = passes
+                .first()
+                .map(|p: &Pass| p.source.clone().or_else(|| source.clone()).unwrap());
+            let file = if p > 0 && rng.chance(60) {
+                // A second pass on another file: swapping the two keeps the shader's files.
+                let others: Vec<&String> = files
+                    .iter()
+                    .filter(|f| Some(*f) != first.as_ref())
+                    .collect();
+                Some((*rng.pick(&others)).clone())
+            } else if source.is_some() && rng.chance(60) {
                 None
             } else {
                 Some(rng.pick(&files).clone())
@@ -995,7 +1005,17 @@ impl Model {
         if pairs.is_empty() {
             return None;
         }
-        let ((s1, p1, fa), (s2, p2, fb)) = rng.pick(&pairs).clone();
+        // Within one shader the set of files it reads stays the same: the harder case.
+        let same: Vec<_> = pairs
+            .iter()
+            .filter(|((s1, _, _), (s2, _, _))| s1 == s2)
+            .cloned()
+            .collect();
+        let ((s1, p1, fa), (s2, p2, fb)) = if !same.is_empty() && rng.chance(70) {
+            rng.pick(&same).clone()
+        } else {
+            rng.pick(&pairs).clone()
+        };
         self.shaders[s1].passes[p1].source = Some(fb.clone());
         self.shaders[s2].passes[p2].source = Some(fa.clone());
         Some(format!(
