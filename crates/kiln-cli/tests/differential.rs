@@ -5,8 +5,10 @@
 //! Two modes run over two copies of the same project, every edit applied to both:
 //! - build mode: `kiln build --json` in a new process after each step (`A/out`, `A/.kiln`);
 //! - watch mode: one `kiln watch --json --report-batches --out OUT_B` per sequence, its
-//!   output directory outside the project root; after each edit the harness writes a marker
-//!   `B/.sync/N` and waits for the batch naming it.
+//!   output directory outside the project root (`OUT_B`); after each edit the harness writes
+//!   a marker `B/.sync/N` and waits for the batch naming it. `KILN_FUZZ_WATCH_OUT=inside`
+//!   puts it at `B/wout` instead, `outside` always outside; by default sequences with an even
+//!   seed use `B/wout` (kiln then sees its own writes and removals there: spurious rebuilds).
 //!
 //! The oracle is `kiln build --out FRESH --cache-dir FRESH_CACHE` into new, empty directories.
 //!
@@ -84,6 +86,8 @@ struct Config {
     keep_going: bool,
     verbose: bool,
     allow_kept_failed: bool,
+    /// `Some(inside)`: where watch mode's output directory is, for every sequence.
+    watch_out_inside: Option<bool>,
 }
 
 impl Config {
@@ -130,6 +134,11 @@ impl Config {
             keep_going: var("KILN_FUZZ_KEEP_GOING").is_some_and(|v| v != "0"),
             verbose: var("KILN_FUZZ_VERBOSE").is_some_and(|v| v != "0"),
             allow_kept_failed: var("KILN_FUZZ_ALLOW_KEPT_FAILED").is_some_and(|v| v != "0"),
+            watch_out_inside: var("KILN_FUZZ_WATCH_OUT").map(|v| match v.as_str() {
+                "inside" => true,
+                "outside" => false,
+                other => panic!("KILN_FUZZ_WATCH_OUT={other}: inside or outside"),
+            }),
         }
     }
 }
@@ -247,7 +256,7 @@ struct Sequence {
 }
 
 impl Sequence {
-    fn new(seed: u64, _config: &Config) -> Sequence {
+    fn new(seed: u64, config: &Config) -> Sequence {
         let mut rng = Rng::new(seed);
         let model = Model::generate(&mut rng);
         let dir = tempfile::Builder::new()
@@ -255,7 +264,12 @@ impl Sequence {
             .tempdir()
             .unwrap();
         let work = dir.path().to_owned();
-        let (a, b, out_b) = (work.join("A"), work.join("B"), work.join("out_B"));
+        let (a, b) = (work.join("A"), work.join("B"));
+        let out_b = if config.watch_out_inside.unwrap_or(seed % 2 == 0) {
+            b.join("wout")
+        } else {
+            work.join("out_B")
+        };
         for d in [&a, &b, &work.join("park_a"), &work.join("park_b")] {
             std::fs::create_dir_all(d).unwrap();
         }
@@ -282,15 +296,23 @@ impl Sequence {
     fn run(&mut self, config: &Config, totals: &mut Totals) -> bool {
         let files = self.model.render();
         self.write_disk(&files);
+        if config.verbose {
+            println!("seed {}: kiln.toml\n{}", self.seed, files["kiln.toml"]);
+        }
         self.history.push(format!(
-            "step 0: generated {} shaders, {} variants, targets {:?}",
+            "step 0: generated {} shaders, {} variants, targets {:?}; watch output in {}",
             self.model.shaders.len(),
             self.model.variant_count(),
             self.model
                 .targets
                 .iter()
                 .map(|t| model::TARGETS[*t])
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>(),
+            if self.out_b.starts_with(&self.b) {
+                "B/wout (inside the project)"
+            } else {
+                "OUT_B (outside the project)"
+            }
         ));
         match Watch::start(
             &self.b.join("kiln.toml"),
@@ -484,12 +506,44 @@ impl Sequence {
         Some(format!("directory {dir} moved out of the project"))
     }
 
+    /// Moves a parked directory back; usually a file in it was edited while it was away (as
+    /// a checkout elsewhere would), so that a watcher that does not re-read it serves stale
+    /// outputs.
     fn dir_back(&mut self) -> String {
         let (dir, park_a, park_b) = self.parked.take().unwrap();
+        let prefix = format!("{dir}/");
+        let mut edited = String::new();
+        if self.rng.chance(75) {
+            let before = self.model.render();
+            for _ in 0..20 {
+                let mut other = self.model.clone();
+                let Some(desc) = other.edit_const(&mut self.rng, false) else {
+                    continue;
+                };
+                let after = other.render();
+                let changed: Vec<&String> = after
+                    .iter()
+                    .filter(|(p, t)| before.get(*p) != Some(*t))
+                    .map(|(p, _)| p)
+                    .collect();
+                if changed.is_empty() || !changed.iter().all(|p| p.starts_with(&prefix)) {
+                    continue;
+                }
+                for path in changed {
+                    let inner = &path[prefix.len()..];
+                    for park in [&park_a, &park_b] {
+                        std::fs::write(park.join(inner), &after[path]).unwrap();
+                    }
+                }
+                self.model = other;
+                edited = format!(", after an edit while away ({desc})");
+                break;
+            }
+        }
         std::fs::rename(&park_a, self.a.join(&dir)).unwrap();
         std::fs::rename(&park_b, self.b.join(&dir)).unwrap();
         self.disk = self.model.render();
-        format!("directory {dir} moved back into the project")
+        format!("directory {dir} moved back into the project{edited}")
     }
 
     /// An output changed behind kiln's back, in each mode's own output directory.
@@ -924,11 +978,11 @@ fn kiln_build(manifest: &Path, args: &[&std::ffi::OsStr]) -> Result<Value, Strin
     })
 }
 
-/// The keywords of a variant named `Shader/Pass[A;B]`.
+/// The keywords of a variant named `Shader/Pass[A;B]` (possibly followed by more).
 fn variant_keywords(name: &str) -> Vec<&str> {
-    name.rsplit_once('[')
-        .map(|(_, rest)| rest.trim_end_matches(']'))
-        .map(|k| k.split(';').filter(|k| !k.is_empty()).collect())
+    name.split_once('[')
+        .and_then(|(_, rest)| rest.split_once(']'))
+        .map(|(k, _)| k.split(';').filter(|k| !k.is_empty()).collect())
         .unwrap_or_default()
 }
 

@@ -190,7 +190,7 @@ impl Model {
             manifest_noise: Noise::default(),
             next_id: 0,
         };
-        for _ in 0..rng.range(1, 3) {
+        for _ in 0..rng.range(2, 3) {
             model.add_shader(rng);
         }
         assert!(!model.shaders.is_empty());
@@ -249,7 +249,8 @@ impl Model {
             0 => None,
             n => Some(n as u32),
         };
-        let glsl = rng.chance(40);
+        // The first shader is usually WGSL (several entries a file), later ones often GLSL.
+        let glsl = rng.chance(if self.shaders.is_empty() { 25 } else { 45 });
         let files: Vec<String> = if glsl {
             vec![
                 format!("shaders/g{id}_a.frag"),

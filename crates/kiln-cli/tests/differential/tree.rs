@@ -186,7 +186,7 @@ pub fn diff(got: &Tree, want: &Tree, exact_index: bool) -> Vec<String> {
 /// `KILN_FUZZ_ALLOW_KEPT_FAILED=1` only (the old contract, for surveying other bugs before
 /// the new one lands): a variant that fails in the clean build may keep its last good
 /// outputs in either mode, so its entries and files are dropped before comparing.
-/// `failed`: variant names as kiln prints them, `Shader/Pass[A;B]`.
+/// `failed`: variant names as kiln prints them, `Shader/Pass[A;B]@revision (digest)`.
 pub fn drop_outputs_of_failed(tree: &mut Tree, failed: &[String]) -> bool {
     let key = |shader: &str, pass: &str, mut keywords: Vec<String>| {
         keywords.sort();
@@ -197,8 +197,9 @@ pub fn drop_outputs_of_failed(tree: &mut Tree, failed: &[String]) -> bool {
         .filter_map(|name| {
             let (shader, rest) = name.split_once('/')?;
             let (pass, keywords) = rest.split_once('[')?;
+            // `S/P[A;B]`, possibly followed by `@revision (digest)`.
+            let (keywords, _) = keywords.split_once(']')?;
             let keywords = keywords
-                .trim_end_matches(']')
                 .split(';')
                 .filter(|k| !k.is_empty())
                 .map(str::to_owned)
