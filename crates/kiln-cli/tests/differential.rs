@@ -177,6 +177,7 @@ struct Totals {
     tmp_warnings: usize,
     findings: Vec<String>,
     applied: BTreeMap<&'static str, usize>,
+    spurious_at: Vec<String>,
 }
 
 /// The one line a run ends with.
@@ -218,6 +219,9 @@ fn differential_never_stale() {
         .map(|(k, n)| format!("{k}={n}"))
         .collect();
     println!("differential: edits applied: {}", applied.join(" "));
+    for s in totals.spurious_at.iter().take(20) {
+        println!("spurious rebuild: {s}");
+    }
     for f in &totals.findings {
         println!("finding: {f}");
     }
@@ -712,6 +716,14 @@ impl Sequence {
             }
         };
         totals.spurious_rebuilds += settle.len();
+        if !settle.is_empty() {
+            totals.spurious_at.push(format!(
+                "seed={} step={step} kind={kind}: {} rebuild(s) after the step's marker, set off by nothing the harness did ({})",
+                self.seed,
+                settle.len(),
+                settle.iter().map(Value::to_string).collect::<Vec<_>>().join(" ").chars().take(300).collect::<String>()
+            ));
+        }
         if !settle.is_empty() && config.verbose {
             println!(
                 "  {} spurious rebuild(s) after the step's marker",
@@ -803,8 +815,13 @@ impl Sequence {
                     details: reports.iter().map(Value::to_string).collect(),
                 });
             }
-            if class == Class::Unchanged {
+            if class == Class::Unchanged && !reports.is_empty() {
                 totals.spurious_rebuilds += reports.len();
+                totals.spurious_at.push(format!(
+                    "seed={} step={step} kind={kind}: {} rebuild(s) for a file rewritten with the same bytes",
+                    self.seed,
+                    reports.len()
+                ));
             }
         }
 
