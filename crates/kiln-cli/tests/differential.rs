@@ -269,7 +269,7 @@ impl Sequence {
             .unwrap();
         let work = dir.path().to_owned();
         let (a, b) = (work.join("A"), work.join("B"));
-        let out_b = if config.watch_out_inside.unwrap_or(seed % 2 == 0) {
+        let out_b = if config.watch_out_inside.unwrap_or(seed.is_multiple_of(2)) {
             b.join("wout")
         } else {
             work.join("out_B")
@@ -579,7 +579,7 @@ impl Sequence {
                     std::fs::write(&file, &bytes).unwrap();
                 }
                 _ => {
-                    if r % 2 == 0 {
+                    if r.is_multiple_of(2) {
                         bytes.extend_from_slice(b"\n// edited behind kiln's back\n");
                     } else {
                         bytes.truncate(bytes.len() / 2);
