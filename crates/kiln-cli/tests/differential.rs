@@ -920,8 +920,19 @@ impl Sequence {
         config: &Config,
         totals: &mut Totals,
     ) -> bool {
+        // The settings that change what a seed does, for the re-run line.
+        let mut settings = String::new();
+        for name in [
+            "KILN_FUZZ_ONLY",
+            "KILN_FUZZ_ALLOW_KEPT_FAILED",
+            "KILN_FUZZ_WATCH_OUT",
+        ] {
+            if let Ok(value) = std::env::var(name) {
+                settings.push_str(&format!("{name}={value} "));
+            }
+        }
         let mut text = format!(
-            "\n=== differential: discrepancy at seed {} step {step} (edit kind: {kind})\nre-run: KILN_FUZZ_SEED={} KILN_FUZZ_STEPS={step} cargo test -p kiln-cli --test differential -- --nocapture\nhistory:\n  {}\n",
+            "\n=== differential: discrepancy at seed {} step {step} (edit kind: {kind})\nre-run: {settings}KILN_FUZZ_SEED={} KILN_FUZZ_STEPS={step} cargo test -p kiln-cli --test differential -- --nocapture\nhistory:\n  {}\n",
             self.seed,
             self.seed,
             self.history.join("\n  ")
