@@ -48,33 +48,56 @@ use tree::Tree;
 use watcher::Watch;
 
 /// Edit kinds and their weights. `dir_back` and `fix` are not drawn: they follow `dir_out`
-/// and `error` in the next step.
+/// and `error` in the next step (also under `KILN_FUZZ_ONLY`).
 const KINDS: &[(&str, u32)] = &[
+    // A constant outside `#ifdef FOG` (sources, includes, nested includes).
     ("const", 10),
+    // A constant under `#ifdef FOG` only: only FOG variants may be recompiled.
     ("const_fog", 6),
+    // A `//` or `/* */` comment added or removed, or an inline comment's text: nothing may
+    // be compiled.
     ("comment", 8),
+    // Blank lines or trailing whitespace: nothing may be compiled.
     ("whitespace", 4),
+    // The extra include created or deleted, included by common or not, directly or not.
     ("include_toggle", 4),
     ("include_rename", 3),
+    // An include moved to another directory.
     ("include_move", 3),
+    // A directory moved out of the project and back within one step.
     ("dir_out_back", 2),
+    // A directory moved out; the next step (`dir_back`) moves it back, usually after an
+    // edit of a file in it.
     ("dir_out", 2),
+    // An axis added, removed, replaced, or axes or keywords reordered.
     ("axes", 5),
     ("shader_add", 2),
     ("shader_remove", 2),
+    // A WGSL fragment pass switched between its two fragment entries.
     ("pass_entry", 3),
+    // A pass switched to another stage (entry, or GLSL file).
     ("pass_stage", 3),
+    // A pass pointed at another source file.
     ("pass_source", 3),
+    // The sources of two passes swapped (usually of one shader).
     ("pass_swap", 3),
     ("targets", 3),
+    // A shader's `defines = { Q = .. }` changed; code depends on `Q > 1`.
     ("defines", 4),
+    // A syntax error or `#error` under `#ifdef FOG` injected; fixed in the next step (`fix`).
     ("error", 3),
+    // An output deleted, one byte flipped (same size), or edited (size changed), behind
+    // kiln's back in each mode's own output directory.
     ("output_delete", 3),
     ("output_flip", 3),
     ("output_edit", 2),
+    // About a third of the store entries truncated, sometimes with an output deleted.
     ("store_truncate", 2),
+    // A file changed and written back within the same second.
     ("revert", 3),
+    // Only the marker: watch must not rebuild.
     ("noop", 3),
+    // A file rewritten with the same bytes.
     ("touch", 2),
 ];
 
