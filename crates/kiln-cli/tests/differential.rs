@@ -1061,3 +1061,76 @@ fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) {
         }
     }
 }
+
+/// The harness's own helpers, so that a wrong parse cannot hide a discrepancy.
+#[test]
+fn differential_harness_helpers() {
+    assert_eq!(variant_keywords("S0/P0[FOG;SKIN]"), ["FOG", "SKIN"]);
+    assert_eq!(
+        variant_keywords("S0/P0[FOG]@0123abcd (c19499fc0cfd)"),
+        ["FOG"]
+    );
+    assert!(variant_keywords("S0/P0[]").is_empty());
+    assert_eq!(
+        model::relative("shaders/w0.wgsl", "inc/common.wgsl"),
+        "../inc/common.wgsl"
+    );
+    assert_eq!(
+        model::relative("inc/common.wgsl", "inc/more/extra.wgsl"),
+        "more/extra.wgsl"
+    );
+    assert_eq!(
+        model::relative("lib/deep/er/common.glsl", "lib/extra.glsl"),
+        "../../extra.glsl"
+    );
+
+    // Stale entries (watch mode) and their files are dropped; a clean build has none.
+    let entry = |path: &str, stale: Option<bool>| {
+        let mut e = serde_json::json!({
+            "shader": "S0", "pass": "P0", "keywords": ["FOG"], "revision": "r",
+            "digest": "d", "target": "spirv", "path": path, "bytes": 1,
+            "content_hash": "h", "inputs": "i",
+        });
+        if let Some(stale) = stale {
+            e["stale"] = stale.into();
+        }
+        e
+    };
+    let tree_of = |entries: Vec<Value>| {
+        let mut t = Tree::default();
+        for e in &entries {
+            t.files
+                .insert(e["path"].as_str().unwrap().to_owned(), vec![1]);
+        }
+        t.index_bytes = Some(
+            serde_json::to_vec(&serde_json::json!({"kiln_version": "0", "entries": entries}))
+                .unwrap(),
+        );
+        t
+    };
+    let want = tree_of(vec![entry("S0/P0/FOG.spv", None)]);
+    let mut got = tree_of(vec![
+        entry("S0/P0/FOG.spv", Some(false)),
+        entry("S0/P0/_.spv", Some(true)),
+    ]);
+    assert!(!tree::diff(&got, &want, false).is_empty());
+    assert!(tree::drop_stale_entries(&mut got));
+    assert_eq!(tree::diff(&got, &want, false), Vec::<String>::new());
+
+    // Any difference in bytes is one.
+    let mut flipped = want.clone();
+    flipped.files.insert("S0/P0/FOG.spv".into(), vec![0]);
+    assert_eq!(tree::diff(&flipped, &want, true).len(), 1);
+
+    // The old contract's leniency drops a failed variant's kept outputs, nothing else.
+    let mut kept = tree_of(vec![entry("S0/P0/FOG.spv", None), {
+        let mut e = entry("S0/P1/FOG.spv", None);
+        e["pass"] = "P1".into();
+        e
+    }]);
+    assert!(tree::drop_outputs_of_failed(
+        &mut kept,
+        &["S0/P1[FOG]@0123 (abcd)".to_owned()]
+    ));
+    assert_eq!(tree::diff(&kept, &want, false), Vec::<String>::new());
+}
