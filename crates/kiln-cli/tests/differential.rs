@@ -280,6 +280,8 @@ struct Sequence {
     fresh_memo: Option<(BTreeMap<String, String>, Tree, Option<Value>)>,
     store_damaged: bool,
     temp_counter: u64,
+    /// Watch's latest build report (its first build's, until it rebuilds).
+    watch_last_report: Option<Value>,
 }
 
 impl Sequence {
@@ -316,6 +318,7 @@ impl Sequence {
             fresh_memo: None,
             store_damaged: false,
             temp_counter: 0,
+            watch_last_report: None,
         }
     }
 
@@ -346,7 +349,10 @@ impl Sequence {
             &self.out_b,
             &self.work.join("watch-stderr.log"),
         ) {
-            Ok((watch, _first)) => self.watch = Some(watch),
+            Ok((watch, first)) => {
+                self.watch = Some(watch);
+                self.watch_last_report = Some(first);
+            }
             Err(e) => {
                 return self.fail(
                     0,
@@ -807,6 +813,9 @@ impl Sequence {
                         details: diff,
                     });
                 }
+                if let Some(p) = failed_count_differs("build", report, fresh_report.as_ref()) {
+                    problems.push(p);
+                }
                 if let Some(p) = self.check_build_counts(class, report) {
                     problems.push(p);
                 }
@@ -826,6 +835,16 @@ impl Sequence {
                     what: "outputs differ from a clean build (stale entries dropped)".into(),
                     details: diff,
                 });
+            }
+            // The latest rebuild, of this step or an earlier one, says what watch believes
+            // now (a step without a rebuild changed nothing it knows of).
+            if let Some(last) = settle.last().or(reports.last()) {
+                self.watch_last_report = Some(last.clone());
+            }
+            if let Some(last) = &self.watch_last_report {
+                if let Some(p) = failed_count_differs("watch", last, fresh_report.as_ref()) {
+                    problems.push(p);
+                }
             }
             if let Some(p) = self.check_watch_counts(class, &reports) {
                 problems.push(p);
@@ -1026,6 +1045,33 @@ fn kiln_build(manifest: &Path, args: &[&std::ffi::OsStr]) -> Result<Value, Strin
             "kiln build printed no JSON report ({e}): {}",
             String::from_utf8_lossy(&output.stdout)
         )
+    })
+}
+
+/// A mode's report must fail exactly the variants a clean build fails: one that fails more
+/// has not read the current sources (its kept outputs would hide that until a later step).
+fn failed_count_differs(
+    mode: &'static str,
+    report: &Value,
+    fresh_report: Option<&Value>,
+) -> Option<Problem> {
+    let failed = report["failed"].as_u64()?;
+    let fresh = fresh_report?["failed"].as_u64()?;
+    if failed == fresh {
+        return None;
+    }
+    let diagnostics: Vec<String> = report["diagnostics"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|d| d["severity"] == "error")
+        .take(5)
+        .map(|d| format!("{}: {}", d["variant"], d["message"]))
+        .collect();
+    Some(Problem {
+        mode,
+        what: format!("reports {failed} failed variant(s), a clean build {fresh}"),
+        details: diagnostics,
     })
 }
 
