@@ -1024,6 +1024,13 @@ impl Sequence {
     }
 }
 
+impl Drop for Sequence {
+    /// Stops `kiln watch` before its directories are removed.
+    fn drop(&mut self) {
+        self.watch.take();
+    }
+}
+
 /// `kiln build --json --manifest M ARGS`: its report (exit 0 or 1), or why there is none.
 fn kiln_build(manifest: &Path, args: &[&std::ffi::OsStr]) -> Result<Value, String> {
     let output = Command::new(env!("CARGO_BIN_EXE_kiln"))
