@@ -5,8 +5,10 @@
 //! Two modes run over two copies of the same project, every edit applied to both:
 //! - build mode: `kiln build --json` in a new process after each step (`A/out`, `A/.kiln`);
 //! - watch mode: one `kiln watch --json --report-batches --out OUT_B` per sequence, its
-//!   output directory outside the project root; after each edit the harness writes a marker
-//!   `B/.sync/N` and waits for the batch naming it.
+//!   output directory outside the project root (`OUT_B`); after each edit the harness writes
+//!   a marker `B/.sync/N` and waits for the batch naming it. `KILN_FUZZ_WATCH_OUT=inside`
+//!   puts it at `B/wout` instead, `outside` always outside; by default sequences with an even
+//!   seed use `B/wout` (kiln then sees its own writes and removals there: spurious rebuilds).
 //!
 //! The oracle is `kiln build --out FRESH --cache-dir FRESH_CACHE` into new, empty directories.
 //!
@@ -19,7 +21,10 @@
 //! - `KILN_FUZZ_ONLY=kind,...`: only these edit kinds (see `KINDS`);
 //! - `KILN_FUZZ_KEEP_GOING=1`: on a discrepancy, report it and go on with the next sequence
 //!   (the test still fails at the end);
-//! - `KILN_FUZZ_VERBOSE=1`: one line per step.
+//! - `KILN_FUZZ_VERBOSE=1`: one line per step;
+//! - `KILN_FUZZ_ALLOW_KEPT_FAILED=1`: accept the old contract (a variant that fails keeps its
+//!   last good outputs, unmarked, in both modes), to look for other bugs before the new one
+//!   lands.
 //!
 //! `cargo test -p kiln-cli --test differential -- --nocapture` shows the report.
 
@@ -43,33 +48,56 @@ use tree::Tree;
 use watcher::Watch;
 
 /// Edit kinds and their weights. `dir_back` and `fix` are not drawn: they follow `dir_out`
-/// and `error` in the next step.
+/// and `error` in the next step (also under `KILN_FUZZ_ONLY`).
 const KINDS: &[(&str, u32)] = &[
+    // A constant outside `#ifdef FOG` (sources, includes, nested includes).
     ("const", 10),
+    // A constant under `#ifdef FOG` only: only FOG variants may be recompiled.
     ("const_fog", 6),
+    // A `//` or `/* */` comment added or removed, or an inline comment's text: nothing may
+    // be compiled.
     ("comment", 8),
+    // Blank lines or trailing whitespace: nothing may be compiled.
     ("whitespace", 4),
+    // The extra include created or deleted, included by common or not, directly or not.
     ("include_toggle", 4),
     ("include_rename", 3),
+    // An include moved to another directory.
     ("include_move", 3),
+    // A directory moved out of the project and back within one step.
     ("dir_out_back", 2),
+    // A directory moved out; the next step (`dir_back`) moves it back, usually after an
+    // edit of a file in it.
     ("dir_out", 2),
+    // An axis added, removed, replaced, or axes or keywords reordered.
     ("axes", 5),
     ("shader_add", 2),
     ("shader_remove", 2),
+    // A WGSL fragment pass switched between its two fragment entries.
     ("pass_entry", 3),
+    // A pass switched to another stage (entry, or GLSL file).
     ("pass_stage", 3),
+    // A pass pointed at another source file.
     ("pass_source", 3),
+    // The sources of two passes swapped (usually of one shader).
     ("pass_swap", 3),
     ("targets", 3),
+    // A shader's `defines = { Q = .. }` changed; code depends on `Q > 1`.
     ("defines", 4),
+    // A syntax error or `#error` under `#ifdef FOG` injected; fixed in the next step (`fix`).
     ("error", 3),
+    // An output deleted, one byte flipped (same size), or edited (size changed), behind
+    // kiln's back in each mode's own output directory.
     ("output_delete", 3),
     ("output_flip", 3),
     ("output_edit", 2),
+    // About a third of the store entries truncated, sometimes with an output deleted.
     ("store_truncate", 2),
+    // A file changed and written back within the same second.
     ("revert", 3),
+    // Only the marker: watch must not rebuild.
     ("noop", 3),
+    // A file rewritten with the same bytes.
     ("touch", 2),
 ];
 
@@ -80,6 +108,9 @@ struct Config {
     only: Option<Vec<&'static str>>,
     keep_going: bool,
     verbose: bool,
+    allow_kept_failed: bool,
+    /// `Some(inside)`: where watch mode's output directory is, for every sequence.
+    watch_out_inside: Option<bool>,
 }
 
 impl Config {
@@ -125,6 +156,12 @@ impl Config {
             only,
             keep_going: var("KILN_FUZZ_KEEP_GOING").is_some_and(|v| v != "0"),
             verbose: var("KILN_FUZZ_VERBOSE").is_some_and(|v| v != "0"),
+            allow_kept_failed: var("KILN_FUZZ_ALLOW_KEPT_FAILED").is_some_and(|v| v != "0"),
+            watch_out_inside: var("KILN_FUZZ_WATCH_OUT").map(|v| match v.as_str() {
+                "inside" => true,
+                "outside" => false,
+                other => panic!("KILN_FUZZ_WATCH_OUT={other}: inside or outside"),
+            }),
         }
     }
 }
@@ -160,7 +197,24 @@ struct Totals {
     build_discrepancies: usize,
     watch_discrepancies: usize,
     spurious_rebuilds: usize,
+    tmp_warnings: usize,
     findings: Vec<String>,
+    applied: BTreeMap<&'static str, usize>,
+    spurious_at: Vec<String>,
+}
+
+/// The one line a run ends with.
+fn summary_line(config: &Config, totals: &Totals) -> String {
+    format!(
+        "differential: sequences={} steps_per_mode={} build_discrepancies={} watch_discrepancies={} spurious_rebuilds={} seeds={}..{}",
+        config.sequences,
+        totals.steps_per_mode,
+        totals.build_discrepancies,
+        totals.watch_discrepancies,
+        totals.spurious_rebuilds,
+        config.seed,
+        config.seed + config.sequences - 1
+    )
 }
 
 #[test]
@@ -176,17 +230,21 @@ fn differential_never_stale() {
             break;
         }
     }
+    println!("{}", summary_line(&config, &totals));
     println!(
-        "differential: sequences={} steps_per_mode={} build_discrepancies={} watch_discrepancies={} spurious_rebuilds={} seeds={}..{} elapsed={:.1}s",
-        config.sequences,
-        totals.steps_per_mode,
-        totals.build_discrepancies,
-        totals.watch_discrepancies,
-        totals.spurious_rebuilds,
-        config.seed,
-        last_seed,
-        started.elapsed().as_secs_f64()
+        "differential: elapsed {:.1}s, {} warning(s) about temporary files left in output directories",
+        started.elapsed().as_secs_f64(),
+        totals.tmp_warnings
     );
+    let applied: Vec<String> = totals
+        .applied
+        .iter()
+        .map(|(k, n)| format!("{k}={n}"))
+        .collect();
+    println!("differential: edits applied: {}", applied.join(" "));
+    for s in totals.spurious_at.iter().take(20) {
+        println!("spurious rebuild: {s}");
+    }
     for f in &totals.findings {
         println!("finding: {f}");
     }
@@ -222,10 +280,12 @@ struct Sequence {
     fresh_memo: Option<(BTreeMap<String, String>, Tree, Option<Value>)>,
     store_damaged: bool,
     temp_counter: u64,
+    /// Watch's latest build report (its first build's, until it rebuilds).
+    watch_last_report: Option<Value>,
 }
 
 impl Sequence {
-    fn new(seed: u64, _config: &Config) -> Sequence {
+    fn new(seed: u64, config: &Config) -> Sequence {
         let mut rng = Rng::new(seed);
         let model = Model::generate(&mut rng);
         let dir = tempfile::Builder::new()
@@ -233,7 +293,12 @@ impl Sequence {
             .tempdir()
             .unwrap();
         let work = dir.path().to_owned();
-        let (a, b, out_b) = (work.join("A"), work.join("B"), work.join("out_B"));
+        let (a, b) = (work.join("A"), work.join("B"));
+        let out_b = if config.watch_out_inside.unwrap_or(seed.is_multiple_of(2)) {
+            b.join("wout")
+        } else {
+            work.join("out_B")
+        };
         for d in [&a, &b, &work.join("park_a"), &work.join("park_b")] {
             std::fs::create_dir_all(d).unwrap();
         }
@@ -253,6 +318,7 @@ impl Sequence {
             fresh_memo: None,
             store_damaged: false,
             temp_counter: 0,
+            watch_last_report: None,
         }
     }
 
@@ -260,22 +326,33 @@ impl Sequence {
     fn run(&mut self, config: &Config, totals: &mut Totals) -> bool {
         let files = self.model.render();
         self.write_disk(&files);
+        if config.verbose {
+            println!("seed {}: kiln.toml\n{}", self.seed, files["kiln.toml"]);
+        }
         self.history.push(format!(
-            "step 0: generated {} shaders, {} variants, targets {:?}",
+            "step 0: generated {} shaders, {} variants, targets {:?}; watch output in {}",
             self.model.shaders.len(),
             self.model.variant_count(),
             self.model
                 .targets
                 .iter()
                 .map(|t| model::TARGETS[*t])
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>(),
+            if self.out_b.starts_with(&self.b) {
+                "B/wout (inside the project)"
+            } else {
+                "OUT_B (outside the project)"
+            }
         ));
         match Watch::start(
             &self.b.join("kiln.toml"),
             &self.out_b,
             &self.work.join("watch-stderr.log"),
         ) {
-            Ok((watch, _first)) => self.watch = Some(watch),
+            Ok((watch, first)) => {
+                self.watch = Some(watch);
+                self.watch_last_report = Some(first);
+            }
             Err(e) => {
                 return self.fail(
                     0,
@@ -296,6 +373,7 @@ impl Sequence {
         for step in 1..=config.steps {
             let (kind, desc) = self.choose_and_apply(config);
             self.history.push(format!("step {step}: [{kind}] {desc}"));
+            *totals.applied.entry(kind).or_default() += 1;
             if config.verbose {
                 println!("seed {} step {step}: [{kind}] {desc}", self.seed);
             }
@@ -461,12 +539,44 @@ impl Sequence {
         Some(format!("directory {dir} moved out of the project"))
     }
 
+    /// Moves a parked directory back; usually a file in it was edited while it was away (as
+    /// a checkout elsewhere would), so that a watcher that does not re-read it serves stale
+    /// outputs.
     fn dir_back(&mut self) -> String {
         let (dir, park_a, park_b) = self.parked.take().unwrap();
+        let prefix = format!("{dir}/");
+        let mut edited = String::new();
+        if self.rng.chance(75) {
+            let before = self.model.render();
+            for _ in 0..20 {
+                let mut other = self.model.clone();
+                let Some(desc) = other.edit_const(&mut self.rng, false) else {
+                    continue;
+                };
+                let after = other.render();
+                let changed: Vec<&String> = after
+                    .iter()
+                    .filter(|(p, t)| before.get(*p) != Some(*t))
+                    .map(|(p, _)| p)
+                    .collect();
+                if changed.is_empty() || !changed.iter().all(|p| p.starts_with(&prefix)) {
+                    continue;
+                }
+                for path in changed {
+                    let inner = &path[prefix.len()..];
+                    for park in [&park_a, &park_b] {
+                        std::fs::write(park.join(inner), &after[path]).unwrap();
+                    }
+                }
+                self.model = other;
+                edited = format!(", after an edit while away ({desc})");
+                break;
+            }
+        }
         std::fs::rename(&park_a, self.a.join(&dir)).unwrap();
         std::fs::rename(&park_b, self.b.join(&dir)).unwrap();
         self.disk = self.model.render();
-        format!("directory {dir} moved back into the project")
+        format!("directory {dir} moved back into the project{edited}")
     }
 
     /// An output changed behind kiln's back, in each mode's own output directory.
@@ -498,7 +608,7 @@ impl Sequence {
                     std::fs::write(&file, &bytes).unwrap();
                 }
                 _ => {
-                    if r % 2 == 0 {
+                    if r.is_multiple_of(2) {
                         bytes.extend_from_slice(b"\n// edited behind kiln's back\n");
                     } else {
                         bytes.truncate(bytes.len() / 2);
@@ -635,6 +745,14 @@ impl Sequence {
             }
         };
         totals.spurious_rebuilds += settle.len();
+        if !settle.is_empty() {
+            totals.spurious_at.push(format!(
+                "seed={} step={step} kind={kind}: {} rebuild(s) after the step's marker, set off by nothing the harness did ({})",
+                self.seed,
+                settle.len(),
+                settle.iter().map(Value::to_string).collect::<Vec<_>>().join(" ").chars().take(300).collect::<String>()
+            ));
+        }
         if !settle.is_empty() && config.verbose {
             println!(
                 "  {} spurious rebuild(s) after the step's marker",
@@ -664,6 +782,18 @@ impl Sequence {
             );
         }
 
+        let failed_in_clean_build: Vec<String> = fresh_report
+            .as_ref()
+            .and_then(|r| r["diagnostics"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter(|d| d["severity"] == "error")
+            .filter_map(|d| d["variant"].as_str().map(str::to_owned))
+            .collect();
+        let lenient = |tree: &mut Tree| {
+            config.allow_kept_failed && tree::drop_outputs_of_failed(tree, &failed_in_clean_build)
+        };
+
         // Build mode against the oracle.
         match &build {
             Err(e) => problems.push(Problem {
@@ -672,15 +802,19 @@ impl Sequence {
                 details: vec![e.clone()],
             }),
             Ok(report) => {
-                let got = Tree::read(&self.a.join("out"));
-                warn_leftovers("build", &got, self.seed, step);
-                let diff = tree::diff(&got, &fresh, true);
+                let mut got = Tree::read(&self.a.join("out"));
+                totals.tmp_warnings += warn_leftovers("build", &got, self.seed, step);
+                let dropped = lenient(&mut got);
+                let diff = tree::diff(&got, &fresh, !dropped);
                 if !diff.is_empty() {
                     problems.push(Problem {
                         mode: "build",
                         what: "outputs differ from a clean build".into(),
                         details: diff,
                     });
+                }
+                if let Some(p) = failed_count_differs("build", report, fresh_report.as_ref()) {
+                    problems.push(p);
                 }
                 if let Some(p) = self.check_build_counts(class, report) {
                     problems.push(p);
@@ -691,8 +825,9 @@ impl Sequence {
         // Watch mode against the oracle.
         if !watch_dead {
             let mut got = Tree::read(&self.out_b);
-            warn_leftovers("watch", &got, self.seed, step);
+            totals.tmp_warnings += warn_leftovers("watch", &got, self.seed, step);
             tree::drop_stale_entries(&mut got);
+            let _ = lenient(&mut got);
             let diff = tree::diff(&got, &fresh, false);
             if !diff.is_empty() {
                 problems.push(Problem {
@@ -700,6 +835,16 @@ impl Sequence {
                     what: "outputs differ from a clean build (stale entries dropped)".into(),
                     details: diff,
                 });
+            }
+            // The latest rebuild, of this step or an earlier one, says what watch believes
+            // now (a step without a rebuild changed nothing it knows of).
+            if let Some(last) = settle.last().or(reports.last()) {
+                self.watch_last_report = Some(last.clone());
+            }
+            if let Some(last) = &self.watch_last_report {
+                if let Some(p) = failed_count_differs("watch", last, fresh_report.as_ref()) {
+                    problems.push(p);
+                }
             }
             if let Some(p) = self.check_watch_counts(class, &reports) {
                 problems.push(p);
@@ -712,8 +857,13 @@ impl Sequence {
                     details: reports.iter().map(Value::to_string).collect(),
                 });
             }
-            if class == Class::Unchanged {
+            if class == Class::Unchanged && !reports.is_empty() {
                 totals.spurious_rebuilds += reports.len();
+                totals.spurious_at.push(format!(
+                    "seed={} step={step} kind={kind}: {} rebuild(s) for a file rewritten with the same bytes",
+                    self.seed,
+                    reports.len()
+                ));
             }
         }
 
@@ -812,8 +962,19 @@ impl Sequence {
         config: &Config,
         totals: &mut Totals,
     ) -> bool {
+        // The settings that change what a seed does, for the re-run line.
+        let mut settings = String::new();
+        for name in [
+            "KILN_FUZZ_ONLY",
+            "KILN_FUZZ_ALLOW_KEPT_FAILED",
+            "KILN_FUZZ_WATCH_OUT",
+        ] {
+            if let Ok(value) = std::env::var(name) {
+                settings.push_str(&format!("{name}={value} "));
+            }
+        }
         let mut text = format!(
-            "\n=== differential: discrepancy at seed {} step {step} (edit kind: {kind})\nre-run: KILN_FUZZ_SEED={} KILN_FUZZ_STEPS={step} cargo test -p kiln-cli --test differential -- --nocapture\nhistory:\n  {}\n",
+            "\n=== differential: discrepancy at seed {} step {step} (edit kind: {kind})\nre-run: {settings}KILN_FUZZ_SEED={} KILN_FUZZ_STEPS={step} cargo test -p kiln-cli --test differential -- --nocapture\nhistory:\n  {}\n",
             self.seed,
             self.seed,
             self.history.join("\n  ")
@@ -853,22 +1014,20 @@ impl Sequence {
         }
         println!("{text}");
         if !config.keep_going {
-            println!(
-                "differential: sequences={} steps_per_mode={} build_discrepancies={} watch_discrepancies={} spurious_rebuilds={} seeds={}..{}",
-                config.sequences,
-                totals.steps_per_mode,
-                totals.build_discrepancies,
-                totals.watch_discrepancies,
-                totals.spurious_rebuilds,
-                config.seed,
-                config.seed + config.sequences - 1
-            );
+            println!("{}", summary_line(config, totals));
             panic!(
                 "differential: discrepancy at seed {} step {step} ({kind}); see above",
                 self.seed
             );
         }
         false
+    }
+}
+
+impl Drop for Sequence {
+    /// Stops `kiln watch` before its directories are removed.
+    fn drop(&mut self) {
+        self.watch.take();
     }
 }
 
@@ -896,21 +1055,50 @@ fn kiln_build(manifest: &Path, args: &[&std::ffi::OsStr]) -> Result<Value, Strin
     })
 }
 
-/// The keywords of a variant named `Shader/Pass[A;B]`.
+/// A mode's report must fail exactly the variants a clean build fails: one that fails more
+/// has not read the current sources (its kept outputs would hide that until a later step).
+fn failed_count_differs(
+    mode: &'static str,
+    report: &Value,
+    fresh_report: Option<&Value>,
+) -> Option<Problem> {
+    let failed = report["failed"].as_u64()?;
+    let fresh = fresh_report?["failed"].as_u64()?;
+    if failed == fresh {
+        return None;
+    }
+    let diagnostics: Vec<String> = report["diagnostics"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|d| d["severity"] == "error")
+        .take(5)
+        .map(|d| format!("{}: {}", d["variant"], d["message"]))
+        .collect();
+    Some(Problem {
+        mode,
+        what: format!("reports {failed} failed variant(s), a clean build {fresh}"),
+        details: diagnostics,
+    })
+}
+
+/// The keywords of a variant named `Shader/Pass[A;B]` (possibly followed by more).
 fn variant_keywords(name: &str) -> Vec<&str> {
-    name.rsplit_once('[')
-        .map(|(_, rest)| rest.trim_end_matches(']'))
-        .map(|k| k.split(';').filter(|k| !k.is_empty()).collect())
+    name.split_once('[')
+        .and_then(|(_, rest)| rest.split_once(']'))
+        .map(|(k, _)| k.split(';').filter(|k| !k.is_empty()).collect())
         .unwrap_or_default()
 }
 
-fn warn_leftovers(mode: &str, tree: &Tree, seed: u64, step: usize) {
-    if !tree.tmp_leftovers.is_empty() {
-        println!(
-            "warning: {mode} mode, seed {seed} step {step}: temporary files left in the output directory: {:?}",
-            tree.tmp_leftovers
-        );
+fn warn_leftovers(mode: &str, tree: &Tree, seed: u64, step: usize) -> usize {
+    if tree.tmp_leftovers.is_empty() {
+        return 0;
     }
+    println!(
+        "warning: {mode} mode, seed {seed} step {step}: temporary files left in the output directory: {:?}",
+        tree.tmp_leftovers
+    );
+    1
 }
 
 fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -925,6 +1113,79 @@ fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(path);
         }
     }
+}
+
+/// The harness's own helpers, so that a wrong parse cannot hide a discrepancy.
+#[test]
+fn differential_harness_helpers() {
+    assert_eq!(variant_keywords("S0/P0[FOG;SKIN]"), ["FOG", "SKIN"]);
+    assert_eq!(
+        variant_keywords("S0/P0[FOG]@0123abcd (c19499fc0cfd)"),
+        ["FOG"]
+    );
+    assert!(variant_keywords("S0/P0[]").is_empty());
+    assert_eq!(
+        model::relative("shaders/w0.wgsl", "inc/common.wgsl"),
+        "../inc/common.wgsl"
+    );
+    assert_eq!(
+        model::relative("inc/common.wgsl", "inc/more/extra.wgsl"),
+        "more/extra.wgsl"
+    );
+    assert_eq!(
+        model::relative("lib/deep/er/common.glsl", "lib/extra.glsl"),
+        "../../extra.glsl"
+    );
+
+    // Stale entries (watch mode) and their files are dropped; a clean build has none.
+    let entry = |path: &str, stale: Option<bool>| {
+        let mut e = serde_json::json!({
+            "shader": "S0", "pass": "P0", "keywords": ["FOG"], "revision": "r",
+            "digest": "d", "target": "spirv", "path": path, "bytes": 1,
+            "content_hash": "h", "inputs": "i",
+        });
+        if let Some(stale) = stale {
+            e["stale"] = stale.into();
+        }
+        e
+    };
+    let tree_of = |entries: Vec<Value>| {
+        let mut t = Tree::default();
+        for e in &entries {
+            t.files
+                .insert(e["path"].as_str().unwrap().to_owned(), vec![1]);
+        }
+        t.index_bytes = Some(
+            serde_json::to_vec(&serde_json::json!({"kiln_version": "0", "entries": entries}))
+                .unwrap(),
+        );
+        t
+    };
+    let want = tree_of(vec![entry("S0/P0/FOG.spv", None)]);
+    let mut got = tree_of(vec![
+        entry("S0/P0/FOG.spv", Some(false)),
+        entry("S0/P0/_.spv", Some(true)),
+    ]);
+    assert!(!tree::diff(&got, &want, false).is_empty());
+    assert!(tree::drop_stale_entries(&mut got));
+    assert_eq!(tree::diff(&got, &want, false), Vec::<String>::new());
+
+    // Any difference in bytes is one.
+    let mut flipped = want.clone();
+    flipped.files.insert("S0/P0/FOG.spv".into(), vec![0]);
+    assert_eq!(tree::diff(&flipped, &want, true).len(), 1);
+
+    // The old contract's leniency drops a failed variant's kept outputs, nothing else.
+    let mut kept = tree_of(vec![entry("S0/P0/FOG.spv", None), {
+        let mut e = entry("S0/P1/FOG.spv", None);
+        e["pass"] = "P1".into();
+        e
+    }]);
+    assert!(tree::drop_outputs_of_failed(
+        &mut kept,
+        &["S0/P1[FOG]@0123 (abcd)".to_owned()]
+    ));
+    assert_eq!(tree::diff(&kept, &want, false), Vec::<String>::new());
 }
 
 /// The `kiln` under test: this build's, or `KILN_FUZZ_BIN` (a long run keeps its own copy

@@ -190,7 +190,7 @@ impl Model {
             manifest_noise: Noise::default(),
             next_id: 0,
         };
-        for _ in 0..rng.range(1, 3) {
+        for _ in 0..rng.range(2, 3) {
             model.add_shader(rng);
         }
         assert!(!model.shaders.is_empty());
@@ -249,7 +249,8 @@ impl Model {
             0 => None,
             n => Some(n as u32),
         };
-        let glsl = rng.chance(40);
+        // The first shader is usually WGSL (several entries a file), later ones often GLSL.
+        let glsl = rng.chance(if self.shaders.is_empty() { 25 } else { 45 });
         let files: Vec<String> = if glsl {
             vec![
                 format!("shaders/g{id}_a.frag"),
@@ -273,7 +274,17 @@ impl Model {
         };
         let mut passes = Vec::new();
         for p in 0..passes_n {
-            let file = if source.is_some() && rng.chance(60) {
+            let first = passes
+                .first()
+                .map(|p: &Pass| p.source.clone().or_else(|| source.clone()).unwrap());
+            let file = if p > 0 && rng.chance(60) {
+                // A second pass on another file: swapping the two keeps the shader's files.
+                let others: Vec<&String> = files
+                    .iter()
+                    .filter(|f| Some(*f) != first.as_ref())
+                    .collect();
+                Some((*rng.pick(&others)).clone())
+            } else if source.is_some() && rng.chance(60) {
                 None
             } else {
                 Some(rng.pick(&files).clone())
@@ -995,7 +1006,17 @@ impl Model {
         if pairs.is_empty() {
             return None;
         }
-        let ((s1, p1, fa), (s2, p2, fb)) = rng.pick(&pairs).clone();
+        // Within one shader the set of files it reads stays the same: the harder case.
+        let same: Vec<_> = pairs
+            .iter()
+            .filter(|((s1, _, _), (s2, _, _))| s1 == s2)
+            .cloned()
+            .collect();
+        let ((s1, p1, fa), (s2, p2, fb)) = if !same.is_empty() && rng.chance(70) {
+            rng.pick(&same).clone()
+        } else {
+            rng.pick(&pairs).clone()
+        };
         self.shaders[s1].passes[p1].source = Some(fb.clone());
         self.shaders[s2].passes[p2].source = Some(fa.clone());
         Some(format!(

@@ -61,14 +61,15 @@ fn walk(dir: &Path, prefix: &str, tree: &mut Tree) {
 /// Watch mode's rule: a variant that fails to compile under `kiln watch` keeps its last good
 /// files, with their index entries marked `"stale": true`. Those entries and their files are
 /// not outputs of the current sources, so they are dropped before comparing with a clean
-/// build (which has no outputs for a failed variant).
-pub fn drop_stale_entries(tree: &mut Tree) {
+/// build (which has no outputs for a failed variant). Returns whether any was dropped.
+pub fn drop_stale_entries(tree: &mut Tree) -> bool {
     let Ok(mut index) = tree.index() else {
-        return;
+        return false;
     };
     let Some(entries) = index["entries"].as_array_mut() else {
-        return;
+        return false;
     };
+    let before = entries.len();
     entries.retain(|entry| {
         let stale = entry["stale"].as_bool() == Some(true);
         if stale {
@@ -78,7 +79,11 @@ pub fn drop_stale_entries(tree: &mut Tree) {
         }
         !stale
     });
+    if entries.len() == before {
+        return false;
+    }
     tree.index_bytes = Some(serde_json::to_vec(&index).unwrap());
+    true
 }
 
 /// Index entries by path, with a `"stale": false` (or absent) field removed: a clean build
@@ -176,4 +181,62 @@ pub fn diff(got: &Tree, want: &Tree, exact_index: bool) -> Vec<String> {
         }
     }
     out
+}
+
+/// `KILN_FUZZ_ALLOW_KEPT_FAILED=1` only (the old contract, for surveying other bugs before
+/// the new one lands): a variant that fails in the clean build may keep its last good
+/// outputs in either mode, so its entries and files are dropped before comparing.
+/// `failed`: variant names as kiln prints them, `Shader/Pass[A;B]@revision (digest)`.
+pub fn drop_outputs_of_failed(tree: &mut Tree, failed: &[String]) -> bool {
+    let key = |shader: &str, pass: &str, mut keywords: Vec<String>| {
+        keywords.sort();
+        format!("{shader}/{pass}/{}", keywords.join("+"))
+    };
+    let failed: Vec<String> = failed
+        .iter()
+        .filter_map(|name| {
+            let (shader, rest) = name.split_once('/')?;
+            let (pass, keywords) = rest.split_once('[')?;
+            // `S/P[A;B]`, possibly followed by `@revision (digest)`.
+            let (keywords, _) = keywords.split_once(']')?;
+            let keywords = keywords
+                .split(';')
+                .filter(|k| !k.is_empty())
+                .map(str::to_owned)
+                .collect();
+            Some(key(shader, pass, keywords))
+        })
+        .collect();
+    let Ok(mut index) = tree.index() else {
+        return false;
+    };
+    let Some(entries) = index["entries"].as_array_mut() else {
+        return false;
+    };
+    let before = entries.len();
+    entries.retain(|entry| {
+        let keywords = entry["keywords"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|k| k.as_str().map(str::to_owned))
+            .collect();
+        let k = key(
+            entry["shader"].as_str().unwrap_or(""),
+            entry["pass"].as_str().unwrap_or(""),
+            keywords,
+        );
+        let drop = failed.contains(&k);
+        if drop {
+            if let Some(path) = entry["path"].as_str() {
+                tree.files.remove(path);
+            }
+        }
+        !drop
+    });
+    if entries.len() == before {
+        return false;
+    }
+    tree.index_bytes = Some(serde_json::to_vec(&index).unwrap());
+    true
 }
