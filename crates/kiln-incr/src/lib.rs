@@ -147,6 +147,7 @@ mod fetch;
 mod ingredient;
 mod input;
 mod memo;
+mod prims;
 mod query;
 mod revision;
 mod sync;

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use crate::durability::Durability;
 use crate::query::Fingerprint;
 use crate::revision::Revision;
+use crate::sync::ClaimWord;
 use crate::table::Keyed;
 
 /// Bit of [`DerivedSlot::stamp`] set while the memo holds a value.
@@ -160,7 +161,7 @@ pub(crate) struct DerivedSlot<K, V> {
     /// LRU order: sequence number of the first use in the latest revision that used it.
     pub(crate) last_used: AtomicU32,
     /// Thread id of the executing/verifying thread (0 = free) | waiters bit.
-    pub(crate) claim: AtomicU32,
+    pub(crate) claim: ClaimWord,
     /// Durability (low two bits) | `UNTRACKED`.
     flags: AtomicU8,
     value: UnsafeCell<MaybeUninit<V>>,
@@ -190,7 +191,7 @@ impl<K, V> DerivedSlot<K, V> {
             stamp: AtomicU32::new(Revision::NEVER.as_u32()),
             changed_at: AtomicU32::new(Revision::NEVER.as_u32()),
             last_used: AtomicU32::new(0),
-            claim: AtomicU32::new(0),
+            claim: ClaimWord::new(0),
             flags: AtomicU8::new(Durability::Low as u8),
             value: UnsafeCell::new(MaybeUninit::uninit()),
             edges: AtomicU64::new(0),
