@@ -28,7 +28,7 @@ static NEXT_DATABASE_ID: AtomicU64 = AtomicU64::new(1);
 pub struct Database<C = ()> {
     pub(crate) id: u64,
     context: C,
-    clock: DurabilityClock,
+    pub(crate) clock: DurabilityClock,
     ingredients: KeyTable<IngredientSlot<C>>,
     /// Shortcut to `ingredients` by type, for the per-call table lookup of `get`/`input`.
     ingredient_cache: IngredientCache<C>,
@@ -142,7 +142,7 @@ impl<C: Send + Sync + 'static> Database<C> {
     pub fn peek<Q: Query<C>>(&self, key: &Q::Key) -> Option<Q::Value> {
         let table = self.derived::<Q>();
         let (_, slot) = table.lookup(key)?;
-        if slot.stamp.load(Ordering::Acquire) != self.clock.current().as_u32() | PRESENT {
+        if slot.stamp.load(Ordering::Acquire) != self.clock.current().as_u64() | PRESENT {
             return None;
         }
         // SAFETY: we observed `stamp == current | PRESENT` under `&self`.

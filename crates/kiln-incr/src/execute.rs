@@ -76,7 +76,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             self.retired_edges.lock().push(retired);
         }
         slot.changed_at
-            .store(changed_at.as_u32(), Ordering::Release);
+            .store(changed_at.as_u64(), Ordering::Release);
         slot.set_durability(reads.durability, reads.untracked);
         // SAFETY: we hold the claim and set `BUSY`, so the stamp is not `current | PRESENT`.
         let old = unsafe { slot.publish_value(stored, current) };
@@ -93,7 +93,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
     fn keep_verified(
         &self,
         slot: &DerivedSlot<Q::Key, Q::Value>,
-        stamp: u32,
+        stamp: u64,
         stored: Q::Value,
         value: Q::Value,
         was_untracked: bool,

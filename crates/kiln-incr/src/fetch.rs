@@ -31,7 +31,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         index: u32,
         slot: &DerivedSlot<Q::Key, Q::Value>,
     ) -> Result<Q::Value, Failure> {
-        let hit = db.current_revision().as_u32() | PRESENT;
+        let hit = db.current_revision().as_u64() | PRESENT;
         loop {
             if slot.stamp.load(Ordering::Acquire) == hit {
                 self.lru.touch(slot);
@@ -95,11 +95,11 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         db: &Database<C>,
         index: u32,
         slot: &DerivedSlot<Q::Key, Q::Value>,
-        stale: Option<u32>,
+        stale: Option<u64>,
     ) -> Result<Q::Value, Failure> {
         let current = db.current_revision();
         let stamp = slot.stamp.load(Ordering::Acquire);
-        if stamp == current.as_u32() | PRESENT {
+        if stamp == current.as_u64() | PRESENT {
             // Someone verified it between our hit check and our claim.
             self.lru.touch(slot);
             // SAFETY: we observed `stamp == current | PRESENT`.

@@ -17,17 +17,17 @@ use crate::sync::ClaimWord;
 use crate::table::Keyed;
 
 /// Bit of [`DerivedSlot::stamp`] set while the memo holds a value.
-pub(crate) const PRESENT: u32 = 1 << 31;
+pub(crate) const PRESENT: u64 = 1 << 63;
 /// Bit of [`DerivedSlot::stamp`] set while the claim holder commits a new execution
 /// (edges, revisions, value): unclaimed verifiers must not publish over it.
-pub(crate) const BUSY: u32 = 1 << 30;
+pub(crate) const BUSY: u64 = 1 << 62;
 /// The `verified_at` bits of a stamp.
-pub(crate) const REVISION_MASK: u32 = BUSY - 1;
+pub(crate) const REVISION_MASK: u64 = BUSY - 1;
 
 /// The `verified_at` recorded in a stamp.
 #[inline]
-pub(crate) fn verified_at_of(stamp: u32) -> Revision {
-    Revision::from_u32(stamp & REVISION_MASK)
+pub(crate) fn verified_at_of(stamp: u64) -> Revision {
+    Revision::from_u64(stamp & REVISION_MASK)
 }
 /// Bit of [`DerivedSlot::flags`] set when the last execution made an untracked read.
 const UNTRACKED: u8 = 1 << 2;
@@ -154,10 +154,10 @@ impl From<Fingerprint> for StoredFingerprint {
 /// - `last_used` is an atomic, readable by anyone at any time.
 pub(crate) struct DerivedSlot<K, V> {
     pub(crate) key: K,
-    /// `verified_at` (low 30 bits; 0 = never computed) | [`BUSY`] | [`PRESENT`].
-    pub(crate) stamp: AtomicU32,
+    /// `verified_at` (low 62 bits; 0 = never computed) | [`BUSY`] | [`PRESENT`].
+    pub(crate) stamp: AtomicU64,
     /// The revision in which the value last changed (kept by backdating).
-    pub(crate) changed_at: AtomicU32,
+    pub(crate) changed_at: AtomicU64,
     /// LRU order: sequence number of the first use in the latest revision that used it.
     pub(crate) last_used: AtomicU32,
     /// Thread id of the executing/verifying thread (0 = free) | waiters bit.
@@ -188,8 +188,8 @@ impl<K, V> DerivedSlot<K, V> {
     pub(crate) fn new(key: K) -> Self {
         DerivedSlot {
             key,
-            stamp: AtomicU32::new(Revision::NEVER.as_u32()),
-            changed_at: AtomicU32::new(Revision::NEVER.as_u32()),
+            stamp: AtomicU64::new(Revision::NEVER.as_u64()),
+            changed_at: AtomicU64::new(Revision::NEVER.as_u64()),
             last_used: AtomicU32::new(0),
             claim: ClaimWord::new(0),
             flags: AtomicU8::new(Durability::Low as u8),
@@ -199,7 +199,7 @@ impl<K, V> DerivedSlot<K, V> {
     }
 
     pub(crate) fn changed_at(&self) -> Revision {
-        Revision::from_u32(self.changed_at.load(Ordering::Acquire))
+        Revision::from_u64(self.changed_at.load(Ordering::Acquire))
     }
 
     pub(crate) fn durability(&self) -> Durability {
@@ -262,7 +262,7 @@ impl<K, V> DerivedSlot<K, V> {
         // SAFETY: as above; the old value (if any) was moved out.
         unsafe { (*cell).write(value) };
         self.stamp
-            .store(verified_at.as_u32() | PRESENT, Ordering::Release);
+            .store(verified_at.as_u64() | PRESENT, Ordering::Release);
         old
     }
 
@@ -271,17 +271,17 @@ impl<K, V> DerivedSlot<K, V> {
     pub(crate) fn mark_verified(&self, verified_at: Revision) {
         let present = self.stamp.load(Ordering::Acquire) & PRESENT;
         self.stamp
-            .store(verified_at.as_u32() | present, Ordering::Release);
+            .store(verified_at.as_u64() | present, Ordering::Release);
     }
 
     /// Publishes `verified_at` if the stamp is still `seen` (so nothing was committed since
     /// the caller read it): the unclaimed verifier's single CAS. Returns whether it did.
     #[inline]
-    pub(crate) fn publish_verified(&self, seen: u32, verified_at: Revision) -> bool {
+    pub(crate) fn publish_verified(&self, seen: u64, verified_at: Revision) -> bool {
         self.stamp
             .compare_exchange(
                 seen,
-                verified_at.as_u32() | (seen & PRESENT),
+                verified_at.as_u64() | (seen & PRESENT),
                 Ordering::AcqRel,
                 Ordering::Acquire,
             )
@@ -323,7 +323,7 @@ impl<K, V> DerivedSlot<K, V> {
     /// Marks a commit in progress, if the stamp is still `seen`.
     ///
     /// Preconditions: the caller holds the claim.
-    pub(crate) fn begin_commit(&self, seen: u32) -> bool {
+    pub(crate) fn begin_commit(&self, seen: u64) -> bool {
         self.stamp
             .compare_exchange(seen, seen | BUSY, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()

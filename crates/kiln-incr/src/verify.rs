@@ -37,12 +37,12 @@ pub(crate) enum Unclaimed {
     Claim,
     /// An edge changed since the stamp (the one given) was published: claim the memo and,
     /// if its stamp is still that one, execute it without walking its edges again.
-    Execute(u32),
+    Execute(u64),
 }
 
 impl Unclaimed {
     /// The stamp under which the claim holder may execute without validating again.
-    pub(crate) fn stale_stamp(self) -> Option<u32> {
+    pub(crate) fn stale_stamp(self) -> Option<u64> {
         match self {
             Unclaimed::Execute(stamp) => Some(stamp),
             Unclaimed::Reread | Unclaimed::Claim => None,
@@ -81,7 +81,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         db: &Database<C>,
         index: u32,
         slot: &DerivedSlot<Q::Key, Q::Value>,
-        seen: u32,
+        seen: u64,
         depth: u32,
     ) -> Unclaimed {
         if seen & BUSY != 0 || depth >= UNCLAIMED_DEPTH {
@@ -123,7 +123,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         let mut attempt = None;
         loop {
             let stamp = slot.stamp.load(Ordering::Acquire);
-            if stamp & !PRESENT == current.as_u32() {
+            if stamp & !PRESENT == current.as_u64() {
                 return Ok(slot.changed_at() > after);
             }
             // One attempt: after it the stamp is current, or the memo must be claimed.
@@ -155,7 +155,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         slot: &DerivedSlot<Q::Key, Q::Value>,
         after: Revision,
         depth: u32,
-        stale: Option<u32>,
+        stale: Option<u64>,
     ) -> Result<bool, Failure> {
         let current = db.current_revision();
         let stamp = slot.stamp.load(Ordering::Acquire);
