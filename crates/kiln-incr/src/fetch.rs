@@ -103,7 +103,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             // Someone verified it between our hit check and our claim.
             self.lru.touch(slot);
             // SAFETY: we observed `stamp == current | PRESENT`.
-            return Ok(unsafe { slot.value_unchecked() }.clone());
+            return self.clone_contained(db, index, unsafe { slot.value_unchecked() });
         }
         let verified_at = verified_at_of(stamp);
         if stamp & PRESENT != 0
@@ -112,7 +112,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         {
             db.emit_for(EventKind::DidValidateMemoizedValue, self.edge(index));
             // SAFETY: we hold the claim and saw the value present.
-            let value = unsafe { slot.value_unchecked() }.clone();
+            let value = self.clone_contained(db, index, unsafe { slot.value_unchecked() })?;
             self.lru.touch(slot);
             slot.mark_verified(current);
             return Ok(value);

@@ -34,7 +34,13 @@
 //!   memos can later be written to disk as they are.
 //! - **Errors travel as values.** [`Query::execute`] returns `Result<Value, QueryError>`
 //!   and nested fetches propagate engine errors with `?`. A panic inside `execute` is
-//!   caught where it happens and becomes [`QueryError::Panicked`]. A cycle becomes
+//!   caught where it happens and becomes [`QueryError::Panicked`], and so is one in any
+//!   other user code the engine runs while it holds a memo's claim (`Eq` and `Hash` or
+//!   [`Query::fingerprint`] for backdating, [`Query::size_bytes`], `Clone` and `Drop` of
+//!   values): nothing unwinds past a claim. During eviction such a panic is absorbed (the
+//!   value is evicted anyway, without a fingerprint if that is what failed, so its next
+//!   execution is not backdated). Only the `Clone` on the lock-free hit path, which holds
+//!   no claim and changes nothing, unwinds to the caller. A cycle becomes
 //!   [`QueryError::Cycle`] naming its members (each memo of a same-thread cycle adds
 //!   itself as the error unwinds through it, so the fetch path keeps no per-thread claim
 //!   stack). No error is memoized: the memo keeps its last good state and a later fetch
