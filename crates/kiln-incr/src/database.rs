@@ -356,12 +356,7 @@ impl<C: Send + Sync + 'static> Database<C> {
                 // handle that failure and still produce a value (a from-scratch run
                 // would): count it as a change, so the reader runs again and sees the
                 // error itself, where a cycle is also named from its own frames.
-                Err(failure) => {
-                    if matches!(*failure, QueryError::Cycle { .. }) {
-                        active::close_cycle();
-                    }
-                    return Ok(true);
-                }
+                Err(_) => return Ok(true),
             }
             rest = &rest[run..];
         }

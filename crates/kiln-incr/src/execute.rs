@@ -28,9 +28,18 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         verified_at: Revision,
     ) -> Result<Q::Value, Failure> {
         db.emit(EventKind::WillExecute, Q::NAME, &slot.key);
+        active::begin_attempt();
         let (outcome, reads) = active::record_reads(db.id, || {
             panic::catch_unwind(AssertUnwindSafe(|| Q::execute(db, &slot.key)))
         });
+        // The cycle rule: an execution that took part in a cycle fails with it, even if
+        // it handled the error and returned a value (see the crate documentation).
+        if let Some(cycle) = active::take_cycle_mark() {
+            if let Ok(Ok(value)) = outcome {
+                drop_contained(value);
+            }
+            return Err(Box::new(cycle));
+        }
         let value = match outcome {
             Ok(Ok(value)) => value,
             Ok(Err(error)) => return Err(Box::new(error)),
@@ -38,7 +47,10 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         };
         let current = db.current_revision();
         let was_untracked = slot.is_untracked();
-        let mut changed_at = if reads.untracked {
+        // After a failed attempt, readers may have handled the failure: the value counts
+        // as new, so that they run again.
+        let failed_before = slot.has_failed();
+        let mut changed_at = if reads.untracked || failed_before {
             current
         } else if verified_at == Revision::NEVER {
             reads.changed_at
@@ -52,6 +64,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         let prepared = panic::catch_unwind(AssertUnwindSafe(|| {
             let backdated = verified_at != Revision::NEVER
                 && verified_at != current
+                && !failed_before
                 && self.can_backdate(index, slot, &value, slot.durability(), reads.durability);
             // SAFETY: we hold the claim.
             let old_size = unsafe { slot.claimed_value() }.map(Q::size_bytes);

@@ -65,10 +65,14 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             }
         }
         let edge = self.edge(index);
-        let produced = match db.claim(&slot.claim, edge) {
+        let produced = match db.claim(&slot.claim, edge, true) {
             Ok(Claimed::Retry) => return Ok(None),
             Ok(Claimed::Owned(guard)) => {
-                guard.finish(db, self.fetch_claimed(db, index, slot, stale))
+                let result = self.fetch_claimed(db, index, slot, stale);
+                if result.is_err() {
+                    slot.mark_failed();
+                }
+                guard.finish(result)
             }
             Err(failure) => Err(failure),
         };

@@ -41,12 +41,25 @@
 //!   value is evicted anyway, without a fingerprint if that is what failed, so its next
 //!   execution is not backdated). Only the `Clone` on the lock-free hit path, which holds
 //!   no claim and changes nothing, unwinds to the caller. A cycle becomes
-//!   [`QueryError::Cycle`] naming its members (each memo of a same-thread cycle adds
-//!   itself as the error unwinds through it, so the fetch path keeps no per-thread claim
-//!   stack). No error is memoized: the memo keeps its last good state and a later fetch
-//!   retries. A query that handles a dependency's error instead of propagating it
-//!   depends on that dependency like on any other read, and runs again (rather than
-//!   keeping a value computed from the failure) until the dependency succeeds.
+//!   [`QueryError::Cycle`] naming its members, from the first re-entered query to the one
+//!   that closed it (a per-thread list of held claims names a same-thread cycle at once;
+//!   the wait-for graph names a cross-thread one). No error is memoized: the memo keeps
+//!   its last good state and a later fetch retries.
+//! - **The cycle rule** (issue 10): *every member of a cycle fails with the cycle's
+//!   error, also a member whose `execute` handles that error and returns a value*; a query
+//!   outside the cycle that reads a member may handle the error like any other error.
+//!   Otherwise which member succeeded would depend on which one was fetched first (`a =
+//!   b.unwrap_or(1)`, `b = a.unwrap_or(2)` gave `a = 2` or `a = 1`), and an incremental
+//!   read could differ from a from-scratch run. Members are the executions on this
+//!   thread from the outermost claim on the cycle up (and, through the error handed to
+//!   waiters, those on the other threads of a cross-thread cycle); a verification that
+//!   meets a cycle while walking stored edges counts it as a change and runs its memo
+//!   again, which then meets the cycle through executions (queries being deterministic,
+//!   it reads the same edges up to there) or not.
+//! - **A failure counts as a change.** A query that handles a dependency's error depends
+//!   on that dependency like on any other read. When a memo's attempt fails, its next
+//!   value is never backdated and it is not validated without executing, so every reader
+//!   that handled the failure runs again once the dependency succeeds.
 //! - **Single flight.** `&Database` is `Sync`. Each `(query, key)` is executed by one
 //!   thread at a time; other threads block and then share its result (or its error). A
 //!   wait-for graph between threads detects cross-thread cycles.

@@ -31,6 +31,10 @@ pub(crate) fn verified_at_of(stamp: u64) -> Revision {
 }
 /// Bit of [`DerivedSlot::flags`] set when the last execution made an untracked read.
 const UNTRACKED: u8 = 1 << 2;
+/// Bit of [`DerivedSlot::flags`] set when an attempt failed since the last commit: a
+/// reader may have handled that failure, so the memo's next value counts as a change
+/// (never backdated, never validated without executing).
+const FAILED: u8 = 1 << 3;
 const DURABILITY_MASK: u8 = 0b11;
 
 /// One dependency: the query (or input) id and the key's dense index in that query.
@@ -162,7 +166,7 @@ pub(crate) struct DerivedSlot<K, V> {
     pub(crate) last_used: AtomicU32,
     /// Thread id of the executing/verifying thread (0 = free) | waiters bit.
     pub(crate) claim: ClaimWord,
-    /// Durability (low two bits) | `UNTRACKED`.
+    /// Durability (low two bits) | `UNTRACKED` | `FAILED`.
     flags: AtomicU8,
     value: UnsafeCell<MaybeUninit<V>>,
     /// The edges, packed: 0 (none), one edge inline (`key << 32 | query << 1 | 1`), or a
@@ -212,6 +216,17 @@ impl<K, V> DerivedSlot<K, V> {
 
     pub(crate) fn is_untracked(&self) -> bool {
         self.flags.load(Ordering::Acquire) & UNTRACKED != 0
+    }
+
+    /// Whether an attempt failed since the last commit.
+    pub(crate) fn has_failed(&self) -> bool {
+        self.flags.load(Ordering::Acquire) & FAILED != 0
+    }
+
+    /// Records that an attempt failed. Called by the claim holder; the next commit
+    /// ([`DerivedSlot::set_durability`]) clears it.
+    pub(crate) fn mark_failed(&self) {
+        self.flags.fetch_or(FAILED, Ordering::AcqRel);
     }
 
     pub(crate) fn set_durability(&self, durability: Durability, untracked: bool) {

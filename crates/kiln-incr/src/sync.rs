@@ -248,27 +248,13 @@ pub(crate) struct ClaimGuard<'a> {
 }
 
 impl ClaimGuard<'_> {
-    /// Releases the claim, handing the attempt's error (if any) to every waiter. A cycle
-    /// error unwinding through this memo gets the memo added to its members.
-    pub(crate) fn finish<T, C: Send + Sync + 'static>(
-        self,
-        db: &Database<C>,
-        mut result: Result<T, Failure>,
-    ) -> Result<T, Failure> {
-        if let Err(error) = &mut result {
-            if let QueryError::Cycle { members } = &mut **error {
-                if let Some(first) = active::add_to_open_cycle(db.id, self.edge) {
-                    members.push(db.frame_of(self.edge));
-                    if first {
-                        members.reverse();
-                    }
-                }
-            }
-        }
+    /// Releases the claim, handing the attempt's error (if any) to every waiter.
+    pub(crate) fn finish<T>(self, result: Result<T, Failure>) -> Result<T, Failure> {
         let outcome = match &result {
             Ok(_) => None,
             Err(error) => Some(&**error),
         };
+        active::pop_claim();
         self.waits.release(self.word, self.edge, outcome);
         std::mem::forget(self);
         result
@@ -277,28 +263,34 @@ impl ClaimGuard<'_> {
 
 impl Drop for ClaimGuard<'_> {
     fn drop(&mut self) {
+        active::pop_claim();
         self.waits.release(self.word, self.edge, None);
     }
 }
 
 impl<C: Send + Sync + 'static> Database<C> {
     /// Claims the memo `edge` whose claim word is `word`, waiting while another thread
-    /// holds it. Errors: a cycle (this thread, or a chain of threads, already holds it),
-    /// or the failure of the attempt waited for.
+    /// holds it; `reading`: an execution reads the memo (else a verification walks an
+    /// edge to it). Errors: a cycle (this thread, or a chain of threads, already holds
+    /// it), or the failure of the attempt waited for.
     #[inline]
     pub(crate) fn claim<'a>(
         &'a self,
         word: &'a ClaimWord,
         edge: Edge,
+        reading: bool,
     ) -> Result<Claimed<'a>, Failure> {
         let me = active::thread_id();
         match WaitTable::try_claim(word, me) {
-            Ok(()) => Ok(Claimed::Owned(ClaimGuard {
-                word,
-                edge,
-                waits: &self.waits,
-            })),
-            Err(current) => self.claim_contended(word, edge, me, current),
+            Ok(()) => {
+                active::push_claim(self.id, edge);
+                Ok(Claimed::Owned(ClaimGuard {
+                    word,
+                    edge,
+                    waits: &self.waits,
+                }))
+            }
+            Err(current) => self.claim_contended(word, edge, me, current, reading),
         }
     }
 
@@ -310,25 +302,38 @@ impl<C: Send + Sync + 'static> Database<C> {
         edge: Edge,
         me: u32,
         current: u32,
+        reading: bool,
     ) -> Result<Claimed<'a>, Failure> {
         if current & !WAITERS != me {
             self.emit_for(EventKind::WillBlockOn, edge);
         }
-        match self.waits.wait_for(word, edge, me, current) {
-            Contended::Retry => Ok(Claimed::Retry),
-            Contended::Failed(error) => Err(Box::new(error)),
+        let error = match self.waits.wait_for(word, edge, me, current) {
+            Contended::Retry => return Ok(Claimed::Retry),
+            Contended::Failed(error @ QueryError::Cycle { .. }) => {
+                // A cycle through threads, reported by the thread that closed it: the
+                // claims this thread holds on it fail with it too.
+                if let Some(members) = error.cycle_members() {
+                    active::mark_cycle(self.id, &error, reading, |held| {
+                        members.contains(&self.frame_of(held))
+                    });
+                }
+                error
+            }
+            Contended::Failed(error) => error,
             Contended::SameThread => {
-                // The holders in between name themselves as the error unwinds through them.
-                active::open_cycle(self.id, edge);
-                Err(Box::new(QueryError::Cycle {
-                    members: Vec::new(),
-                }))
+                // Every claim from the one on `edge` up is on the cycle.
+                let members = active::claim_path(self.id, edge);
+                let error = self.cycle_error(members.clone());
+                active::mark_cycle(self.id, &error, reading, |held| members.contains(&held));
+                error
             }
             Contended::Cycle(members) => {
-                active::close_cycle();
-                Err(Box::new(self.cycle_error(members)))
+                let error = self.cycle_error(members.clone());
+                active::mark_cycle(self.id, &error, reading, |held| members.contains(&held));
+                error
             }
-        }
+        };
+        Err(Box::new(error))
     }
 }
 

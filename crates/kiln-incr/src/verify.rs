@@ -63,7 +63,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         verified_at: Revision,
         depth: u32,
     ) -> Result<bool, Failure> {
-        if verified_at == Revision::NEVER || slot.is_untracked() {
+        if verified_at == Revision::NEVER || slot.is_untracked() || slot.has_failed() {
             return Ok(false);
         }
         if db.last_changed(slot.durability()) <= verified_at {
@@ -88,7 +88,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             return Unclaimed::Claim;
         }
         let verified_at = verified_at_of(seen);
-        if verified_at == Revision::NEVER || slot.is_untracked() {
+        if verified_at == Revision::NEVER || slot.is_untracked() || slot.has_failed() {
             return Unclaimed::Claim;
         }
         if db.last_changed(slot.durability()) > verified_at {
@@ -133,15 +133,16 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
                 attempt = Some(Unclaimed::Claim);
                 continue;
             }
-            let guard = match db.claim(&slot.claim, self.edge(index))? {
+            let guard = match db.claim(&slot.claim, self.edge(index), false)? {
                 Claimed::Retry => continue,
                 Claimed::Owned(guard) => guard,
             };
             let stale = outcome.stale_stamp();
-            return guard.finish(
-                db,
-                self.verify_claimed(db, index, slot, after, depth, stale),
-            );
+            let result = self.verify_claimed(db, index, slot, after, depth, stale);
+            if result.is_err() {
+                slot.mark_failed();
+            }
+            return guard.finish(result);
         }
     }
 
