@@ -12,6 +12,7 @@ use crate::ingredient::{invariant_broken, Ingredient};
 use crate::memo::{DerivedSlot, Edge, RetiredEdges, StoredFingerprint};
 use crate::query::Query;
 use crate::revision::Revision;
+use crate::stack;
 use crate::sync::Failure;
 use crate::table::KeyTable;
 use parking_lot::Mutex;
@@ -92,7 +93,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> Ingredient<C> for DerivedTable<Q, C>
         after: Revision,
         depth: u32,
     ) -> Result<bool, Failure> {
-        self.maybe_changed_after_impl(db, key, after, depth)
+        stack::guarded(|| self.maybe_changed_after_impl(db, key, after, depth))
     }
 
     fn at_boundary(&mut self, listener: Option<&Listener>, revision: Revision) {

@@ -10,6 +10,7 @@ use crate::durability::Durability;
 use crate::event::EventKind;
 use crate::memo::{verified_at_of, DerivedSlot, PRESENT};
 use crate::query::Query;
+use crate::stack;
 use crate::sync::{Claimed, Failure};
 use crate::verify::Unclaimed;
 
@@ -39,7 +40,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
                 // SAFETY: we observed `stamp == current | PRESENT` under `&Database`.
                 return Ok(unsafe { slot.value_unchecked() }.clone());
             }
-            if let Some(value) = self.fetch_cold(db, index, slot)? {
+            if let Some(value) = stack::guarded(|| self.fetch_cold(db, index, slot))? {
                 return Ok(value);
             }
         }
