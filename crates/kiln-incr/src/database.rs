@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::active;
 use crate::derived::DerivedTable;
 use crate::durability::Durability;
-use crate::error::QueryError;
+use crate::error::{QueryError, QueryFrame};
 use crate::event::{Event, EventKind, Listener};
 use crate::ingredient::{invariant_broken, Ingredient, IngredientCache, IngredientSlot};
 use crate::input::InputTable;
@@ -56,6 +56,10 @@ pub struct MemoInfo {
     pub has_value: bool,
     /// Whether its last execution made an untracked read.
     pub untracked: bool,
+    /// What its last successful execution read, in read order (a query or input name and
+    /// its key's `Debug`, as in errors); a repeated read of the same thing right after
+    /// itself is recorded once. Empty if it read nothing tracked.
+    pub dependencies: Vec<QueryFrame>,
 }
 
 /// Value counts of one derived query.
@@ -160,6 +164,12 @@ impl<C: Send + Sync + 'static> Database<C> {
             durability: slot.durability(),
             has_value: stamp & PRESENT != 0,
             untracked: slot.is_untracked(),
+            dependencies: slot
+                .edges()
+                .as_slice()
+                .iter()
+                .map(|edge| self.frame_of(*edge))
+                .collect(),
         })
     }
 
