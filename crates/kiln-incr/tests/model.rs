@@ -5,7 +5,7 @@
 //! reference model of revisions with early cutoff predicts (no spurious work, no lost
 //! backdating): a query runs iff LRU evicted its value or something it read directly
 //! changed, and its value then counts as changed unless it is equal and its durability
-//! did not drop (the engine's backdating rule).
+//! did not drop below the one the memo recorded (the engine's backdating rule).
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -261,6 +261,13 @@ proptest! {
         }
 
         for edit in &edits {
+            // The durability each memo recorded. The engine keeps a memo's recorded
+            // durability when it only refills an evicted value that a dependent's walk
+            // already verified (fetch order decides which), and a lower recorded
+            // durability is sound, only more cautious: backdating compares with it.
+            for (node, memo) in memos.iter_mut().enumerate() {
+                memo.durability = db.memo_info::<Eval>(&node).unwrap().durability;
+            }
             let before = state.clone();
             match edit {
                 Edit::Set { input, value, durability } => {
