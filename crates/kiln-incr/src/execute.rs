@@ -97,9 +97,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         if let Some(retired) = slot.replace_edges(reads.edges) {
             self.retired_edges.lock().push(retired);
         }
-        slot.changed_at
-            .store(changed_at.as_u64(), Ordering::Release);
-        slot.set_durability(reads.durability, reads.untracked);
+        slot.set_history(changed_at, reads.durability, reads.untracked);
         // SAFETY: we hold the claim and set `BUSY`, so the stamp is not `current | PRESENT`.
         let old = unsafe { slot.publish_value(stored, current) };
         self.account(slot, old_size, was_untracked, new_size, reads.untracked);

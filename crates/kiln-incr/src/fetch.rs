@@ -36,7 +36,8 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         loop {
             if slot.stamp.load(Ordering::Acquire) == hit {
                 self.lru.touch(slot);
-                db.record_read(self.edge(index), slot.durability(), slot.changed_at());
+                let (durability, changed_at) = slot.read_info();
+                db.record_read(self.edge(index), durability, changed_at);
                 // SAFETY: we observed `stamp == current | PRESENT` under `&Database`.
                 return Ok(unsafe { slot.value_unchecked() }.clone());
             }
@@ -66,7 +67,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             }
         }
         let edge = self.edge(index);
-        let produced = match db.claim(&slot.claim, edge, true) {
+        let produced = match db.claim(edge, true) {
             Ok(Claimed::Retry) => return Ok(None),
             Ok(Claimed::Owned(guard)) => {
                 let result = self.fetch_claimed(db, index, slot, stale);
@@ -79,7 +80,8 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         };
         match produced {
             Ok(value) => {
-                db.record_read(edge, slot.durability(), slot.changed_at());
+                let (durability, changed_at) = slot.read_info();
+                db.record_read(edge, durability, changed_at);
                 Ok(Some(value))
             }
             Err(failure) => {

@@ -8,12 +8,11 @@
 
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::durability::Durability;
 use crate::query::Fingerprint;
 use crate::revision::Revision;
-use crate::sync::ClaimWord;
 use crate::table::Keyed;
 
 /// Bit of [`DerivedSlot::stamp`] set while the memo holds a value.
@@ -29,13 +28,24 @@ pub(crate) const REVISION_MASK: u64 = BUSY - 1;
 pub(crate) fn verified_at_of(stamp: u64) -> Revision {
     Revision::from_u64(stamp & REVISION_MASK)
 }
-/// Bit of [`DerivedSlot::flags`] set when the last execution made an untracked read.
-const UNTRACKED: u8 = 1 << 2;
-/// Bit of [`DerivedSlot::flags`] set when an attempt failed since the last commit: a
+/// [`DerivedSlot::history`]: the low 60 bits hold `changed_at`; the flags sit above.
+const CHANGED_AT_MASK: u64 = (1 << 60) - 1;
+/// Durability (two bits) in [`DerivedSlot::history`].
+const DURABILITY_SHIFT: u32 = 60;
+/// Bit of [`DerivedSlot::history`] set when the last execution made an untracked read.
+const UNTRACKED: u64 = 1 << 62;
+/// Bit of [`DerivedSlot::history`] set when an attempt failed since the last commit: a
 /// reader may have handled that failure, so the memo's next value counts as a change
 /// (never backdated, never validated without executing).
-const FAILED: u8 = 1 << 3;
-const DURABILITY_MASK: u8 = 0b11;
+const FAILED: u64 = 1 << 63;
+
+fn durability_of(history: u64) -> Durability {
+    match (history >> DURABILITY_SHIFT) & 0b11 {
+        0 => Durability::Low,
+        1 => Durability::Medium,
+        _ => Durability::High,
+    }
+}
 
 /// One dependency: the query (or input) id and the key's dense index in that query.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -149,7 +159,7 @@ impl From<Fingerprint> for StoredFingerprint {
 ///   `&mut Database` (eviction).
 /// - When `stamp == current | PRESENT`, nobody writes `value` until the next
 ///   `&mut Database`, so any thread that observes that stamp (Acquire) may read it.
-/// - `edges`, `changed_at` and `flags` are replaced only by the claim holder after it has
+/// - `edges` and `history` are replaced only by the claim holder after it has
 ///   set [`BUSY`] in the stamp (a CAS from the stamp it read), and the stamp without
 ///   `BUSY` is stored last. So a verifier that read the stamp, then the edges, and then
 ///   CASes that same stamp to a newer revision knows no execution was committed in
@@ -158,16 +168,14 @@ impl From<Fingerprint> for StoredFingerprint {
 /// - `last_used` is an atomic, readable by anyone at any time.
 pub(crate) struct DerivedSlot<K, V> {
     pub(crate) key: K,
-    /// `verified_at` (low 62 bits; 0 = never computed) | [`BUSY`] | [`PRESENT`].
+    /// `verified_at` (low 62 bits, revisions use 60; 0 = never computed) | [`BUSY`] | [`PRESENT`].
     pub(crate) stamp: AtomicU64,
-    /// The revision in which the value last changed (kept by backdating).
-    pub(crate) changed_at: AtomicU64,
+    /// The revision in which the value last changed (kept by backdating; low 60 bits) |
+    /// durability | `UNTRACKED` | `FAILED`: one word, read with one load on the hit path
+    /// (and no byte of padding for separate flags).
+    history: AtomicU64,
     /// LRU order: sequence number of the first use in the latest revision that used it.
     pub(crate) last_used: AtomicU32,
-    /// Thread id of the executing/verifying thread (0 = free) | waiters bit.
-    pub(crate) claim: ClaimWord,
-    /// Durability (low two bits) | `UNTRACKED` | `FAILED`.
-    flags: AtomicU8,
     value: UnsafeCell<MaybeUninit<V>>,
     /// The edges, packed: 0 (none), one edge inline (`key << 32 | query << 1 | 1`), or a
     /// pointer to a leaked `Box<[Edge]>`.
@@ -193,46 +201,60 @@ impl<K, V> DerivedSlot<K, V> {
         DerivedSlot {
             key,
             stamp: AtomicU64::new(Revision::NEVER.as_u64()),
-            changed_at: AtomicU64::new(Revision::NEVER.as_u64()),
+            history: AtomicU64::new(Revision::NEVER.as_u64()),
             last_used: AtomicU32::new(0),
-            claim: ClaimWord::new(0),
-            flags: AtomicU8::new(Durability::Low as u8),
             value: UnsafeCell::new(MaybeUninit::uninit()),
             edges: AtomicU64::new(0),
         }
     }
 
     pub(crate) fn changed_at(&self) -> Revision {
-        Revision::from_u64(self.changed_at.load(Ordering::Acquire))
+        Revision::from_u64(self.history.load(Ordering::Acquire) & CHANGED_AT_MASK)
     }
 
     pub(crate) fn durability(&self) -> Durability {
-        match self.flags.load(Ordering::Acquire) & DURABILITY_MASK {
-            0 => Durability::Low,
-            1 => Durability::Medium,
-            _ => Durability::High,
-        }
+        durability_of(self.history.load(Ordering::Acquire))
+    }
+
+    /// Durability and `changed_at` together (one load): what a reader records.
+    #[inline]
+    pub(crate) fn read_info(&self) -> (Durability, Revision) {
+        let history = self.history.load(Ordering::Acquire);
+        (
+            durability_of(history),
+            Revision::from_u64(history & CHANGED_AT_MASK),
+        )
     }
 
     pub(crate) fn is_untracked(&self) -> bool {
-        self.flags.load(Ordering::Acquire) & UNTRACKED != 0
+        self.history.load(Ordering::Acquire) & UNTRACKED != 0
     }
 
     /// Whether an attempt failed since the last commit.
     pub(crate) fn has_failed(&self) -> bool {
-        self.flags.load(Ordering::Acquire) & FAILED != 0
+        self.history.load(Ordering::Acquire) & FAILED != 0
     }
 
     /// Records that an attempt failed. Called by the claim holder; the next commit
-    /// ([`DerivedSlot::set_durability`]) clears it.
+    /// ([`DerivedSlot::set_history`]) clears it.
     pub(crate) fn mark_failed(&self) {
-        self.flags.fetch_or(FAILED, Ordering::AcqRel);
+        self.history.fetch_or(FAILED, Ordering::AcqRel);
     }
 
-    pub(crate) fn set_durability(&self, durability: Durability, untracked: bool) {
+    /// Sets `changed_at`, the durability and the untracked flag (clearing `FAILED`).
+    ///
+    /// Preconditions: the caller holds the claim and has set [`BUSY`] in the stamp.
+    pub(crate) fn set_history(
+        &self,
+        changed_at: Revision,
+        durability: Durability,
+        untracked: bool,
+    ) {
         let untracked = if untracked { UNTRACKED } else { 0 };
-        self.flags
-            .store(durability as u8 | untracked, Ordering::Release);
+        let history = (changed_at.as_u64() & CHANGED_AT_MASK)
+            | (durability as u64) << DURABILITY_SHIFT
+            | untracked;
+        self.history.store(history, Ordering::Release);
     }
 
     /// The value.
@@ -369,5 +391,17 @@ impl<K, V> Drop for DerivedSlot<K, V> {
     fn drop(&mut self) {
         drop(self.take_value());
         drop(edge_list(*self.edges.get_mut()).map(RetiredEdges));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DerivedSlot;
+
+    /// A memo of a `u32 -> u64` query is five words: key and LRU stamp, revisions
+    /// stamp, history (changed_at and flags), value, edges. Claims live beside memos.
+    #[test]
+    fn a_small_memo_is_forty_bytes() {
+        assert_eq!(std::mem::size_of::<DerivedSlot<u32, u64>>(), 40);
     }
 }

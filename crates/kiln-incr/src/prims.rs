@@ -5,7 +5,6 @@
 #[cfg(not(all(loom, test)))]
 mod imp {
     pub(crate) use parking_lot::{Condvar, Mutex, MutexGuard};
-    pub(crate) use std::sync::atomic::AtomicU32;
     pub(crate) use std::sync::Arc;
 
     /// Blocks on `condvar`, releasing `guard` meanwhile.
@@ -21,7 +20,6 @@ mod imp {
 
 #[cfg(all(loom, test))]
 mod imp {
-    pub(crate) use loom::sync::atomic::AtomicU32;
     pub(crate) use loom::sync::{Arc, Condvar, MutexGuard};
     use std::sync::PoisonError;
 

@@ -8,8 +8,8 @@ use crate::durability::Durability;
 ///
 /// Revision 0 means "never"; the first revision of a database is 1.
 ///
-/// Revisions are 62-bit numbers (a memo's stamp keeps two flag bits above them): at a
-/// billion revisions a second a database would take 146 years to run out. If it ever did,
+/// Revisions are 60-bit numbers (a memo keeps flag bits above them): at a billion
+/// revisions a second a database would take 36 years to run out. If it ever did,
 /// [`Revision::next`] panics rather than reuse or repeat a revision: a revision that stops
 /// increasing would hide every later change.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -21,15 +21,15 @@ impl Revision {
     /// The first revision of a fresh database.
     pub(crate) const START: Revision = Revision(1);
 
-    /// The highest revision: a memo's stamp keeps two flag bits above it.
-    pub(crate) const MAX: Revision = Revision((1 << 62) - 1);
+    /// The highest revision: a memo keeps flag bits above it.
+    pub(crate) const MAX: Revision = Revision((1 << 60) - 1);
 
     /// The revision as a plain number (stable, suitable for serialization).
     pub fn as_u64(self) -> u64 {
         self.0
     }
 
-    /// Rebuilds a revision from [`Revision::as_u64`] (the two top bits are dropped).
+    /// Rebuilds a revision from [`Revision::as_u64`] (bits above the 60th are dropped).
     pub fn from_u64(raw: u64) -> Self {
         Revision(raw & Self::MAX.0)
     }
@@ -43,11 +43,11 @@ impl Revision {
     }
 }
 
-/// 2^62 revisions have passed: unreachable in practice (146 years at 10^9 a second).
+/// 2^60 revisions have passed: unreachable in practice (36 years at 10^9 a second).
 #[cold]
 #[inline(never)]
 fn revisions_exhausted() -> ! {
-    panic!("kiln-incr: the revision clock is exhausted (2^62 revisions)")
+    panic!("kiln-incr: the revision clock is exhausted (2^60 revisions)")
 }
 
 /// For each durability, the last revision in which an input of that durability (or a

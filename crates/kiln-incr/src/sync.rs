@@ -1,32 +1,26 @@
 //! Single flight: at most one thread executes (or re-verifies under a claim) a memo at a
-//! time. A thread claims a memo by writing its id into the memo's claim word; others wait
-//! on a sharded condition variable and share the outcome (success: they re-read the memo;
-//! failure: they receive the same error). A wait-for graph between threads turns
-//! cross-thread cycles into errors instead of deadlocks.
+//! time. Claims live in a sharded table beside the memos (not in them: a memo pays no
+//! bytes for a claim it rarely takes): a thread claims a memo by inserting it, with its
+//! own id as the owner, into the memo's shard. Others wait on the shard's condition
+//! variable and share the outcome (success: they re-read the memo; failure: they receive
+//! the same error). A wait-for graph between threads turns cross-thread cycles into
+//! errors instead of deadlocks.
 //!
 //! # The protocol
 //!
-//! A claim word is `0` (free) or `owner | WAITERS?`. Claiming is one CAS from `0`.
-//!
-//! A thread that finds the word taken locks the memo's wait shard and, **before anything
-//! else**, makes sure `WAITERS` is set (a CAS; on failure it re-reads the word, and a free
-//! word sends it back to retry). From then on the owner it read is stable: an owner
-//! releases a word with `WAITERS` only under that same shard lock, which the waiter holds.
-//! Only then does it take the graph lock, check for a cycle through that owner, and record
-//! its own wait-for edge `me -> (owner, memo)`.
-//!
-//! Releasing a word with `WAITERS` takes the shard lock, removes every wait-for edge on
-//! the memo *before* freeing the word, hands the outcome to the waiters and wakes them.
-//!
-//! So every edge `t -> (o, m)` in the graph means: `o` holds `m` (`m`'s word names `o`)
-//! and `t` is blocked on it. A chain of edges read under the graph lock is a chain of real
-//! waits, and a cycle through it is a real deadlock, never a stale one. (The protocol
-//! before issue 10 recorded the edge before setting `WAITERS` and read the owner without
-//! pinning it, so a releasing owner could go on to block elsewhere and close a "cycle"
-//! with an edge that no longer held.) The `loom_model` tests below check the protocol
-//! exhaustively within a preemption bound; `tests/false_cycle.rs` stresses it for real.
+//! Everything about a claim happens under its shard's lock: claiming (insert), waiting
+//! (register), releasing (remove, hand the outcome over, wake). So a thread that finds a
+//! claim taken reads an owner that cannot release meanwhile: under the same lock it
+//! checks the graph for a cycle through that owner and records its own wait-for edge
+//! `me -> (owner, memo)`. A release removes every edge on its memo under that lock too.
+//! So every edge `t -> (o, m)` in the graph means: `o` holds `m` and `t` is blocked on
+//! it, and a cycle found in the graph is a real deadlock, never a stale one. (Before
+//! issue 10 the claim was a word in the memo, and a waiter recorded its edge before
+//! pinning the owner: a releasing owner could go on to block elsewhere and close a
+//! "cycle" with an edge that no longer held.) The `loom_model` tests below check the
+//! protocol exhaustively within a preemption bound; `tests/false_cycle.rs` stresses it.
 
-use std::sync::atomic::Ordering;
+use std::collections::hash_map::Entry;
 
 use rustc_hash::FxHashMap;
 
@@ -37,10 +31,6 @@ use crate::event::EventKind;
 use crate::memo::Edge;
 use crate::prims::{self, Arc, Condvar, Mutex};
 
-pub(crate) use crate::prims::AtomicU32 as ClaimWord;
-
-/// Bit of a claim word set when some thread waits for the claim's release.
-const WAITERS: u32 = 1 << 31;
 const SHARDS: usize = 16;
 
 /// How one attempt ended, as seen by the threads that waited for it.
@@ -50,12 +40,18 @@ struct Waiting {
     outcome: Mutex<Option<Outcome>>,
 }
 
+/// A held claim: its owner, and where its waiters wait (once there is one).
+struct Held {
+    owner: u32,
+    waiting: Option<Arc<Waiting>>,
+}
+
 struct WaitShard {
-    waiting: Mutex<FxHashMap<Edge, Arc<Waiting>>>,
+    claims: Mutex<FxHashMap<Edge, Held>>,
     wake: Condvar,
 }
 
-/// Where blocked threads wait. Lock order: a shard, then the graph.
+/// The claims and the threads blocked on them. Lock order: a shard, then the graph.
 pub(crate) struct WaitTable {
     shards: Box<[WaitShard]>,
     /// Blocked thread -> (thread it waits for, memo it waits on).
@@ -65,7 +61,7 @@ pub(crate) struct WaitTable {
 /// What asking for a claim that was taken came to.
 #[derive(Debug)]
 pub(crate) enum Contended {
-    /// The claim was released successfully (or was free when re-read): try again.
+    /// The claim was released successfully: try again.
     Retry,
     /// The holder's attempt failed with this error.
     Failed(QueryError),
@@ -81,7 +77,7 @@ impl WaitTable {
         WaitTable {
             shards: (0..SHARDS)
                 .map(|_| WaitShard {
-                    waiting: Mutex::new(FxHashMap::default()),
+                    claims: Mutex::new(FxHashMap::default()),
                     wake: Condvar::new(),
                 })
                 .collect(),
@@ -96,105 +92,80 @@ impl WaitTable {
         &self.shards[mixed % SHARDS]
     }
 
-    /// Tries to claim `word` for thread `me`: `Ok(())` when this thread now holds it, else
-    /// `current` (the word as found).
-    #[inline]
-    pub(crate) fn try_claim(word: &ClaimWord, me: u32) -> Result<(), u32> {
-        word.compare_exchange(0, me, Ordering::Acquire, Ordering::Acquire)
-            .map(|_| ())
-    }
-
-    /// Waits for the claim on `edge` (word `word`, found as `current`, not free) to be
-    /// released, unless that would deadlock.
-    #[cold]
-    pub(crate) fn wait_for(
+    /// Claims `edge` for thread `me`, or waits for its holder (calling `will_block`
+    /// first, outside any lock) unless that would deadlock. `Ok` when this thread now
+    /// holds the claim.
+    pub(crate) fn acquire(
         &self,
-        word: &ClaimWord,
         edge: Edge,
         me: u32,
-        current: u32,
-    ) -> Contended {
-        if current & !WAITERS == me {
-            return Contended::SameThread;
-        }
+        will_block: impl FnOnce(),
+    ) -> Result<(), Contended> {
         let shard = self.shard(edge);
-        let mut waiting = shard.waiting.lock();
-        // Pin the owner first: with `WAITERS` set and the shard locked, it cannot release.
-        let owner = loop {
-            let current = word.load(Ordering::Acquire);
-            if current == 0 {
-                return Contended::Retry;
+        let mut claims = shard.claims.lock();
+        let owner = match claims.entry(edge) {
+            Entry::Vacant(vacant) => {
+                vacant.insert(Held {
+                    owner: me,
+                    waiting: None,
+                });
+                return Ok(());
             }
-            if current & WAITERS != 0
-                || word
-                    .compare_exchange(
-                        current,
-                        current | WAITERS,
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    )
-                    .is_ok()
-            {
-                break current & !WAITERS;
-            }
+            Entry::Occupied(held) => held.get().owner,
         };
+        if owner == me {
+            return Err(Contended::SameThread);
+        }
+        // `owner` holds the claim until it takes this shard's lock to release it.
         {
             let mut graph = self.graph.lock();
             if let Some(chain) = Self::cycle_through(&graph, owner, me) {
-                // `WAITERS` stays set: the owner's release then only takes the slow path.
-                return Contended::Cycle(Self::cycle_members(chain, edge));
+                return Err(Contended::Cycle(Self::cycle_members(chain, edge)));
             }
             graph.insert(me, (owner, edge));
         }
-        let entry = Arc::clone(waiting.entry(edge).or_insert_with(|| {
-            Arc::new(Waiting {
-                outcome: Mutex::new(None),
-            })
-        }));
+        let entry = match claims.get_mut(&edge) {
+            Some(held) => Arc::clone(held.waiting.get_or_insert_with(|| {
+                Arc::new(Waiting {
+                    outcome: Mutex::new(None),
+                })
+            })),
+            None => unreachable_claim(),
+        };
+        // The event runs user code: not under the shard lock. The outcome is kept in
+        // `entry`, so a release meanwhile is not missed.
+        drop(claims);
+        will_block();
+        let mut claims = shard.claims.lock();
         let outcome = loop {
             if let Some(outcome) = entry.outcome.lock().clone() {
                 break outcome;
             }
-            waiting = prims::wait(&shard.wake, waiting);
+            claims = prims::wait(&shard.wake, claims);
         };
-        // The release removed this thread's wait-for edge before freeing the word.
-        drop(waiting);
+        // The release removed this thread's wait-for edge.
+        drop(claims);
         match outcome {
-            Ok(()) => Contended::Retry,
-            Err(error) => Contended::Failed(error),
+            Ok(()) => Err(Contended::Retry),
+            Err(error) => Err(Contended::Failed(error)),
         }
     }
 
-    /// Releases `word` (held by this thread) and hands `failure` (if any) to its waiters.
-    pub(crate) fn release(&self, word: &ClaimWord, edge: Edge, failure: Option<&QueryError>) {
-        loop {
-            let current = word.load(Ordering::Acquire);
-            if current & WAITERS == 0 {
-                // No waiter registered (they register under the shard lock, setting the
-                // bit with a CAS), so a plain CAS back to free is enough.
-                if word
-                    .compare_exchange(current, 0, Ordering::Release, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    return;
-                }
-                continue;
-            }
-            let shard = self.shard(edge);
-            let mut waiting = shard.waiting.lock();
-            // Edges first: an edge in the graph always names a thread that holds its memo.
-            self.graph.lock().retain(|_, (_, waited)| *waited != edge);
-            word.store(0, Ordering::Release);
-            if let Some(entry) = waiting.remove(&edge) {
-                *entry.outcome.lock() = Some(match failure {
-                    None => Ok(()),
-                    Some(error) => Err(error.clone()),
-                });
-            }
-            drop(waiting);
-            shard.wake.notify_all();
+    /// Releases the claim on `edge` (held by this thread) and hands `failure` (if any) to
+    /// its waiters.
+    pub(crate) fn release(&self, edge: Edge, failure: Option<&QueryError>) {
+        let shard = self.shard(edge);
+        let mut claims = shard.claims.lock();
+        let Some(waiting) = claims.remove(&edge).and_then(|held| held.waiting) else {
             return;
-        }
+        };
+        self.graph.lock().retain(|_, (_, waited)| *waited != edge);
+        *waiting.outcome.lock() = Some(match failure {
+            None => Ok(()),
+            Some(error) => Err(error.clone()),
+        });
+        drop(claims);
+        shard.wake.notify_all();
     }
 
     /// The memos of a cross-thread cycle in call order: `chain` (the memos waited on from
@@ -228,6 +199,12 @@ impl WaitTable {
     }
 }
 
+/// The claim inserted under the lock still held vanished: a bug in kiln-incr.
+#[cold]
+fn unreachable_claim() -> ! {
+    crate::ingredient::invariant_broken("a held claim vanished under its shard lock")
+}
+
 /// An engine error inside the engine: boxed, so that results on the hot path stay small.
 pub(crate) type Failure = Box<QueryError>;
 
@@ -242,7 +219,6 @@ pub(crate) enum Claimed<'a> {
 /// Holds a memo's claim. Release it with [`ClaimGuard::finish`]; dropping it (only when
 /// unwinding from a bug) releases it as a success, so waiters retry instead of hanging.
 pub(crate) struct ClaimGuard<'a> {
-    word: &'a ClaimWord,
     edge: Edge,
     waits: &'a WaitTable,
 }
@@ -255,7 +231,7 @@ impl ClaimGuard<'_> {
             Err(error) => Some(&**error),
         };
         active::pop_claim();
-        self.waits.release(self.word, self.edge, outcome);
+        self.waits.release(self.edge, outcome);
         std::mem::forget(self);
         result
     }
@@ -264,50 +240,41 @@ impl ClaimGuard<'_> {
 impl Drop for ClaimGuard<'_> {
     fn drop(&mut self) {
         active::pop_claim();
-        self.waits.release(self.word, self.edge, None);
+        self.waits.release(self.edge, None);
     }
 }
 
 impl<C: Send + Sync + 'static> Database<C> {
-    /// Claims the memo `edge` whose claim word is `word`, waiting while another thread
-    /// holds it; `reading`: an execution reads the memo (else a verification walks an
-    /// edge to it). Errors: a cycle (this thread, or a chain of threads, already holds
-    /// it), or the failure of the attempt waited for.
-    #[inline]
-    pub(crate) fn claim<'a>(
-        &'a self,
-        word: &'a ClaimWord,
-        edge: Edge,
-        reading: bool,
-    ) -> Result<Claimed<'a>, Failure> {
+    /// Claims the memo `edge`, waiting while another thread holds it; `reading`: an
+    /// execution reads the memo (else a verification walks an edge to it). Errors: a
+    /// cycle (this thread, or a chain of threads, already holds it), or the failure of
+    /// the attempt waited for.
+    pub(crate) fn claim(&self, edge: Edge, reading: bool) -> Result<Claimed<'_>, Failure> {
         let me = active::thread_id();
-        match WaitTable::try_claim(word, me) {
+        let contended = match self.waits.acquire(edge, me, || {
+            self.emit_for(EventKind::WillBlockOn, edge);
+        }) {
             Ok(()) => {
                 active::push_claim(self.id, edge);
-                Ok(Claimed::Owned(ClaimGuard {
-                    word,
+                return Ok(Claimed::Owned(ClaimGuard {
                     edge,
                     waits: &self.waits,
-                }))
+                }));
             }
-            Err(current) => self.claim_contended(word, edge, me, current, reading),
-        }
+            Err(contended) => contended,
+        };
+        self.claim_contended(edge, contended, reading)
     }
 
     #[cold]
     #[inline(never)]
-    fn claim_contended<'a>(
-        &'a self,
-        word: &'a ClaimWord,
+    fn claim_contended(
+        &self,
         edge: Edge,
-        me: u32,
-        current: u32,
+        contended: Contended,
         reading: bool,
-    ) -> Result<Claimed<'a>, Failure> {
-        if current & !WAITERS != me {
-            self.emit_for(EventKind::WillBlockOn, edge);
-        }
-        let error = match self.waits.wait_for(word, edge, me, current) {
+    ) -> Result<Claimed<'_>, Failure> {
+        let error = match contended {
             Contended::Retry => return Ok(Claimed::Retry),
             Contended::Failed(error @ QueryError::Cycle { .. }) => {
                 // A cycle through threads, reported by the thread that closed it: the
@@ -343,14 +310,14 @@ mod loom_model {
     //! every interleaving of its threads up to a preemption bound. Run with
     //! `RUSTFLAGS="--cfg loom" cargo test -p kiln-incr --lib loom_model` (see `.ci/run`).
 
-    use super::{ClaimWord, Contended, WaitTable};
+    use super::{Contended, WaitTable};
     use crate::error::{QueryError, QueryFrame};
     use crate::memo::Edge;
     use loom::sync::atomic::{AtomicBool, Ordering};
     use loom::sync::Arc;
     use loom::thread;
 
-    /// Two memos in different wait shards.
+    /// Two memos in different shards.
     const A: Edge = Edge { query: 1, key: 0 };
     const B: Edge = Edge { query: 2, key: 5 };
 
@@ -362,33 +329,20 @@ mod loom_model {
         builder.check(scenario);
     }
 
-    struct Memo {
-        word: ClaimWord,
-        edge: Edge,
-    }
-
-    impl Memo {
-        fn held_by(edge: Edge, owner: u32) -> Memo {
-            Memo {
-                word: ClaimWord::new(owner),
-                edge,
-            }
-        }
-    }
-
-    /// What a fetch does with the claim protocol: claim, or wait and retry; never spin
-    /// (a retry follows only a release).
-    fn acquire(waits: &WaitTable, memo: &Memo, me: u32) -> Result<(), Contended> {
+    /// What a fetch does with the claim protocol: claim, or wait and retry (a retry
+    /// follows only a release).
+    fn acquire(waits: &WaitTable, edge: Edge, me: u32) -> Result<(), Contended> {
         loop {
-            let current = match WaitTable::try_claim(&memo.word, me) {
-                Ok(()) => return Ok(()),
-                Err(current) => current,
-            };
-            match waits.wait_for(&memo.word, memo.edge, me, current) {
-                Contended::Retry => thread::yield_now(),
-                other => return Err(other),
+            match waits.acquire(edge, me, || {}) {
+                Err(Contended::Retry) => thread::yield_now(),
+                other => return other,
             }
         }
+    }
+
+    /// Takes a claim that must be free (the scenario's starting state).
+    fn hold(waits: &WaitTable, edge: Edge, owner: u32) {
+        assert!(waits.acquire(edge, owner, || {}).is_ok());
     }
 
     fn panicked() -> QueryError {
@@ -401,6 +355,12 @@ mod loom_model {
         }
     }
 
+    fn cycle_error() -> QueryError {
+        QueryError::Cycle {
+            members: Vec::new(),
+        }
+    }
+
     /// Issue 10, defect 1: thread 2 holds `a` and then asks for `b`; thread 1 holds `b`
     /// and asks for `a`, which thread 2 releases meanwhile. Nothing is cyclic: both must
     /// get their claim, never a cycle error.
@@ -408,20 +368,20 @@ mod loom_model {
     fn releasing_then_blocking_is_no_cycle() {
         model(|| {
             let waits = Arc::new(WaitTable::new());
-            let a = Arc::new(Memo::held_by(A, 2));
-            let b = Arc::new(Memo::held_by(B, 1));
+            hold(&waits, A, 2);
+            hold(&waits, B, 1);
             let one = {
-                let (waits, a, b) = (Arc::clone(&waits), Arc::clone(&a), Arc::clone(&b));
+                let waits = Arc::clone(&waits);
                 thread::spawn(move || {
-                    let got = acquire(&waits, &a, 1);
-                    waits.release(&a.word, A, None);
-                    waits.release(&b.word, B, None);
+                    let got = acquire(&waits, A, 1);
+                    waits.release(A, None);
+                    waits.release(B, None);
                     got
                 })
             };
-            waits.release(&a.word, A, None);
-            let two = acquire(&waits, &b, 2);
-            waits.release(&b.word, B, None);
+            waits.release(A, None);
+            let two = acquire(&waits, B, 2);
+            waits.release(B, None);
             let one = one.join().unwrap();
             assert!(one.is_ok(), "thread 1 got {one:?}");
             assert!(two.is_ok(), "thread 2 got {two:?}");
@@ -434,26 +394,26 @@ mod loom_model {
     fn a_real_cycle_is_reported() {
         model(|| {
             let waits = Arc::new(WaitTable::new());
-            let a = Arc::new(Memo::held_by(A, 1));
-            let b = Arc::new(Memo::held_by(B, 2));
+            hold(&waits, A, 1);
+            hold(&waits, B, 2);
             let one = {
-                let (waits, a, b) = (Arc::clone(&waits), Arc::clone(&a), Arc::clone(&b));
+                let waits = Arc::clone(&waits);
                 thread::spawn(move || {
-                    let got = acquire(&waits, &b, 1);
+                    let got = acquire(&waits, B, 1);
                     let failure = got.as_ref().err().map(|_| cycle_error());
                     if got.is_ok() {
-                        waits.release(&b.word, B, None);
+                        waits.release(B, None);
                     }
-                    waits.release(&a.word, A, failure.as_ref());
+                    waits.release(A, failure.as_ref());
                     got
                 })
             };
-            let two = acquire(&waits, &a, 2);
+            let two = acquire(&waits, A, 2);
             let failure = two.as_ref().err().map(|_| cycle_error());
             if two.is_ok() {
-                waits.release(&a.word, A, None);
+                waits.release(A, None);
             }
-            waits.release(&b.word, B, failure.as_ref());
+            waits.release(B, failure.as_ref());
             let one = one.join().unwrap();
             let cycles = [&one, &two]
                 .iter()
@@ -473,12 +433,6 @@ mod loom_model {
         });
     }
 
-    fn cycle_error() -> QueryError {
-        QueryError::Cycle {
-            members: Vec::new(),
-        }
-    }
-
     /// Single flight and failure hand-off: two threads ask for a memo whose holder
     /// fails (a contained panic); each either receives that failure or, arriving after the
     /// release, claims the memo itself, and never two at a time. No waiter is left asleep.
@@ -486,29 +440,29 @@ mod loom_model {
     fn a_failure_reaches_every_waiter_and_claims_stay_exclusive() {
         model(|| {
             let waits = Arc::new(WaitTable::new());
-            let a = Arc::new(Memo::held_by(A, 1));
+            hold(&waits, A, 1);
             let inside = Arc::new(AtomicBool::new(false));
             let waiters: Vec<_> = [2u32, 3]
                 .into_iter()
                 .map(|me| {
-                    let (waits, a, inside) =
-                        (Arc::clone(&waits), Arc::clone(&a), Arc::clone(&inside));
-                    thread::spawn(move || match acquire(&waits, &a, me) {
+                    let (waits, inside) = (Arc::clone(&waits), Arc::clone(&inside));
+                    thread::spawn(move || match acquire(&waits, A, me) {
                         Ok(()) => {
                             assert!(!inside.swap(true, Ordering::SeqCst), "two holders");
                             inside.store(false, Ordering::SeqCst);
-                            waits.release(&a.word, A, None);
+                            waits.release(A, None);
                         }
                         Err(Contended::Failed(error)) => assert_eq!(error, panicked()),
                         Err(other) => panic!("thread {me} got {other:?}"),
                     })
                 })
                 .collect();
-            waits.release(&a.word, A, Some(&panicked()));
+            waits.release(A, Some(&panicked()));
             for waiter in waiters {
                 waiter.join().unwrap();
             }
-            assert_eq!(a.word.load(Ordering::SeqCst), 0, "the claim stayed taken");
+            // The claim is free again.
+            assert!(waits.acquire(A, 9, || {}).is_ok(), "the claim stayed taken");
         });
     }
 
@@ -518,26 +472,24 @@ mod loom_model {
     fn racing_claims_are_exclusive() {
         model(|| {
             let waits = Arc::new(WaitTable::new());
-            let a = Arc::new(Memo::held_by(A, 0));
             let inside = Arc::new(AtomicBool::new(false));
             let racers: Vec<_> = [1u32, 2]
                 .into_iter()
                 .map(|me| {
-                    let (waits, a, inside) =
-                        (Arc::clone(&waits), Arc::clone(&a), Arc::clone(&inside));
+                    let (waits, inside) = (Arc::clone(&waits), Arc::clone(&inside));
                     thread::spawn(move || {
-                        let got = acquire(&waits, &a, me);
+                        let got = acquire(&waits, A, me);
                         assert!(got.is_ok(), "thread {me} got {got:?}");
                         assert!(!inside.swap(true, Ordering::SeqCst), "two holders");
                         inside.store(false, Ordering::SeqCst);
-                        waits.release(&a.word, A, None);
+                        waits.release(A, None);
                     })
                 })
                 .collect();
             for racer in racers {
                 racer.join().unwrap();
             }
-            assert_eq!(a.word.load(Ordering::SeqCst), 0);
+            assert!(waits.acquire(A, 9, || {}).is_ok());
         });
     }
 }

@@ -133,7 +133,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
                 attempt = Some(Unclaimed::Claim);
                 continue;
             }
-            let guard = match db.claim(&slot.claim, self.edge(index), false)? {
+            let guard = match db.claim(self.edge(index), false)? {
                 Claimed::Retry => continue,
                 Claimed::Owned(guard) => guard,
             };
