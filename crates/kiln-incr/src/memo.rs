@@ -65,8 +65,8 @@ pub(crate) enum Edges {
     None,
     /// Read exactly one thing.
     One(Edge),
-    /// Read several things (boxed twice so that `Edges` stays two words).
-    Many(Box<Box<[Edge]>>),
+    /// Read several things.
+    Many(EdgeList),
 }
 
 impl Edges {
@@ -74,7 +74,7 @@ impl Edges {
         match edges {
             [] => Edges::None,
             [edge] => Edges::One(*edge),
-            many => Edges::Many(Box::new(many.into())),
+            many => Edges::Many(EdgeList::new(many)),
         }
     }
 
@@ -86,13 +86,92 @@ impl Edges {
             Edges::One(edge) if edge.query < ONE_QUERY_LIMIT => {
                 (u64::from(edge.key) << 32) | (u64::from(edge.query) << 1) | ONE_TAG
             }
-            Edges::One(edge) => {
-                let list: Box<[Edge]> = Box::new([edge]);
-                Edges::Many(Box::new(list)).into_word()
-            }
-            Edges::Many(list) => Box::into_raw(list).expose_provenance() as u64,
+            Edges::One(edge) => Edges::Many(EdgeList::new(&[edge])).into_word(),
+            Edges::Many(list) => list.into_raw().expose_provenance() as u64,
         }
     }
+}
+
+/// An owned list of edges in one allocation: its length (a `u32`), then the edges. One
+/// allocation of `4 + 8n` bytes, where a boxed slice behind a thin pointer took two.
+#[derive(Debug)]
+pub(crate) struct EdgeList(std::ptr::NonNull<u32>);
+
+// SAFETY: it owns plain data (`u32`s); the raw pointer is only the allocation's handle.
+unsafe impl Send for EdgeList {}
+
+impl EdgeList {
+    fn layout(len: usize) -> std::alloc::Layout {
+        match std::alloc::Layout::new::<u32>()
+            .extend(std::alloc::Layout::array::<Edge>(len).unwrap_or_else(|_| edge_list_too_long()))
+        {
+            Ok((layout, _)) => layout.pad_to_align(),
+            Err(_) => edge_list_too_long(),
+        }
+    }
+
+    fn new(edges: &[Edge]) -> EdgeList {
+        let Ok(len) = u32::try_from(edges.len()) else {
+            edge_list_too_long();
+        };
+        let layout = Self::layout(edges.len());
+        // SAFETY: the layout is never zero-sized (it holds the length).
+        let base = unsafe { std::alloc::alloc(layout) }.cast::<u32>();
+        let Some(base) = std::ptr::NonNull::new(base) else {
+            std::alloc::handle_alloc_error(layout);
+        };
+        // SAFETY: the allocation holds a `u32` and then `len` edges (`Edge` is two
+        // `u32`s, so its alignment is the length's and it starts right after it).
+        unsafe {
+            base.as_ptr().write(len);
+            std::ptr::copy_nonoverlapping(
+                edges.as_ptr(),
+                base.as_ptr().add(1).cast::<Edge>(),
+                edges.len(),
+            );
+        }
+        EdgeList(base)
+    }
+
+    fn into_raw(self) -> *mut u32 {
+        let base = self.0.as_ptr();
+        std::mem::forget(self);
+        base
+    }
+
+    /// The edges of a list made by [`EdgeList::new`].
+    ///
+    /// # Safety
+    /// `base` comes from [`EdgeList::into_raw`] and is not freed while `'a` lasts.
+    unsafe fn slice<'a>(base: *const u32) -> &'a [Edge] {
+        // SAFETY: per the caller, a live list: its length, then that many edges.
+        unsafe { std::slice::from_raw_parts(base.add(1).cast::<Edge>(), *base as usize) }
+    }
+
+    /// Frees a list made by [`EdgeList::new`].
+    ///
+    /// # Safety
+    /// `base` comes from [`EdgeList::into_raw`], is freed once, and nobody reads it after.
+    unsafe fn free(base: *mut u32) {
+        // SAFETY: per the caller; the layout is the one it was allocated with.
+        unsafe {
+            let len = *base as usize;
+            std::alloc::dealloc(base.cast(), Self::layout(len));
+        }
+    }
+}
+
+impl Drop for EdgeList {
+    fn drop(&mut self) {
+        // SAFETY: owned, made by `new`, not leaked (`into_raw` forgets it).
+        unsafe { EdgeList::free(self.0.as_ptr()) };
+    }
+}
+
+/// More edges than a `u32` counts: a query read over four billion things.
+#[cold]
+fn edge_list_too_long() -> ! {
+    crate::ingredient::invariant_broken("an edge list longer than u32::MAX")
 }
 
 /// Low bit of an edge word holding one edge inline (a list pointer is aligned, bit clear).
@@ -123,21 +202,21 @@ impl LoadedEdges<'_> {
 
 /// An edge list replaced by a re-execution while unclaimed verifiers may still walk it:
 /// kept alive until the next `&mut Database` (see [`DerivedSlot::replace_edges`]).
-pub(crate) struct RetiredEdges(*mut Box<[Edge]>);
+pub(crate) struct RetiredEdges(*mut u32);
 
-// SAFETY: it owns a plain `Box<[Edge]>`; the raw pointer only defers the free.
+// SAFETY: it owns a plain edge list; the raw pointer only defers the free.
 unsafe impl Send for RetiredEdges {}
 
 impl Drop for RetiredEdges {
     fn drop(&mut self) {
         // SAFETY: leaked by `Edges::into_word`, unpublished by `replace_edges`, and
         // dropped only under `&mut Database`, when no verifier can still walk it.
-        drop(unsafe { Box::from_raw(self.0) });
+        unsafe { EdgeList::free(self.0) };
     }
 }
 
 /// The list of a "many" edge word, if it is one.
-fn edge_list(word: u64) -> Option<*mut Box<[Edge]>> {
+fn edge_list(word: u64) -> Option<*mut u32> {
     (word != 0 && word & ONE_TAG == 0).then(|| std::ptr::with_exposed_provenance_mut(word as usize))
 }
 
@@ -340,9 +419,9 @@ impl<K, V> DerivedSlot<K, V> {
             });
         }
         match edge_list(word) {
-            // SAFETY: a list word points at a `Box<[Edge]>` leaked by `into_word`, freed
+            // SAFETY: a list word points at an edge list leaked by `into_word`, freed
             // only under `&mut` (retired or dropped with the slot), never written again.
-            Some(list) => LoadedEdges::Many(unsafe { &*list }),
+            Some(list) => LoadedEdges::Many(unsafe { EdgeList::slice(list) }),
             None => LoadedEdges::None,
         }
     }
@@ -400,6 +479,23 @@ mod tests {
 
     /// A memo of a `u32 -> u64` query is five words: key and LRU stamp, revisions
     /// stamp, history (changed_at and flags), value, edges. Claims live beside memos.
+    #[test]
+    fn edge_lists_of_every_length_round_trip() {
+        use super::{Edge, Edges};
+        let slot = DerivedSlot::<u32, u64>::new(0);
+        for len in 0..40u32 {
+            let edges: Vec<Edge> = (0..len)
+                .map(|i| Edge {
+                    query: i.wrapping_mul(7) | (i << 30),
+                    key: u32::MAX - i,
+                })
+                .collect();
+            let retired = slot.replace_edges(Edges::from_slice(&edges));
+            assert_eq!(slot.edges().as_slice(), edges.as_slice(), "{len} edges");
+            drop(retired);
+        }
+    }
+
     #[test]
     fn a_small_memo_is_forty_bytes() {
         assert_eq!(std::mem::size_of::<DerivedSlot<u32, u64>>(), 40);
