@@ -31,7 +31,12 @@
 //! - **Dense ids, plain-data memos.** Keys are interned per query into dense `u32`
 //!   indices; memos live in append-only pages and are found through a lock-free index.
 //!   A dependency edge is a `(query id, key index)` pair of `u32`s, not a pointer, so
-//!   memos can later be written to disk as they are.
+//!   memos can later be written to disk as they are. A memo of a `u32 -> u64` query is
+//!   40 bytes: key and LRU stamp, the stamp (`verified_at` and two flags), `changed_at`
+//!   with durability and flags in one word, the value, and the edges (one inline, or a
+//!   pointer to a single length-prefixed allocation). Claims are not stored in memos.
+//! - **Revisions never run out.** They are 60-bit numbers (36 years at a billion
+//!   revisions a second); the clock never saturates or wraps, so a change is always seen.
 //! - **Errors travel as values.** [`Query::execute`] returns `Result<Value, QueryError>`
 //!   and nested fetches propagate engine errors with `?`. A panic inside `execute` is
 //!   caught where it happens and becomes [`QueryError::Panicked`], and so is one in any
@@ -61,8 +66,11 @@
 //!   value is never backdated and it is not validated without executing, so every reader
 //!   that handled the failure runs again once the dependency succeeds.
 //! - **Single flight.** `&Database` is `Sync`. Each `(query, key)` is executed by one
-//!   thread at a time; other threads block and then share its result (or its error). A
-//!   wait-for graph between threads detects cross-thread cycles.
+//!   thread at a time; other threads block and then share its result (or its error).
+//!   Claims live in a sharded side table; claiming, waiting and releasing happen under
+//!   the shard's lock, so a waiter's view of the owner cannot go stale, and a wait-for
+//!   graph between threads detects cross-thread cycles without false alarms (the
+//!   protocol is model-checked with `loom`: `sync.rs`).
 //! - **Claim-free verification.** A memo whose edges did not change is verified without
 //!   claiming it: any thread walks its edges and publishes the new `verified_at` with one
 //!   CAS from the stamp it read, which fails if an execution was committed meanwhile.
