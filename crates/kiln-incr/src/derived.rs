@@ -93,7 +93,14 @@ impl<Q: Query<C>, C: Send + Sync + 'static> Ingredient<C> for DerivedTable<Q, C>
         after: Revision,
         depth: u32,
     ) -> Result<bool, Failure> {
-        stack::guarded(|| self.maybe_changed_after_impl(db, key, after, depth))
+        // Verification recurses through here, one `depth` per level: checking the stack
+        // every few levels is enough (the red zone covers them) and keeps the check off
+        // most memos of a deep verification.
+        if depth.is_multiple_of(stack::CHECK_EVERY) {
+            stack::guarded(|| self.maybe_changed_after_impl(db, key, after, depth))
+        } else {
+            self.maybe_changed_after_impl(db, key, after, depth)
+        }
     }
 
     fn at_boundary(&mut self, listener: Option<&Listener>, revision: Revision) {

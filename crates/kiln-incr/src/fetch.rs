@@ -41,7 +41,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
                 // SAFETY: we observed `stamp == current | PRESENT` under `&Database`.
                 return Ok(unsafe { slot.value_unchecked() }.clone());
             }
-            if let Some(value) = stack::guarded(|| self.fetch_cold(db, index, slot))? {
+            if let Some(value) = self.fetch_cold(db, index, slot)? {
                 return Ok(value);
             }
         }
@@ -50,8 +50,19 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
     /// Verifies the memo without a claim if it holds a value, else claims it and produces
     /// its value; `None` when it was verified or another thread finished first (the
     /// caller retries the hit path).
+    ///
+    /// Runs with enough stack (see `stack.rs`): execution recurses through here.
     #[inline(never)]
     fn fetch_cold(
+        &self,
+        db: &Database<C>,
+        index: u32,
+        slot: &DerivedSlot<Q::Key, Q::Value>,
+    ) -> Result<Option<Q::Value>, Failure> {
+        stack::guarded(|| self.fetch_cold_guarded(db, index, slot))
+    }
+
+    fn fetch_cold_guarded(
         &self,
         db: &Database<C>,
         index: u32,

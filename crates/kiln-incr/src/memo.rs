@@ -305,6 +305,14 @@ impl<K, V> DerivedSlot<K, V> {
         )
     }
 
+    /// Durability, and whether the memo must run again whatever its edges say (it made
+    /// an untracked read, or an attempt failed since its last commit): one load.
+    #[inline]
+    pub(crate) fn verify_info(&self) -> (Durability, bool) {
+        let history = self.history.load(Ordering::Acquire);
+        (durability_of(history), history & (UNTRACKED | FAILED) != 0)
+    }
+
     pub(crate) fn is_untracked(&self) -> bool {
         self.history.load(Ordering::Acquire) & UNTRACKED != 0
     }

@@ -9,6 +9,10 @@
 /// (engine frames plus the user's `execute` up to its next fetch) must fit in it.
 const RED_ZONE: usize = 256 * 1024;
 
+/// Verification checks the stack at every `CHECK_EVERY`-th level of nesting only: that
+/// many levels of verification frames fit in [`RED_ZONE`] many times over.
+pub(crate) const CHECK_EVERY: u32 = 8;
+
 /// Size of each new stack segment.
 const SEGMENT: usize = 4 * 1024 * 1024;
 

@@ -63,10 +63,11 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         verified_at: Revision,
         depth: u32,
     ) -> Result<bool, Failure> {
-        if verified_at == Revision::NEVER || slot.is_untracked() || slot.has_failed() {
+        let (durability, reverify) = slot.verify_info();
+        if verified_at == Revision::NEVER || reverify {
             return Ok(false);
         }
-        if db.last_changed(slot.durability()) <= verified_at {
+        if db.last_changed(durability) <= verified_at {
             return Ok(true);
         }
         db.emit_for(EventKind::DidDeepVerify, self.edge(index));
@@ -88,10 +89,11 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             return Unclaimed::Claim;
         }
         let verified_at = verified_at_of(seen);
-        if verified_at == Revision::NEVER || slot.is_untracked() || slot.has_failed() {
+        let (durability, reverify) = slot.verify_info();
+        if verified_at == Revision::NEVER || reverify {
             return Unclaimed::Claim;
         }
-        if db.last_changed(slot.durability()) > verified_at {
+        if db.last_changed(durability) > verified_at {
             db.emit_for(EventKind::DidDeepVerify, self.edge(index));
             // A failure counts as a change (see `Database::any_changed_after`): the memo
             // runs again and meets the failure itself.
