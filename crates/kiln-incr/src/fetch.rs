@@ -50,19 +50,8 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
     /// Verifies the memo without a claim if it holds a value, else claims it and produces
     /// its value; `None` when it was verified or another thread finished first (the
     /// caller retries the hit path).
-    ///
-    /// Runs with enough stack (see `stack.rs`): execution recurses through here.
     #[inline(never)]
     fn fetch_cold(
-        &self,
-        db: &Database<C>,
-        index: u32,
-        slot: &DerivedSlot<Q::Key, Q::Value>,
-    ) -> Result<Option<Q::Value>, Failure> {
-        stack::guarded(|| self.fetch_cold_guarded(db, index, slot))
-    }
-
-    fn fetch_cold_guarded(
         &self,
         db: &Database<C>,
         index: u32,
@@ -81,7 +70,10 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         let produced = match db.claim(edge, true) {
             Ok(Claimed::Retry) => return Ok(None),
             Ok(Claimed::Owned(guard)) => {
-                let result = self.fetch_claimed(db, index, slot, stale);
+                // Execution recurses through here (the query's reads): with enough stack
+                // (see `stack.rs`). A walk of edges checks its own; a shallow verification
+                // does not recurse, so the common re-read pays for no check.
+                let result = stack::guarded(|| self.fetch_claimed(db, index, slot, stale));
                 if result.is_err() {
                     slot.mark_failed();
                 }
