@@ -12,7 +12,6 @@ use crate::ingredient::{invariant_broken, Ingredient};
 use crate::memo::{DerivedSlot, Edge, RetiredEdges, StoredFingerprint};
 use crate::query::Query;
 use crate::revision::Revision;
-use crate::stack;
 use crate::sync::Failure;
 use crate::table::KeyTable;
 use parking_lot::Mutex;
@@ -93,14 +92,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> Ingredient<C> for DerivedTable<Q, C>
         after: Revision,
         depth: u32,
     ) -> Result<bool, Failure> {
-        // Verification recurses through here, one `depth` per level: checking the stack
-        // every few levels is enough (the red zone covers them) and keeps the check off
-        // most memos of a deep verification.
-        if depth.is_multiple_of(stack::CHECK_EVERY) {
-            stack::guarded(|| self.maybe_changed_after_impl(db, key, after, depth))
-        } else {
-            self.maybe_changed_after_impl(db, key, after, depth)
-        }
+        self.maybe_changed_after_impl(db, key, after, depth)
     }
 
     fn at_boundary(&mut self, listener: Option<&Listener>, revision: Revision) {

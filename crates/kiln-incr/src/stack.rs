@@ -3,15 +3,13 @@
 //! chain a million deep would overflow any fixed stack. Each recursion point runs its
 //! body through [`guarded`], which moves it onto a fresh heap-allocated stack segment
 //! when the current one is nearly used up (`stacker`, as rustc does). A check is a
-//! stack-pointer comparison; it sits on the cold paths only (never on the cache-hit path).
+//! stack-pointer comparison; it sits where recursion is unbounded, which is only the
+//! claimed paths (an execution, or a claimed verification): never on the cache-hit path,
+//! a shallow re-read, or the first `UNCLAIMED_DEPTH` levels of an unclaimed walk.
 
 /// Stack that must remain for a recursion step to run without a new segment: one step
 /// (engine frames plus the user's `execute` up to its next fetch) must fit in it.
 const RED_ZONE: usize = 256 * 1024;
-
-/// Verification checks the stack at every `CHECK_EVERY`-th level of nesting only: that
-/// many levels of verification frames fit in [`RED_ZONE`] many times over.
-pub(crate) const CHECK_EVERY: u32 = 8;
 
 /// Size of each new stack segment.
 const SEGMENT: usize = 4 * 1024 * 1024;

@@ -18,6 +18,7 @@ use crate::event::EventKind;
 use crate::memo::{verified_at_of, DerivedSlot, BUSY, PRESENT};
 use crate::query::Query;
 use crate::revision::Revision;
+use crate::stack;
 use crate::sync::{Claimed, Failure};
 
 /// How many unclaimed verifications may nest before verification claims each memo again.
@@ -140,7 +141,11 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
                 Claimed::Owned(guard) => guard,
             };
             let stale = outcome.stale_stamp();
-            let result = self.verify_claimed(db, index, slot, after, depth, stale);
+            // Deep chains recurse through here: unclaimed walks nest at most
+            // `UNCLAIMED_DEPTH` levels (well inside the red zone, see `stack.rs`), then
+            // every level is claimed, and checks the stack.
+            let result =
+                stack::guarded(|| self.verify_claimed(db, index, slot, after, depth, stale));
             if result.is_err() {
                 slot.mark_failed();
             }
