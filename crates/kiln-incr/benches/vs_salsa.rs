@@ -83,6 +83,7 @@ fn main() {
         .filter(|arg| !arg.starts_with("--"))
         .collect();
     let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
+    println!("vs_salsa features: {}", shape::SALSA_FEATURES);
 
     if wanted("hot_fetch") {
         compare(
@@ -102,12 +103,81 @@ fn main() {
             salsa_side::HotFetch::new(),
         );
     }
+    // The keys kiln itself uses (paths, composite variant ids); salsa interns each key
+    // per fetch, as a caller holding a path must.
+    if wanted("hot_fetch_path") {
+        compare(
+            "hot_fetch_path",
+            "ns per cached fetch, PathBuf keys (salsa: intern + fetch)",
+            kiln_side::KeyedHotFetch::<std::path::PathBuf>::new(false),
+            salsa_side::KeyedHotFetch::<salsa_side::Paths, _>::on(salsa::DatabaseImpl::new()),
+        );
+    }
+    if wanted("hot_fetch_variant") {
+        compare(
+            "hot_fetch_variant",
+            "ns per cached fetch, variant-id keys (salsa: intern + fetch)",
+            kiln_side::KeyedHotFetch::<kiln_side::VariantId>::new(false),
+            salsa_side::KeyedHotFetch::<salsa_side::Variants, _>::on(salsa::DatabaseImpl::new()),
+        );
+    }
+    // The configuration kiln ships: an event listener installed (both engines).
+    if wanted("hot_fetch_listener") {
+        compare(
+            "hot_fetch_listener",
+            "ns per cached fetch, event listener installed",
+            kiln_side::HotFetch::with_listener(false, true),
+            salsa_side::HotFetch::on(salsa_side::ListenedDb::new()),
+        );
+    }
+    if wanted("hot_fetch_variant_listener") {
+        compare(
+            "hot_fetch_variant_listener",
+            "ns per cached fetch, variant-id keys, event listener installed",
+            kiln_side::KeyedHotFetch::<kiln_side::VariantId>::new(true),
+            salsa_side::KeyedHotFetch::<salsa_side::Variants, _>::on(salsa_side::ListenedDb::new()),
+        );
+    }
     if wanted("deep_verify") {
         compare(
             "deep_verify",
             "ns per memo deep-verified",
             kiln_side::DeepVerify::new(),
             salsa_side::DeepVerify::new(),
+        );
+    }
+    if wanted("deep_verify_path") {
+        compare(
+            "deep_verify_path",
+            "ns per memo deep-verified, PathBuf keys (salsa: intern + fetch per root)",
+            kiln_side::KeyedDeepVerify::<std::path::PathBuf>::new(false),
+            salsa_side::KeyedDeepVerify::<salsa_side::Paths, _>::on(salsa::DatabaseImpl::new()),
+        );
+    }
+    if wanted("deep_verify_variant") {
+        compare(
+            "deep_verify_variant",
+            "ns per memo deep-verified, variant-id keys (salsa: intern + fetch per root)",
+            kiln_side::KeyedDeepVerify::<kiln_side::VariantId>::new(false),
+            salsa_side::KeyedDeepVerify::<salsa_side::Variants, _>::on(salsa::DatabaseImpl::new()),
+        );
+    }
+    if wanted("deep_verify_listener") {
+        compare(
+            "deep_verify_listener",
+            "ns per memo deep-verified, event listener installed",
+            kiln_side::DeepVerify::with_listener(true),
+            salsa_side::DeepVerify::on(salsa_side::ListenedDb::new()),
+        );
+    }
+    if wanted("deep_verify_variant_listener") {
+        compare(
+            "deep_verify_variant_listener",
+            "ns per memo deep-verified, variant-id keys, event listener installed",
+            kiln_side::KeyedDeepVerify::<kiln_side::VariantId>::new(true),
+            salsa_side::KeyedDeepVerify::<salsa_side::Variants, _>::on(
+                salsa_side::ListenedDb::new(),
+            ),
         );
     }
     if wanted("lru_seed") {
@@ -155,6 +225,24 @@ fn main() {
             salsa_side::ParallelHits::new(1),
         );
     }
+    // The same hits on a query without an LRU bound: salsa takes its LRU mutex on every
+    // hit of an LRU query, so the lines above mostly measure that mutex.
+    if wanted("parallel_hits_plain") {
+        compare(
+            "parallel_hits_plain",
+            "wall ns per hit, 2 threads, no LRU",
+            kiln_side::ParallelHits::with_lru(shape::PARALLEL_THREADS, false),
+            salsa_side::ParallelHits::with_lru(shape::PARALLEL_THREADS, false),
+        );
+    }
+    if wanted("single_thread_hits_plain") {
+        compare(
+            "single_thread_hits_plain",
+            "wall ns per hit, 1 thread, no LRU",
+            kiln_side::ParallelHits::with_lru(1, false),
+            salsa_side::ParallelHits::with_lru(1, false),
+        );
+    }
     if wanted("memo_bytes") {
         let (kiln, kiln_later) = kiln_side::memo_bytes();
         let (salsa, salsa_later) = salsa_side::memo_bytes();
@@ -165,6 +253,19 @@ fn main() {
             kiln / salsa,
             kiln_later / salsa_later,
             shape::MEMO_BYTES_KEYS,
+        );
+    }
+    if wanted("memo_bytes_tree") {
+        let (kiln, kiln_later) = kiln_side::memo_bytes_tree();
+        let (salsa, salsa_later) = salsa_side::memo_bytes_tree();
+        println!(
+            "vs_salsa memo_bytes_tree kiln={kiln:.1} salsa={salsa:.1} ratio={:.3} \
+             kiln_after_boundary={kiln_later:.1} salsa_after_boundary={salsa_later:.1} \
+             after_boundary_ratio={:.3} memos={} unit=\"requested heap bytes per memo, \
+             one key read by seven queries\"",
+            kiln / salsa,
+            kiln_later / salsa_later,
+            shape::MEMO_TREE_ROOTS * shape::DEEP_TREE_MEMOS,
         );
     }
 }

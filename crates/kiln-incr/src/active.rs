@@ -1,11 +1,12 @@
 //! Per-thread state: the executing query's read frame (where reads are recorded as edges),
-//! the cycle being named while its error unwinds, and this thread's id.
+//! the claims this thread holds (to name and apply same-thread cycles), and its id.
 
 use std::cell::{Cell, RefCell};
 use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::durability::Durability;
+use crate::error::QueryError;
 use crate::memo::{Edge, Edges};
 use crate::revision::Revision;
 
@@ -35,7 +36,6 @@ thread_local! {
     /// load and no borrow flag, and the frames need no thread-local destructor.
     static TOP: Cell<*mut ActiveQuery> = const { Cell::new(ptr::null_mut()) };
     static SPARE_EDGES: RefCell<Vec<Vec<Edge>>> = const { RefCell::new(Vec::new()) };
-    static OPEN_CYCLE: Cell<Option<(u64, Edge)>> = const { Cell::new(None) };
     static THREAD_ID: Cell<u32> = const { Cell::new(0) };
 }
 
@@ -143,30 +143,115 @@ pub(crate) fn record_untracked_read(database: u64, current: Revision) {
     }
 }
 
-/// Starts naming a same-thread cycle: the claim on `start` (held further up this thread's
-/// stack) was requested again. Each claim holder the error unwinds through adds itself
-/// (see [`add_to_open_cycle`]) until the holder of `start` closes the list.
-pub(crate) fn open_cycle(database: u64, start: Edge) {
-    OPEN_CYCLE.with(|open| open.set(Some((database, start))));
+/// A claim this thread holds, innermost last (see [`push_claim`]).
+struct ClaimRecord {
+    database: u64,
+    edge: Edge,
+    /// Whether the memo is being executed (else it is being verified: its stored edges
+    /// are walked, and it executes only if one of them changed).
+    executing: bool,
+    /// Set when the attempt made under this claim took part in a cycle: it must fail
+    /// with this error whatever its `execute` returns (the cycle rule, see `lib.rs`).
+    cycle: Option<QueryError>,
 }
 
-/// Forgets any cycle being named (a cross-thread cycle names itself at once).
-pub(crate) fn close_cycle() {
-    OPEN_CYCLE.with(|open| open.set(None));
+thread_local! {
+    static CLAIMS: RefCell<Vec<ClaimRecord>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Called by the holder of `edge` when a cycle error unwinds through it: whether `edge`
-/// belongs to the cycle being named, and whether it is the cycle's first member.
-pub(crate) fn add_to_open_cycle(database: u64, edge: Edge) -> Option<bool> {
-    OPEN_CYCLE.with(|open| {
-        let (owner, start) = open.get()?;
-        if owner != database {
-            return None;
-        }
-        if start == edge {
-            open.set(None);
-            return Some(true);
-        }
-        Some(false)
+/// Records that this thread now holds the claim on `edge` of `database`.
+pub(crate) fn push_claim(database: u64, edge: Edge) {
+    CLAIMS.with(|claims| {
+        claims.borrow_mut().push(ClaimRecord {
+            database,
+            edge,
+            executing: false,
+            cycle: None,
+        });
+    });
+}
+
+/// Forgets the innermost claim (it was released).
+pub(crate) fn pop_claim() {
+    CLAIMS.with(|claims| {
+        claims.borrow_mut().pop();
+    });
+}
+
+/// The claims of `database` from the one on `start` to the innermost, in the order they
+/// were taken: a same-thread cycle when `start` is asked for again. Empty if this thread
+/// does not hold `start`.
+pub(crate) fn claim_path(database: u64, start: Edge) -> Vec<Edge> {
+    CLAIMS.with(|claims| {
+        let claims = claims.borrow();
+        let Some(position) = claims
+            .iter()
+            .rposition(|record| record.database == database && record.edge == start)
+        else {
+            return Vec::new();
+        };
+        claims[position..]
+            .iter()
+            .filter(|record| record.database == database)
+            .map(|record| record.edge)
+            .collect()
     })
+}
+
+/// Applies the cycle rule after this thread met the cycle `error` while asking for a
+/// memo: `reading` when an execution asked (a read), not when a verification walked a
+/// stored edge. `is_member` tells the memos of the cycle.
+///
+/// Executions from this thread's outermost claim on the cycle to the innermost are marked
+/// to fail with `error` whatever they return (see [`take_cycle_mark`]): each reads the
+/// next, so a from-scratch run meets the same cycle. Except above a claim held for
+/// verification: that memo walks *stored* edges, which its next execution may not read
+/// again, so only the executions above the innermost such claim are marked; its walk
+/// takes their failure as a change and runs the memo again, which meets the cycle (then
+/// through executions only) or not. A walk that asked marks nothing: it absorbs the error
+/// the same way.
+pub(crate) fn mark_cycle(
+    database: u64,
+    error: &QueryError,
+    reading: bool,
+    is_member: impl Fn(Edge) -> bool,
+) {
+    if !reading {
+        return;
+    }
+    CLAIMS.with(|claims| {
+        let mut claims = claims.borrow_mut();
+        let Some(first) = claims
+            .iter()
+            .position(|record| record.database == database && is_member(record.edge))
+        else {
+            return;
+        };
+        let from = claims[first..]
+            .iter()
+            .rposition(|record| record.database == database && !record.executing)
+            .map_or(first, |verifying| first + verifying + 1);
+        for record in &mut claims[from..] {
+            if record.database == database && record.cycle.is_none() {
+                record.cycle = Some(error.clone());
+            }
+        }
+    });
+}
+
+/// Starts a new attempt (an execution) under the innermost claim: a cycle mark left by
+/// an earlier phase under the same claim (a verification that met the cycle, after which
+/// the memo runs again) does not apply to it.
+pub(crate) fn begin_attempt() {
+    CLAIMS.with(|claims| {
+        if let Some(record) = claims.borrow_mut().last_mut() {
+            record.executing = true;
+            record.cycle = None;
+        }
+    });
+}
+
+/// The cycle the attempt under the innermost claim took part in, if any.
+pub(crate) fn take_cycle_mark() -> Option<QueryError> {
+    CLAIMS.with(|claims| claims.borrow_mut().last_mut()?.cycle.take())
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::active;
 use crate::derived::DerivedTable;
 use crate::durability::Durability;
-use crate::error::QueryError;
+use crate::error::{QueryError, QueryFrame};
 use crate::event::{Event, EventKind, Listener};
 use crate::ingredient::{invariant_broken, Ingredient, IngredientCache, IngredientSlot};
 use crate::input::InputTable;
@@ -28,7 +28,7 @@ static NEXT_DATABASE_ID: AtomicU64 = AtomicU64::new(1);
 pub struct Database<C = ()> {
     pub(crate) id: u64,
     context: C,
-    clock: DurabilityClock,
+    pub(crate) clock: DurabilityClock,
     ingredients: KeyTable<IngredientSlot<C>>,
     /// Shortcut to `ingredients` by type, for the per-call table lookup of `get`/`input`.
     ingredient_cache: IngredientCache<C>,
@@ -56,6 +56,10 @@ pub struct MemoInfo {
     pub has_value: bool,
     /// Whether its last execution made an untracked read.
     pub untracked: bool,
+    /// What its last successful execution read, in read order (a query or input name and
+    /// its key's `Debug`, as in errors); a repeated read of the same thing right after
+    /// itself is recorded once. Empty if it read nothing tracked.
+    pub dependencies: Vec<QueryFrame>,
 }
 
 /// Value counts of one derived query.
@@ -142,7 +146,7 @@ impl<C: Send + Sync + 'static> Database<C> {
     pub fn peek<Q: Query<C>>(&self, key: &Q::Key) -> Option<Q::Value> {
         let table = self.derived::<Q>();
         let (_, slot) = table.lookup(key)?;
-        if slot.stamp.load(Ordering::Acquire) != self.clock.current().as_u32() | PRESENT {
+        if slot.stamp.load(Ordering::Acquire) != self.clock.current().as_u64() | PRESENT {
             return None;
         }
         // SAFETY: we observed `stamp == current | PRESENT` under `&self`.
@@ -160,6 +164,12 @@ impl<C: Send + Sync + 'static> Database<C> {
             durability: slot.durability(),
             has_value: stamp & PRESENT != 0,
             untracked: slot.is_untracked(),
+            dependencies: slot
+                .edges()
+                .as_slice()
+                .iter()
+                .map(|edge| self.frame_of(*edge))
+                .collect(),
         })
     }
 
@@ -356,12 +366,7 @@ impl<C: Send + Sync + 'static> Database<C> {
                 // handle that failure and still produce a value (a from-scratch run
                 // would): count it as a change, so the reader runs again and sees the
                 // error itself, where a cycle is also named from its own frames.
-                Err(failure) => {
-                    if matches!(*failure, QueryError::Cycle { .. }) {
-                        active::close_cycle();
-                    }
-                    return Ok(true);
-                }
+                Err(_) => return Ok(true),
             }
             rest = &rest[run..];
         }

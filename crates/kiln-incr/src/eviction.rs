@@ -8,10 +8,12 @@
 //! dependent still verifies through the memo without re-executing it (seed 003). Memos
 //! with untracked reads are never evicted: nothing could rebuild their value's history.
 
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use crate::derived::DerivedTable;
 use crate::event::{Event, EventKind, Listener};
+use crate::execute::drop_contained;
 use crate::memo::{DerivedSlot, StoredFingerprint, PRESENT};
 use crate::query::Query;
 use crate::revision::Revision;
@@ -70,31 +72,28 @@ impl Lru {
 }
 
 impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
-    /// Keeps the LRU accounting of evictable values exact after a value was stored,
-    /// replacing `old`, and stamps the memo as just used.
+    /// Keeps the LRU accounting of evictable values exact after a value of `new_size`
+    /// bytes was stored, replacing one of `old_size` (if any), and stamps the memo as just
+    /// used. Sizes are measured before the commit (`size_bytes` is user code).
     ///
     /// Preconditions: this thread holds `slot.claim`.
     pub(crate) fn account(
         &self,
         slot: &DerivedSlot<Q::Key, Q::Value>,
-        old: Option<Q::Value>,
+        old_size: Option<usize>,
         was_untracked: bool,
-        new: &Q::Value,
+        new_size: usize,
         untracked: bool,
     ) {
-        if let Some(old) = &old {
+        if let Some(old_size) = old_size {
             if !was_untracked {
                 self.lru.live_count.fetch_sub(1, Ordering::Relaxed);
-                self.lru
-                    .live_bytes
-                    .fetch_sub(Q::size_bytes(old), Ordering::Relaxed);
+                self.lru.live_bytes.fetch_sub(old_size, Ordering::Relaxed);
             }
         }
         if !untracked {
             self.lru.live_count.fetch_add(1, Ordering::Relaxed);
-            self.lru
-                .live_bytes
-                .fetch_add(Q::size_bytes(new), Ordering::Relaxed);
+            self.lru.live_bytes.fetch_add(new_size, Ordering::Relaxed);
         }
         self.lru.stamp(slot);
     }
@@ -137,19 +136,35 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             let Some(value) = slot.value_mut() else {
                 continue;
             };
-            let size = Q::size_bytes(value);
-            let fits =
-                (capacity == 0 || kept < capacity) && (budget == 0 || kept_bytes + size <= budget);
-            if fits && !evicting {
+            // User code (`size_bytes`, `fingerprint`, `Drop`) is contained: a value whose
+            // size cannot be measured is evicted; one whose fingerprint cannot be taken is
+            // evicted without one (its next execution is then not backdated).
+            let size = panic::catch_unwind(AssertUnwindSafe(|| Q::size_bytes(value))).ok();
+            let fits = size.is_some_and(|size| {
+                (capacity == 0 || kept < capacity)
+                    && (budget == 0 || kept_bytes.saturating_add(size) <= budget)
+            });
+            if let (true, false, Some(size)) = (fits, evicting, size) {
                 kept += 1;
                 kept_bytes += size;
                 continue;
             }
             // Strict LRU: once one value does not fit, every older one goes too.
             evicting = true;
-            let fingerprint = StoredFingerprint::from(Q::fingerprint(value));
-            self.fingerprints.insert(index, fingerprint);
-            drop(slot.take_value());
+            match panic::catch_unwind(AssertUnwindSafe(|| Q::fingerprint(value))) {
+                Ok(fingerprint) => {
+                    self.fingerprints
+                        .insert(index, StoredFingerprint::from(fingerprint));
+                }
+                Err(payload) => {
+                    // An older fingerprint of this memo must not stand in for this value.
+                    self.fingerprints.remove(&index);
+                    drop_contained(payload);
+                }
+            }
+            if let Some(payload) = slot.take_value().and_then(drop_contained) {
+                drop_contained(payload);
+            }
             if let Some(listener) = listener {
                 listener(&Event {
                     kind: EventKind::Evicted,

@@ -28,22 +28,29 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         verified_at: Revision,
     ) -> Result<Q::Value, Failure> {
         db.emit(EventKind::WillExecute, Q::NAME, &slot.key);
+        active::begin_attempt();
         let (outcome, reads) = active::record_reads(db.id, || {
             panic::catch_unwind(AssertUnwindSafe(|| Q::execute(db, &slot.key)))
         });
+        // The cycle rule: an execution that took part in a cycle fails with it, even if
+        // it handled the error and returned a value (see the crate documentation).
+        if let Some(cycle) = active::take_cycle_mark() {
+            if let Ok(Ok(value)) = outcome {
+                drop_contained(value);
+            }
+            return Err(Box::new(cycle));
+        }
         let value = match outcome {
             Ok(Ok(value)) => value,
             Ok(Err(error)) => return Err(Box::new(error)),
-            Err(payload) => {
-                return Err(Box::new(QueryError::Panicked {
-                    frame: db.frame_of(self.edge(index)),
-                    message: panic_message(&*payload),
-                }))
-            }
+            Err(payload) => return Err(self.contained_panic(db, index, &*payload)),
         };
         let current = db.current_revision();
         let was_untracked = slot.is_untracked();
-        let mut changed_at = if reads.untracked {
+        // After a failed attempt, readers may have handled the failure: the value counts
+        // as new, so that they run again.
+        let failed_before = slot.has_failed();
+        let mut changed_at = if reads.untracked || failed_before {
             current
         } else if verified_at == Revision::NEVER {
             reads.changed_at
@@ -51,36 +58,55 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             // The value may differ from what dependents read at `verified_at` or earlier.
             reads.changed_at.max(verified_at.next())
         };
-        // Before the commit: this runs user code (`eq`, `fingerprint`), which may panic.
-        let backdated = verified_at != Revision::NEVER
-            && verified_at != current
-            && self.can_backdate(index, slot, &value, slot.durability(), reads.durability);
+        // Everything of the user's that the commit needs (`eq` or `fingerprint` for
+        // backdating, `clone`, `size_bytes`) runs before it and is contained like
+        // `execute`: a panic here leaves the memo as it was and becomes the fetch's error.
+        let prepared = panic::catch_unwind(AssertUnwindSafe(|| {
+            let backdated = verified_at != Revision::NEVER
+                && verified_at != current
+                && !failed_before
+                && self.can_backdate(index, slot, &value, slot.durability(), reads.durability);
+            // SAFETY: we hold the claim.
+            let old_size = unsafe { slot.claimed_value() }.map(Q::size_bytes);
+            (backdated, value.clone(), Q::size_bytes(&value), old_size)
+        }));
+        let (backdated, stored, new_size, old_size) = match prepared {
+            Ok(prepared) => prepared,
+            Err(payload) => {
+                let failure = self.contained_panic(db, index, &*payload);
+                drop_contained(value);
+                return Err(failure);
+            }
+        };
         if backdated {
             changed_at = slot.changed_at();
         }
-        // Also user code: cloned before the commit, which must not unwind half done.
-        let stored = value.clone();
         loop {
             let stamp = slot.stamp.load(Ordering::Acquire);
             if verified_at_of(stamp) == current {
-                return Ok(self.keep_verified(slot, stamp, stored, value, was_untracked));
+                return self.keep_verified(db, index, slot, stamp, stored, value, new_size);
             }
             if slot.begin_commit(stamp) {
                 break;
             }
         }
+        // The commit: no user code runs between `BUSY` and the published stamp.
         if backdated {
             db.emit(EventKind::Backdated, Q::NAME, &slot.key);
         }
         if let Some(retired) = slot.replace_edges(reads.edges) {
             self.retired_edges.lock().push(retired);
         }
-        slot.changed_at
-            .store(changed_at.as_u32(), Ordering::Release);
-        slot.set_durability(reads.durability, reads.untracked);
+        slot.set_history(changed_at, reads.durability, reads.untracked);
         // SAFETY: we hold the claim and set `BUSY`, so the stamp is not `current | PRESENT`.
         let old = unsafe { slot.publish_value(stored, current) };
-        self.account(slot, old, was_untracked, &value, reads.untracked);
+        self.account(slot, old_size, was_untracked, new_size, reads.untracked);
+        // The old value's `Drop` is user code too; the new value is committed by now.
+        if let Some(payload) = old.and_then(drop_contained) {
+            let failure = self.contained_panic(db, index, &*payload);
+            drop_contained(value);
+            return Err(failure);
+        }
         Ok(value)
     }
 
@@ -90,25 +116,60 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
     /// since dependents may have read them; only a missing value is filled in.
     ///
     /// Preconditions: this thread holds `slot.claim`.
+    #[allow(clippy::too_many_arguments)]
     fn keep_verified(
         &self,
+        db: &Database<C>,
+        index: u32,
         slot: &DerivedSlot<Q::Key, Q::Value>,
-        stamp: u32,
+        stamp: u64,
         stored: Q::Value,
         value: Q::Value,
-        was_untracked: bool,
-    ) -> Q::Value {
+        new_size: usize,
+    ) -> Result<Q::Value, Failure> {
         let current = verified_at_of(stamp);
         if stamp & PRESENT != 0 {
+            let stored_drop = drop_contained(stored);
+            let value_drop = drop_contained(value);
+            if let Some(payload) = stored_drop.or(value_drop) {
+                return Err(self.contained_panic(db, index, &*payload));
+            }
             // SAFETY: we observed `stamp == current | PRESENT`.
-            return unsafe { slot.value_unchecked() }.clone();
+            return self.clone_contained(db, index, unsafe { slot.value_unchecked() });
         }
+        let was_untracked = slot.is_untracked();
         // SAFETY: we hold the claim; the stamp is `current` without a value, which only
         // the claim holder changes.
         let old = unsafe { slot.publish_value(stored, current) };
-        self.account(slot, old, was_untracked, &value, was_untracked);
-        value
+        debug_assert!(old.is_none());
+        self.account(slot, None, was_untracked, new_size, was_untracked);
+        Ok(value)
     }
+
+    /// A clone of `value` (user code) for a claim holder: a panic becomes an error.
+    pub(crate) fn clone_contained(
+        &self,
+        db: &Database<C>,
+        index: u32,
+        value: &Q::Value,
+    ) -> Result<Q::Value, Failure> {
+        panic::catch_unwind(AssertUnwindSafe(|| value.clone()))
+            .map_err(|payload| self.contained_panic(db, index, &*payload))
+    }
+
+    /// The error for a panic caught in this query's user code.
+    #[cold]
+    fn contained_panic(&self, db: &Database<C>, index: u32, payload: &(dyn Any + Send)) -> Failure {
+        Box::new(QueryError::Panicked {
+            frame: db.frame_of(self.edge(index)),
+            message: panic_message(payload),
+        })
+    }
+}
+
+/// Drops `value` (its `Drop` is user code), returning the payload if that panicked.
+pub(crate) fn drop_contained<T>(value: T) -> Option<Box<dyn Any + Send>> {
+    panic::catch_unwind(AssertUnwindSafe(move || drop(value))).err()
 }
 
 /// The text of a panic payload, when it is a string.

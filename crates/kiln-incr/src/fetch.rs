@@ -10,6 +10,7 @@ use crate::durability::Durability;
 use crate::event::EventKind;
 use crate::memo::{verified_at_of, DerivedSlot, PRESENT};
 use crate::query::Query;
+use crate::stack;
 use crate::sync::{Claimed, Failure};
 use crate::verify::Unclaimed;
 
@@ -31,11 +32,12 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         index: u32,
         slot: &DerivedSlot<Q::Key, Q::Value>,
     ) -> Result<Q::Value, Failure> {
-        let hit = db.current_revision().as_u32() | PRESENT;
+        let hit = db.current_revision().as_u64() | PRESENT;
         loop {
             if slot.stamp.load(Ordering::Acquire) == hit {
                 self.lru.touch(slot);
-                db.record_read(self.edge(index), slot.durability(), slot.changed_at());
+                let (durability, changed_at) = slot.read_info();
+                db.record_read(self.edge(index), durability, changed_at);
                 // SAFETY: we observed `stamp == current | PRESENT` under `&Database`.
                 return Ok(unsafe { slot.value_unchecked() }.clone());
             }
@@ -65,16 +67,24 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             }
         }
         let edge = self.edge(index);
-        let produced = match db.claim(&slot.claim, edge) {
+        let produced = match db.claim(edge, true) {
             Ok(Claimed::Retry) => return Ok(None),
             Ok(Claimed::Owned(guard)) => {
-                guard.finish(db, self.fetch_claimed(db, index, slot, stale))
+                // Execution recurses through here (the query's reads): with enough stack
+                // (see `stack.rs`). A walk of edges checks its own; a shallow verification
+                // does not recurse, so the common re-read pays for no check.
+                let result = stack::guarded(|| self.fetch_claimed(db, index, slot, stale));
+                if result.is_err() {
+                    slot.mark_failed();
+                }
+                guard.finish(result)
             }
             Err(failure) => Err(failure),
         };
         match produced {
             Ok(value) => {
-                db.record_read(edge, slot.durability(), slot.changed_at());
+                let (durability, changed_at) = slot.read_info();
+                db.record_read(edge, durability, changed_at);
                 Ok(Some(value))
             }
             Err(failure) => {
@@ -95,15 +105,15 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         db: &Database<C>,
         index: u32,
         slot: &DerivedSlot<Q::Key, Q::Value>,
-        stale: Option<u32>,
+        stale: Option<u64>,
     ) -> Result<Q::Value, Failure> {
         let current = db.current_revision();
         let stamp = slot.stamp.load(Ordering::Acquire);
-        if stamp == current.as_u32() | PRESENT {
+        if stamp == current.as_u64() | PRESENT {
             // Someone verified it between our hit check and our claim.
             self.lru.touch(slot);
             // SAFETY: we observed `stamp == current | PRESENT`.
-            return Ok(unsafe { slot.value_unchecked() }.clone());
+            return self.clone_contained(db, index, unsafe { slot.value_unchecked() });
         }
         let verified_at = verified_at_of(stamp);
         if stamp & PRESENT != 0
@@ -112,7 +122,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         {
             db.emit_for(EventKind::DidValidateMemoizedValue, self.edge(index));
             // SAFETY: we hold the claim and saw the value present.
-            let value = unsafe { slot.value_unchecked() }.clone();
+            let value = self.clone_contained(db, index, unsafe { slot.value_unchecked() })?;
             self.lru.touch(slot);
             slot.mark_verified(current);
             return Ok(value);

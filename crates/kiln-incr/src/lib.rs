@@ -31,19 +31,46 @@
 //! - **Dense ids, plain-data memos.** Keys are interned per query into dense `u32`
 //!   indices; memos live in append-only pages and are found through a lock-free index.
 //!   A dependency edge is a `(query id, key index)` pair of `u32`s, not a pointer, so
-//!   memos can later be written to disk as they are.
+//!   memos can later be written to disk as they are. A memo of a `u32 -> u64` query is
+//!   40 bytes: key and LRU stamp, the stamp (`verified_at` and two flags), `changed_at`
+//!   with durability and flags in one word, the value, and the edges (one inline, or a
+//!   pointer to a single length-prefixed allocation). Claims are not stored in memos.
+//! - **Revisions never run out.** They are 60-bit numbers (36 years at a billion
+//!   revisions a second); the clock never saturates or wraps, so a change is always seen.
 //! - **Errors travel as values.** [`Query::execute`] returns `Result<Value, QueryError>`
 //!   and nested fetches propagate engine errors with `?`. A panic inside `execute` is
-//!   caught where it happens and becomes [`QueryError::Panicked`]. A cycle becomes
-//!   [`QueryError::Cycle`] naming its members (each memo of a same-thread cycle adds
-//!   itself as the error unwinds through it, so the fetch path keeps no per-thread claim
-//!   stack). No error is memoized: the memo keeps its last good state and a later fetch
-//!   retries. A query that handles a dependency's error instead of propagating it
-//!   depends on that dependency like on any other read, and runs again (rather than
-//!   keeping a value computed from the failure) until the dependency succeeds.
+//!   caught where it happens and becomes [`QueryError::Panicked`], and so is one in any
+//!   other user code the engine runs while it holds a memo's claim (`Eq` and `Hash` or
+//!   [`Query::fingerprint`] for backdating, [`Query::size_bytes`], `Clone` and `Drop` of
+//!   values): nothing unwinds past a claim. During eviction such a panic is absorbed (the
+//!   value is evicted anyway, without a fingerprint if that is what failed, so its next
+//!   execution is not backdated). Only the `Clone` on the lock-free hit path, which holds
+//!   no claim and changes nothing, unwinds to the caller. A cycle becomes
+//!   [`QueryError::Cycle`] naming its members, from the first re-entered query to the one
+//!   that closed it (a per-thread list of held claims names a same-thread cycle at once;
+//!   the wait-for graph names a cross-thread one). No error is memoized: the memo keeps
+//!   its last good state and a later fetch retries.
+//! - **The cycle rule** (issue 10): *every member of a cycle fails with the cycle's
+//!   error, also a member whose `execute` handles that error and returns a value*; a query
+//!   outside the cycle that reads a member may handle the error like any other error.
+//!   Otherwise which member succeeded would depend on which one was fetched first (`a =
+//!   b.unwrap_or(1)`, `b = a.unwrap_or(2)` gave `a = 2` or `a = 1`), and an incremental
+//!   read could differ from a from-scratch run. Members are the executions on this
+//!   thread from the outermost claim on the cycle up (and, through the error handed to
+//!   waiters, those on the other threads of a cross-thread cycle); a verification that
+//!   meets a cycle while walking stored edges counts it as a change and runs its memo
+//!   again, which then meets the cycle through executions (queries being deterministic,
+//!   it reads the same edges up to there) or not.
+//! - **A failure counts as a change.** A query that handles a dependency's error depends
+//!   on that dependency like on any other read. When a memo's attempt fails, its next
+//!   value is never backdated and it is not validated without executing, so every reader
+//!   that handled the failure runs again once the dependency succeeds.
 //! - **Single flight.** `&Database` is `Sync`. Each `(query, key)` is executed by one
-//!   thread at a time; other threads block and then share its result (or its error). A
-//!   wait-for graph between threads detects cross-thread cycles.
+//!   thread at a time; other threads block and then share its result (or its error).
+//!   Claims live in a sharded side table; claiming, waiting and releasing happen under
+//!   the shard's lock, so a waiter's view of the owner cannot go stale, and a wait-for
+//!   graph between threads detects cross-thread cycles without false alarms (the
+//!   protocol is model-checked with `loom`: `sync.rs`).
 //! - **Claim-free verification.** A memo whose edges did not change is verified without
 //!   claiming it: any thread walks its edges and publishes the new `verified_at` with one
 //!   CAS from the stamp it read, which fails if an execution was committed meanwhile.
@@ -128,8 +155,10 @@
 //!   are not recorded as its dependencies, and a thread blocked in a nested
 //!   work-stealing pool may run unrelated work under the query's frame. Fan out in
 //!   parallel at the top level (outside queries) instead.
-//! - Verification recurses along dependency chains; extremely deep chains (tens of
-//!   thousands of levels) can exhaust the stack.
+//! - None on depth: execution and verification recurse along dependency chains, and grow
+//!   the stack on demand (see `stack.rs`), so a chain a million deep builds and verifies on
+//!   a 2 MiB thread. The stack it takes is still proportional to the depth, on the heap
+//!   (the million-level test peaked at 4.6 GB resident in a debug build).
 
 #![deny(missing_docs)]
 
@@ -147,8 +176,10 @@ mod fetch;
 mod ingredient;
 mod input;
 mod memo;
+mod prims;
 mod query;
 mod revision;
+mod stack;
 mod sync;
 mod table;
 mod verify;

@@ -8,7 +8,7 @@
 
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::durability::Durability;
 use crate::query::Fingerprint;
@@ -16,21 +16,36 @@ use crate::revision::Revision;
 use crate::table::Keyed;
 
 /// Bit of [`DerivedSlot::stamp`] set while the memo holds a value.
-pub(crate) const PRESENT: u32 = 1 << 31;
+pub(crate) const PRESENT: u64 = 1 << 63;
 /// Bit of [`DerivedSlot::stamp`] set while the claim holder commits a new execution
 /// (edges, revisions, value): unclaimed verifiers must not publish over it.
-pub(crate) const BUSY: u32 = 1 << 30;
+pub(crate) const BUSY: u64 = 1 << 62;
 /// The `verified_at` bits of a stamp.
-pub(crate) const REVISION_MASK: u32 = BUSY - 1;
+pub(crate) const REVISION_MASK: u64 = BUSY - 1;
 
 /// The `verified_at` recorded in a stamp.
 #[inline]
-pub(crate) fn verified_at_of(stamp: u32) -> Revision {
-    Revision::from_u32(stamp & REVISION_MASK)
+pub(crate) fn verified_at_of(stamp: u64) -> Revision {
+    Revision::from_u64(stamp & REVISION_MASK)
 }
-/// Bit of [`DerivedSlot::flags`] set when the last execution made an untracked read.
-const UNTRACKED: u8 = 1 << 2;
-const DURABILITY_MASK: u8 = 0b11;
+/// [`DerivedSlot::history`]: the low 60 bits hold `changed_at`; the flags sit above.
+const CHANGED_AT_MASK: u64 = (1 << 60) - 1;
+/// Durability (two bits) in [`DerivedSlot::history`].
+const DURABILITY_SHIFT: u32 = 60;
+/// Bit of [`DerivedSlot::history`] set when the last execution made an untracked read.
+const UNTRACKED: u64 = 1 << 62;
+/// Bit of [`DerivedSlot::history`] set when an attempt failed since the last commit: a
+/// reader may have handled that failure, so the memo's next value counts as a change
+/// (never backdated, never validated without executing).
+const FAILED: u64 = 1 << 63;
+
+fn durability_of(history: u64) -> Durability {
+    match (history >> DURABILITY_SHIFT) & 0b11 {
+        0 => Durability::Low,
+        1 => Durability::Medium,
+        _ => Durability::High,
+    }
+}
 
 /// One dependency: the query (or input) id and the key's dense index in that query.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -50,8 +65,8 @@ pub(crate) enum Edges {
     None,
     /// Read exactly one thing.
     One(Edge),
-    /// Read several things (boxed twice so that `Edges` stays two words).
-    Many(Box<Box<[Edge]>>),
+    /// Read several things.
+    Many(EdgeList),
 }
 
 impl Edges {
@@ -59,7 +74,7 @@ impl Edges {
         match edges {
             [] => Edges::None,
             [edge] => Edges::One(*edge),
-            many => Edges::Many(Box::new(many.into())),
+            many => Edges::Many(EdgeList::new(many)),
         }
     }
 
@@ -71,13 +86,92 @@ impl Edges {
             Edges::One(edge) if edge.query < ONE_QUERY_LIMIT => {
                 (u64::from(edge.key) << 32) | (u64::from(edge.query) << 1) | ONE_TAG
             }
-            Edges::One(edge) => {
-                let list: Box<[Edge]> = Box::new([edge]);
-                Edges::Many(Box::new(list)).into_word()
-            }
-            Edges::Many(list) => Box::into_raw(list).expose_provenance() as u64,
+            Edges::One(edge) => Edges::Many(EdgeList::new(&[edge])).into_word(),
+            Edges::Many(list) => list.into_raw().expose_provenance() as u64,
         }
     }
+}
+
+/// An owned list of edges in one allocation: its length (a `u32`), then the edges. One
+/// allocation of `4 + 8n` bytes, where a boxed slice behind a thin pointer took two.
+#[derive(Debug)]
+pub(crate) struct EdgeList(std::ptr::NonNull<u32>);
+
+// SAFETY: it owns plain data (`u32`s); the raw pointer is only the allocation's handle.
+unsafe impl Send for EdgeList {}
+
+impl EdgeList {
+    fn layout(len: usize) -> std::alloc::Layout {
+        match std::alloc::Layout::new::<u32>()
+            .extend(std::alloc::Layout::array::<Edge>(len).unwrap_or_else(|_| edge_list_too_long()))
+        {
+            Ok((layout, _)) => layout.pad_to_align(),
+            Err(_) => edge_list_too_long(),
+        }
+    }
+
+    fn new(edges: &[Edge]) -> EdgeList {
+        let Ok(len) = u32::try_from(edges.len()) else {
+            edge_list_too_long();
+        };
+        let layout = Self::layout(edges.len());
+        // SAFETY: the layout is never zero-sized (it holds the length).
+        let base = unsafe { std::alloc::alloc(layout) }.cast::<u32>();
+        let Some(base) = std::ptr::NonNull::new(base) else {
+            std::alloc::handle_alloc_error(layout);
+        };
+        // SAFETY: the allocation holds a `u32` and then `len` edges (`Edge` is two
+        // `u32`s, so its alignment is the length's and it starts right after it).
+        unsafe {
+            base.as_ptr().write(len);
+            std::ptr::copy_nonoverlapping(
+                edges.as_ptr(),
+                base.as_ptr().add(1).cast::<Edge>(),
+                edges.len(),
+            );
+        }
+        EdgeList(base)
+    }
+
+    fn into_raw(self) -> *mut u32 {
+        let base = self.0.as_ptr();
+        std::mem::forget(self);
+        base
+    }
+
+    /// The edges of a list made by [`EdgeList::new`].
+    ///
+    /// # Safety
+    /// `base` comes from [`EdgeList::into_raw`] and is not freed while `'a` lasts.
+    unsafe fn slice<'a>(base: *const u32) -> &'a [Edge] {
+        // SAFETY: per the caller, a live list: its length, then that many edges.
+        unsafe { std::slice::from_raw_parts(base.add(1).cast::<Edge>(), *base as usize) }
+    }
+
+    /// Frees a list made by [`EdgeList::new`].
+    ///
+    /// # Safety
+    /// `base` comes from [`EdgeList::into_raw`], is freed once, and nobody reads it after.
+    unsafe fn free(base: *mut u32) {
+        // SAFETY: per the caller; the layout is the one it was allocated with.
+        unsafe {
+            let len = *base as usize;
+            std::alloc::dealloc(base.cast(), Self::layout(len));
+        }
+    }
+}
+
+impl Drop for EdgeList {
+    fn drop(&mut self) {
+        // SAFETY: owned, made by `new`, not leaked (`into_raw` forgets it).
+        unsafe { EdgeList::free(self.0.as_ptr()) };
+    }
+}
+
+/// More edges than a `u32` counts: a query read over four billion things.
+#[cold]
+fn edge_list_too_long() -> ! {
+    crate::ingredient::invariant_broken("an edge list longer than u32::MAX")
 }
 
 /// Low bit of an edge word holding one edge inline (a list pointer is aligned, bit clear).
@@ -108,21 +202,21 @@ impl LoadedEdges<'_> {
 
 /// An edge list replaced by a re-execution while unclaimed verifiers may still walk it:
 /// kept alive until the next `&mut Database` (see [`DerivedSlot::replace_edges`]).
-pub(crate) struct RetiredEdges(*mut Box<[Edge]>);
+pub(crate) struct RetiredEdges(*mut u32);
 
-// SAFETY: it owns a plain `Box<[Edge]>`; the raw pointer only defers the free.
+// SAFETY: it owns a plain edge list; the raw pointer only defers the free.
 unsafe impl Send for RetiredEdges {}
 
 impl Drop for RetiredEdges {
     fn drop(&mut self) {
         // SAFETY: leaked by `Edges::into_word`, unpublished by `replace_edges`, and
         // dropped only under `&mut Database`, when no verifier can still walk it.
-        drop(unsafe { Box::from_raw(self.0) });
+        unsafe { EdgeList::free(self.0) };
     }
 }
 
 /// The list of a "many" edge word, if it is one.
-fn edge_list(word: u64) -> Option<*mut Box<[Edge]>> {
+fn edge_list(word: u64) -> Option<*mut u32> {
     (word != 0 && word & ONE_TAG == 0).then(|| std::ptr::with_exposed_provenance_mut(word as usize))
 }
 
@@ -144,7 +238,7 @@ impl From<Fingerprint> for StoredFingerprint {
 ///   `&mut Database` (eviction).
 /// - When `stamp == current | PRESENT`, nobody writes `value` until the next
 ///   `&mut Database`, so any thread that observes that stamp (Acquire) may read it.
-/// - `edges`, `changed_at` and `flags` are replaced only by the claim holder after it has
+/// - `edges` and `history` are replaced only by the claim holder after it has
 ///   set [`BUSY`] in the stamp (a CAS from the stamp it read), and the stamp without
 ///   `BUSY` is stored last. So a verifier that read the stamp, then the edges, and then
 ///   CASes that same stamp to a newer revision knows no execution was committed in
@@ -153,16 +247,14 @@ impl From<Fingerprint> for StoredFingerprint {
 /// - `last_used` is an atomic, readable by anyone at any time.
 pub(crate) struct DerivedSlot<K, V> {
     pub(crate) key: K,
-    /// `verified_at` (low 30 bits; 0 = never computed) | [`BUSY`] | [`PRESENT`].
-    pub(crate) stamp: AtomicU32,
-    /// The revision in which the value last changed (kept by backdating).
-    pub(crate) changed_at: AtomicU32,
+    /// `verified_at` (low 62 bits, revisions use 60; 0 = never computed) | [`BUSY`] | [`PRESENT`].
+    pub(crate) stamp: AtomicU64,
+    /// The revision in which the value last changed (kept by backdating; low 60 bits) |
+    /// durability | `UNTRACKED` | `FAILED`: one word, read with one load on the hit path
+    /// (and no byte of padding for separate flags).
+    history: AtomicU64,
     /// LRU order: sequence number of the first use in the latest revision that used it.
     pub(crate) last_used: AtomicU32,
-    /// Thread id of the executing/verifying thread (0 = free) | waiters bit.
-    pub(crate) claim: AtomicU32,
-    /// Durability (low two bits) | `UNTRACKED`.
-    flags: AtomicU8,
     value: UnsafeCell<MaybeUninit<V>>,
     /// The edges, packed: 0 (none), one edge inline (`key << 32 | query << 1 | 1`), or a
     /// pointer to a leaked `Box<[Edge]>`.
@@ -187,36 +279,69 @@ impl<K, V> DerivedSlot<K, V> {
     pub(crate) fn new(key: K) -> Self {
         DerivedSlot {
             key,
-            stamp: AtomicU32::new(Revision::NEVER.as_u32()),
-            changed_at: AtomicU32::new(Revision::NEVER.as_u32()),
+            stamp: AtomicU64::new(Revision::NEVER.as_u64()),
+            history: AtomicU64::new(Revision::NEVER.as_u64()),
             last_used: AtomicU32::new(0),
-            claim: AtomicU32::new(0),
-            flags: AtomicU8::new(Durability::Low as u8),
             value: UnsafeCell::new(MaybeUninit::uninit()),
             edges: AtomicU64::new(0),
         }
     }
 
     pub(crate) fn changed_at(&self) -> Revision {
-        Revision::from_u32(self.changed_at.load(Ordering::Acquire))
+        Revision::from_u64(self.history.load(Ordering::Acquire) & CHANGED_AT_MASK)
     }
 
     pub(crate) fn durability(&self) -> Durability {
-        match self.flags.load(Ordering::Acquire) & DURABILITY_MASK {
-            0 => Durability::Low,
-            1 => Durability::Medium,
-            _ => Durability::High,
-        }
+        durability_of(self.history.load(Ordering::Acquire))
+    }
+
+    /// Durability and `changed_at` together (one load): what a reader records.
+    #[inline]
+    pub(crate) fn read_info(&self) -> (Durability, Revision) {
+        let history = self.history.load(Ordering::Acquire);
+        (
+            durability_of(history),
+            Revision::from_u64(history & CHANGED_AT_MASK),
+        )
+    }
+
+    /// Durability, and whether the memo must run again whatever its edges say (it made
+    /// an untracked read, or an attempt failed since its last commit): one load.
+    #[inline]
+    pub(crate) fn verify_info(&self) -> (Durability, bool) {
+        let history = self.history.load(Ordering::Acquire);
+        (durability_of(history), history & (UNTRACKED | FAILED) != 0)
     }
 
     pub(crate) fn is_untracked(&self) -> bool {
-        self.flags.load(Ordering::Acquire) & UNTRACKED != 0
+        self.history.load(Ordering::Acquire) & UNTRACKED != 0
     }
 
-    pub(crate) fn set_durability(&self, durability: Durability, untracked: bool) {
+    /// Whether an attempt failed since the last commit.
+    pub(crate) fn has_failed(&self) -> bool {
+        self.history.load(Ordering::Acquire) & FAILED != 0
+    }
+
+    /// Records that an attempt failed. Called by the claim holder; the next commit
+    /// ([`DerivedSlot::set_history`]) clears it.
+    pub(crate) fn mark_failed(&self) {
+        self.history.fetch_or(FAILED, Ordering::AcqRel);
+    }
+
+    /// Sets `changed_at`, the durability and the untracked flag (clearing `FAILED`).
+    ///
+    /// Preconditions: the caller holds the claim and has set [`BUSY`] in the stamp.
+    pub(crate) fn set_history(
+        &self,
+        changed_at: Revision,
+        durability: Durability,
+        untracked: bool,
+    ) {
         let untracked = if untracked { UNTRACKED } else { 0 };
-        self.flags
-            .store(durability as u8 | untracked, Ordering::Release);
+        let history = (changed_at.as_u64() & CHANGED_AT_MASK)
+            | (durability as u64) << DURABILITY_SHIFT
+            | untracked;
+        self.history.store(history, Ordering::Release);
     }
 
     /// The value.
@@ -261,7 +386,7 @@ impl<K, V> DerivedSlot<K, V> {
         // SAFETY: as above; the old value (if any) was moved out.
         unsafe { (*cell).write(value) };
         self.stamp
-            .store(verified_at.as_u32() | PRESENT, Ordering::Release);
+            .store(verified_at.as_u64() | PRESENT, Ordering::Release);
         old
     }
 
@@ -270,17 +395,17 @@ impl<K, V> DerivedSlot<K, V> {
     pub(crate) fn mark_verified(&self, verified_at: Revision) {
         let present = self.stamp.load(Ordering::Acquire) & PRESENT;
         self.stamp
-            .store(verified_at.as_u32() | present, Ordering::Release);
+            .store(verified_at.as_u64() | present, Ordering::Release);
     }
 
     /// Publishes `verified_at` if the stamp is still `seen` (so nothing was committed since
     /// the caller read it): the unclaimed verifier's single CAS. Returns whether it did.
     #[inline]
-    pub(crate) fn publish_verified(&self, seen: u32, verified_at: Revision) -> bool {
+    pub(crate) fn publish_verified(&self, seen: u64, verified_at: Revision) -> bool {
         self.stamp
             .compare_exchange(
                 seen,
-                verified_at.as_u32() | (seen & PRESENT),
+                verified_at.as_u64() | (seen & PRESENT),
                 Ordering::AcqRel,
                 Ordering::Acquire,
             )
@@ -302,9 +427,9 @@ impl<K, V> DerivedSlot<K, V> {
             });
         }
         match edge_list(word) {
-            // SAFETY: a list word points at a `Box<[Edge]>` leaked by `into_word`, freed
+            // SAFETY: a list word points at an edge list leaked by `into_word`, freed
             // only under `&mut` (retired or dropped with the slot), never written again.
-            Some(list) => LoadedEdges::Many(unsafe { &*list }),
+            Some(list) => LoadedEdges::Many(unsafe { EdgeList::slice(list) }),
             None => LoadedEdges::None,
         }
     }
@@ -322,7 +447,7 @@ impl<K, V> DerivedSlot<K, V> {
     /// Marks a commit in progress, if the stamp is still `seen`.
     ///
     /// Preconditions: the caller holds the claim.
-    pub(crate) fn begin_commit(&self, seen: u32) -> bool {
+    pub(crate) fn begin_commit(&self, seen: u64) -> bool {
         self.stamp
             .compare_exchange(seen, seen | BUSY, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
@@ -353,5 +478,34 @@ impl<K, V> Drop for DerivedSlot<K, V> {
     fn drop(&mut self) {
         drop(self.take_value());
         drop(edge_list(*self.edges.get_mut()).map(RetiredEdges));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DerivedSlot;
+
+    /// A memo of a `u32 -> u64` query is five words: key and LRU stamp, revisions
+    /// stamp, history (changed_at and flags), value, edges. Claims live beside memos.
+    #[test]
+    fn edge_lists_of_every_length_round_trip() {
+        use super::{Edge, Edges};
+        let slot = DerivedSlot::<u32, u64>::new(0);
+        for len in 0..40u32 {
+            let edges: Vec<Edge> = (0..len)
+                .map(|i| Edge {
+                    query: i.wrapping_mul(7) | (i << 30),
+                    key: u32::MAX - i,
+                })
+                .collect();
+            let retired = slot.replace_edges(Edges::from_slice(&edges));
+            assert_eq!(slot.edges().as_slice(), edges.as_slice(), "{len} edges");
+            drop(retired);
+        }
+    }
+
+    #[test]
+    fn a_small_memo_is_forty_bytes() {
+        assert_eq!(std::mem::size_of::<DerivedSlot<u32, u64>>(), 40);
     }
 }

@@ -18,6 +18,7 @@ use crate::event::EventKind;
 use crate::memo::{verified_at_of, DerivedSlot, BUSY, PRESENT};
 use crate::query::Query;
 use crate::revision::Revision;
+use crate::stack;
 use crate::sync::{Claimed, Failure};
 
 /// How many unclaimed verifications may nest before verification claims each memo again.
@@ -37,12 +38,12 @@ pub(crate) enum Unclaimed {
     Claim,
     /// An edge changed since the stamp (the one given) was published: claim the memo and,
     /// if its stamp is still that one, execute it without walking its edges again.
-    Execute(u32),
+    Execute(u64),
 }
 
 impl Unclaimed {
     /// The stamp under which the claim holder may execute without validating again.
-    pub(crate) fn stale_stamp(self) -> Option<u32> {
+    pub(crate) fn stale_stamp(self) -> Option<u64> {
         match self {
             Unclaimed::Execute(stamp) => Some(stamp),
             Unclaimed::Reread | Unclaimed::Claim => None,
@@ -63,10 +64,11 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         verified_at: Revision,
         depth: u32,
     ) -> Result<bool, Failure> {
-        if verified_at == Revision::NEVER || slot.is_untracked() {
+        let (durability, reverify) = slot.verify_info();
+        if verified_at == Revision::NEVER || reverify {
             return Ok(false);
         }
-        if db.last_changed(slot.durability()) <= verified_at {
+        if db.last_changed(durability) <= verified_at {
             return Ok(true);
         }
         db.emit_for(EventKind::DidDeepVerify, self.edge(index));
@@ -81,17 +83,18 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         db: &Database<C>,
         index: u32,
         slot: &DerivedSlot<Q::Key, Q::Value>,
-        seen: u32,
+        seen: u64,
         depth: u32,
     ) -> Unclaimed {
         if seen & BUSY != 0 || depth >= UNCLAIMED_DEPTH {
             return Unclaimed::Claim;
         }
         let verified_at = verified_at_of(seen);
-        if verified_at == Revision::NEVER || slot.is_untracked() {
+        let (durability, reverify) = slot.verify_info();
+        if verified_at == Revision::NEVER || reverify {
             return Unclaimed::Claim;
         }
-        if db.last_changed(slot.durability()) > verified_at {
+        if db.last_changed(durability) > verified_at {
             db.emit_for(EventKind::DidDeepVerify, self.edge(index));
             // A failure counts as a change (see `Database::any_changed_after`): the memo
             // runs again and meets the failure itself.
@@ -123,7 +126,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         let mut attempt = None;
         loop {
             let stamp = slot.stamp.load(Ordering::Acquire);
-            if stamp & !PRESENT == current.as_u32() {
+            if stamp & !PRESENT == current.as_u64() {
                 return Ok(slot.changed_at() > after);
             }
             // One attempt: after it the stamp is current, or the memo must be claimed.
@@ -133,15 +136,20 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
                 attempt = Some(Unclaimed::Claim);
                 continue;
             }
-            let guard = match db.claim(&slot.claim, self.edge(index))? {
+            let guard = match db.claim(self.edge(index), false)? {
                 Claimed::Retry => continue,
                 Claimed::Owned(guard) => guard,
             };
             let stale = outcome.stale_stamp();
-            return guard.finish(
-                db,
-                self.verify_claimed(db, index, slot, after, depth, stale),
-            );
+            // Deep chains recurse through here: unclaimed walks nest at most
+            // `UNCLAIMED_DEPTH` levels (well inside the red zone, see `stack.rs`), then
+            // every level is claimed, and checks the stack.
+            let result =
+                stack::guarded(|| self.verify_claimed(db, index, slot, after, depth, stale));
+            if result.is_err() {
+                slot.mark_failed();
+            }
+            return guard.finish(result);
         }
     }
 
@@ -155,7 +163,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         slot: &DerivedSlot<Q::Key, Q::Value>,
         after: Revision,
         depth: u32,
-        stale: Option<u32>,
+        stale: Option<u64>,
     ) -> Result<bool, Failure> {
         let current = db.current_revision();
         let stamp = slot.stamp.load(Ordering::Acquire);

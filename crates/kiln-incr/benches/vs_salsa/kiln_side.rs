@@ -27,6 +27,14 @@ fn num(db: &Database, index: u32) -> u64 {
         .expect("vs_salsa sets every input before reading it")
 }
 
+/// Installs a listener that does what kiln's pipeline listener does per event.
+fn install_listener<C: Send + Sync + 'static>(db: &mut Database<C>) {
+    db.set_event_listener(|event| {
+        black_box(event.kind);
+        shape::count_event();
+    });
+}
+
 fn new_database(inputs: usize) -> Database {
     let mut db = Database::default();
     for i in 0..inputs {
@@ -58,7 +66,15 @@ pub struct HotFetch {
 
 impl HotFetch {
     pub fn new(via_handle: bool) -> Self {
-        let db = new_database(shape::HOT_KEYS);
+        Self::with_listener(via_handle, false)
+    }
+
+    /// `listener`: install an event listener, as kiln's pipeline does.
+    pub fn with_listener(via_handle: bool, listener: bool) -> Self {
+        let mut db = new_database(shape::HOT_KEYS);
+        if listener {
+            install_listener(&mut db);
+        }
         let expected = (0..shape::HOT_KEYS as u32)
             .map(|k| db.get::<HotQuery>(&k).unwrap())
             .sum();
@@ -159,7 +175,15 @@ pub struct DeepVerify {
 
 impl DeepVerify {
     pub fn new() -> Self {
+        Self::with_listener(false)
+    }
+
+    /// `listener`: install an event listener, as kiln's pipeline does.
+    pub fn with_listener(listener: bool) -> Self {
         let mut db = new_database(shape::DEEP_ROOTS);
+        if listener {
+            install_listener(&mut db);
+        }
         // Same (low) durability as the trees, so durability alone cannot skip them.
         db.set_input::<Num>(BYSTANDER, 0, Durability::Low);
         let expected = (0..shape::DEEP_ROOTS as u32)
@@ -358,23 +382,64 @@ fn parallel_pass_sum(db: &Database, offset: usize) -> u64 {
     sum
 }
 
-/// `parallel_hits`: `threads` threads of cached hits on an LRU-enabled query.
+/// The same query without an LRU bound.
+struct PlainParallelQuery;
+impl Query for PlainParallelQuery {
+    type Key = u32;
+    type Value = u64;
+    const NAME: &'static str = "plain_parallel_query";
+    fn execute(db: &Database, key: &u32) -> Result<u64, QueryError> {
+        count_execution();
+        Ok(shape::parallel_value(num(db, *key)))
+    }
+}
+
+fn plain_parallel_pass_sum(db: &Database, offset: usize) -> u64 {
+    let keys = shape::PARALLEL_KEYS;
+    let mut sum = 0u64;
+    for pass in 0..shape::PARALLEL_PASSES {
+        for i in 0..keys {
+            let key = ((i + offset + pass) % keys) as u32;
+            sum = sum.wrapping_add(
+                black_box(db)
+                    .get::<PlainParallelQuery>(&black_box(key))
+                    .unwrap(),
+            );
+        }
+    }
+    sum
+}
+
+/// `parallel_hits`: `threads` threads of cached hits on an LRU-enabled query (or, with
+/// `lru` false, on one without an LRU bound).
 pub struct ParallelHits {
     db: Database,
     threads: usize,
+    lru: bool,
     expected_per_thread: u64,
 }
 
 impl ParallelHits {
     pub fn new(threads: usize) -> Self {
+        Self::with_lru(threads, true)
+    }
+
+    pub fn with_lru(threads: usize, lru: bool) -> Self {
         let db = new_database(shape::PARALLEL_KEYS);
         db.set_lru_capacity::<ParallelQuery>(shape::PARALLEL_CAPACITY);
         let one_pass: u64 = (0..shape::PARALLEL_KEYS as u32)
-            .map(|k| db.get::<ParallelQuery>(&k).unwrap())
+            .map(|k| {
+                if lru {
+                    db.get::<ParallelQuery>(&k).unwrap()
+                } else {
+                    db.get::<PlainParallelQuery>(&k).unwrap()
+                }
+            })
             .sum();
         ParallelHits {
             db,
             threads,
+            lru,
             expected_per_thread: one_pass.wrapping_mul(shape::PARALLEL_PASSES as u64),
         }
     }
@@ -385,8 +450,14 @@ impl Rep for ParallelHits {
         let before = executions();
         let threads = self.threads;
         let shared = vec![&self.db; threads];
+        let lru = self.lru;
         let (elapsed, sums) = run_threads(shared, |t, db| {
-            parallel_pass_sum(db, t * shape::PARALLEL_KEYS / threads)
+            let offset = t * shape::PARALLEL_KEYS / threads;
+            if lru {
+                parallel_pass_sum(db, offset)
+            } else {
+                plain_parallel_pass_sum(db, offset)
+            }
         });
         for sum in sums {
             assert_eq!(sum, self.expected_per_thread);
@@ -435,4 +506,246 @@ pub fn memo_bytes() -> (f64, f64) {
     drop(db);
     let per_memo = |bytes: isize| (bytes - before) as f64 / shape::MEMO_BYTES_KEYS as f64;
     (per_memo(after), per_memo(after_boundary))
+}
+
+/// Live heap bytes per memo of the seven-query tree shape (`deep_verify`'s trees: one key
+/// read by seven queries), over `MEMO_TREE_ROOTS` trees: right after the fetches, and
+/// after the next revision boundary.
+pub fn memo_bytes_tree() -> (f64, f64) {
+    let roots = shape::MEMO_TREE_ROOTS;
+    let warm_key = roots as u32;
+    let mut db = new_database(roots + 1);
+    // One tree first registers the seven query tables.
+    assert_eq!(
+        db.get::<TreeRoot>(&warm_key).unwrap(),
+        shape::tree_root(shape::initial_input(roots))
+    );
+    let before_runs = executions();
+    let before = live_bytes();
+    let mut sum = 0u64;
+    for key in 0..roots as u32 {
+        sum = sum.wrapping_add(db.get::<TreeRoot>(&key).unwrap());
+    }
+    let after = live_bytes();
+    assert_eq!(executions() - before_runs, roots * shape::DEEP_TREE_MEMOS);
+    black_box(sum);
+    db.synthetic_write(Durability::Low);
+    let after_boundary = live_bytes();
+    drop(db);
+    let memos = (roots * shape::DEEP_TREE_MEMOS) as f64;
+    let per_memo = |bytes: isize| (bytes - before) as f64 / memos;
+    (per_memo(after), per_memo(after_boundary))
+}
+
+// ---- keyed_hot_fetch / keyed_deep_verify: the keys kiln itself uses --------------
+
+/// The key kiln uses for variants (its `VariantId`): shader, pass, sorted keywords.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct VariantId {
+    shader: std::sync::Arc<str>,
+    pass: std::sync::Arc<str>,
+    keywords: std::sync::Arc<[std::sync::Arc<str>]>,
+}
+
+/// The key types of the keyed workloads.
+pub trait BenchKey: kiln_incr::QueryKey {
+    fn make(index: usize) -> Self;
+}
+
+impl BenchKey for std::path::PathBuf {
+    fn make(index: usize) -> Self {
+        shape::path_key(index)
+    }
+}
+
+impl BenchKey for VariantId {
+    fn make(index: usize) -> Self {
+        let (shader, pass, keywords) = shape::variant_parts(index);
+        VariantId {
+            shader,
+            pass,
+            keywords,
+        }
+    }
+}
+
+/// A numeric input keyed by `K`.
+struct KeyedNum<K>(std::marker::PhantomData<K>);
+impl<K: BenchKey> Input for KeyedNum<K> {
+    type Key = K;
+    type Value = u64;
+    const NAME: &'static str = "keyed_num";
+}
+
+fn keyed_num<K: BenchKey>(db: &Database, key: &K) -> u64 {
+    db.input::<KeyedNum<K>>(key)
+        .expect("vs_salsa sets every input before reading it")
+}
+
+fn keyed_database<K: BenchKey>(keys: &[K], listener: bool) -> Database {
+    let mut db = Database::default();
+    for (i, key) in keys.iter().enumerate() {
+        db.set_input::<KeyedNum<K>>(key.clone(), shape::initial_input(i), Durability::Low);
+    }
+    if listener {
+        install_listener(&mut db);
+    }
+    db
+}
+
+struct KeyedHot<K>(std::marker::PhantomData<K>);
+impl<K: BenchKey> Query for KeyedHot<K> {
+    type Key = K;
+    type Value = u64;
+    const NAME: &'static str = "keyed_hot";
+    fn execute(db: &Database, key: &K) -> Result<u64, QueryError> {
+        count_execution();
+        Ok(shape::hot(keyed_num(db, key)))
+    }
+}
+
+/// `hot_fetch` with keys of type `K`.
+pub struct KeyedHotFetch<K: BenchKey> {
+    db: Database,
+    keys: Vec<K>,
+    expected: u64,
+}
+
+impl<K: BenchKey> KeyedHotFetch<K> {
+    pub fn new(listener: bool) -> Self {
+        let keys: Vec<K> = (0..shape::HOT_KEYS).map(K::make).collect();
+        let db = keyed_database(&keys, listener);
+        let expected = keys.iter().map(|k| db.get::<KeyedHot<K>>(k).unwrap()).sum();
+        KeyedHotFetch { db, keys, expected }
+    }
+}
+
+impl<K: BenchKey> Rep for KeyedHotFetch<K> {
+    fn rep(&mut self) -> f64 {
+        let before = executions();
+        let start = Instant::now();
+        for _ in 0..shape::HOT_PASSES {
+            let mut sum = 0u64;
+            for key in &self.keys {
+                sum += black_box(&self.db)
+                    .get::<KeyedHot<K>>(black_box(key))
+                    .unwrap();
+            }
+            assert_eq!(black_box(sum), self.expected);
+        }
+        let elapsed = start.elapsed();
+        assert_eq!(
+            executions(),
+            before,
+            "kiln keyed hot_fetch executed a query"
+        );
+        elapsed.as_nanos() as f64 / (shape::HOT_PASSES * shape::HOT_KEYS) as f64
+    }
+}
+
+struct KeyedLeaf<const WHICH: u64, K>(std::marker::PhantomData<K>);
+impl<const WHICH: u64, K: BenchKey> Query for KeyedLeaf<WHICH, K> {
+    type Key = K;
+    type Value = u64;
+    const NAME: &'static str = "keyed_leaf";
+    fn execute(db: &Database, key: &K) -> Result<u64, QueryError> {
+        count_execution();
+        Ok(shape::leaf(keyed_num(db, key), WHICH))
+    }
+}
+
+struct KeyedLeft<K>(std::marker::PhantomData<K>);
+impl<K: BenchKey> Query for KeyedLeft<K> {
+    type Key = K;
+    type Value = u64;
+    const NAME: &'static str = "keyed_left";
+    fn execute(db: &Database, key: &K) -> Result<u64, QueryError> {
+        count_execution();
+        Ok(db.get::<KeyedLeaf<0, K>>(key)? + db.get::<KeyedLeaf<1, K>>(key)?)
+    }
+}
+
+struct KeyedRight<K>(std::marker::PhantomData<K>);
+impl<K: BenchKey> Query for KeyedRight<K> {
+    type Key = K;
+    type Value = u64;
+    const NAME: &'static str = "keyed_right";
+    fn execute(db: &Database, key: &K) -> Result<u64, QueryError> {
+        count_execution();
+        Ok(db.get::<KeyedLeaf<2, K>>(key)? + db.get::<KeyedLeaf<3, K>>(key)?)
+    }
+}
+
+struct KeyedRoot<K>(std::marker::PhantomData<K>);
+impl<K: BenchKey> Query for KeyedRoot<K> {
+    type Key = K;
+    type Value = u64;
+    const NAME: &'static str = "keyed_root";
+    fn execute(db: &Database, key: &K) -> Result<u64, QueryError> {
+        count_execution();
+        Ok(db.get::<KeyedLeft<K>>(key)? + db.get::<KeyedRight<K>>(key)?)
+    }
+}
+
+/// `deep_verify` with keys of type `K`.
+pub struct KeyedDeepVerify<K: BenchKey> {
+    db: Database,
+    roots: Vec<K>,
+    bystander: K,
+    bystander_value: u64,
+    expected: u64,
+}
+
+impl<K: BenchKey> KeyedDeepVerify<K> {
+    pub fn new(listener: bool) -> Self {
+        let roots: Vec<K> = (0..shape::DEEP_ROOTS).map(K::make).collect();
+        let mut db = keyed_database(&roots, listener);
+        let bystander = K::make(usize::MAX >> 8);
+        db.set_input::<KeyedNum<K>>(bystander.clone(), 0, Durability::Low);
+        let expected = roots
+            .iter()
+            .map(|r| db.get::<KeyedRoot<K>>(r).unwrap())
+            .sum();
+        let want: u64 = (0..shape::DEEP_ROOTS)
+            .map(|i| shape::tree_root(shape::initial_input(i)))
+            .sum();
+        assert_eq!(expected, want);
+        KeyedDeepVerify {
+            db,
+            roots,
+            bystander,
+            bystander_value: 0,
+            expected,
+        }
+    }
+}
+
+impl<K: BenchKey> Rep for KeyedDeepVerify<K> {
+    fn rep(&mut self) -> f64 {
+        let before = executions();
+        let mut timed_ns = 0u128;
+        for _ in 0..shape::DEEP_ROUNDS {
+            self.bystander_value += 1;
+            self.db.set_input::<KeyedNum<K>>(
+                self.bystander.clone(),
+                self.bystander_value,
+                Durability::Low,
+            );
+            let start = Instant::now();
+            let mut sum = 0u64;
+            for root in &self.roots {
+                sum += black_box(&self.db)
+                    .get::<KeyedRoot<K>>(black_box(root))
+                    .unwrap();
+            }
+            timed_ns += start.elapsed().as_nanos();
+            assert_eq!(black_box(sum), self.expected);
+        }
+        assert_eq!(
+            executions(),
+            before,
+            "kiln keyed deep_verify re-executed a query"
+        );
+        timed_ns as f64 / (shape::DEEP_ROUNDS * shape::DEEP_ROOTS * shape::DEEP_TREE_MEMOS) as f64
+    }
 }

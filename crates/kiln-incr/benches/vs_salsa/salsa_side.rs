@@ -1,4 +1,5 @@
-//! The salsa 0.28 half of every workload, on `salsa::DatabaseImpl` (no event callback).
+//! The salsa 0.28 half of every workload, on `salsa::DatabaseImpl` (no event callback),
+//! or on `ListenedDb` (an event callback) for the listener lines.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -10,7 +11,7 @@ use super::shape::{self, count_execution, executions};
 use super::{run_threads, Rep};
 
 #[salsa::input]
-struct Num {
+pub struct Num {
     #[returns(copy)]
     value: u64,
 }
@@ -21,7 +22,28 @@ struct NumList {
     items: Vec<Num>,
 }
 
-fn new_nums(db: &DatabaseImpl, count: usize) -> Vec<Num> {
+/// A database with an event callback doing what kiln's listener does per event.
+#[salsa::db]
+#[derive(Clone)]
+pub struct ListenedDb {
+    storage: salsa::Storage<Self>,
+}
+
+#[salsa::db]
+impl Database for ListenedDb {}
+
+impl ListenedDb {
+    pub fn new() -> Self {
+        ListenedDb {
+            storage: salsa::Storage::new(Some(Box::new(|event| {
+                black_box(&event.kind);
+                shape::count_event();
+            }))),
+        }
+    }
+}
+
+fn new_nums(db: &dyn Database, count: usize) -> Vec<Num> {
     (0..count)
         .map(|i| Num::new(db, shape::initial_input(i)))
         .collect()
@@ -36,22 +58,27 @@ fn hot_query(db: &dyn Database, num: Num) -> u64 {
 }
 
 /// `hot_fetch`: cached fetches in one revision.
-pub struct HotFetch {
-    db: DatabaseImpl,
+pub struct HotFetch<D = DatabaseImpl> {
+    db: D,
     keys: Vec<Num>,
     expected: u64,
 }
 
 impl HotFetch {
     pub fn new() -> Self {
-        let db = DatabaseImpl::new();
+        HotFetch::on(DatabaseImpl::new())
+    }
+}
+
+impl<D: Database> HotFetch<D> {
+    pub fn on(db: D) -> Self {
         let keys = new_nums(&db, shape::HOT_KEYS);
         let expected = keys.iter().map(|&k| hot_query(&db, k)).sum();
         HotFetch { db, keys, expected }
     }
 }
 
-impl Rep for HotFetch {
+impl<D: Database> Rep for HotFetch<D> {
     fn rep(&mut self) -> f64 {
         let before = executions();
         let start = Instant::now();
@@ -113,8 +140,8 @@ fn tree_root(db: &dyn Database, num: Num) -> u64 {
 }
 
 /// `deep_verify`: 256 trees re-verified after a write to a same-durability input nobody reads.
-pub struct DeepVerify {
-    db: DatabaseImpl,
+pub struct DeepVerify<D = DatabaseImpl> {
+    db: D,
     roots: Vec<Num>,
     bystander: Num,
     bystander_value: u64,
@@ -123,7 +150,12 @@ pub struct DeepVerify {
 
 impl DeepVerify {
     pub fn new() -> Self {
-        let db = DatabaseImpl::new();
+        DeepVerify::on(DatabaseImpl::new())
+    }
+}
+
+impl<D: Database> DeepVerify<D> {
+    pub fn on(db: D) -> Self {
         let roots = new_nums(&db, shape::DEEP_ROOTS);
         // Same (low) durability as the trees, so durability alone cannot skip them.
         let bystander = Num::builder(0).durability(Durability::LOW).new(&db);
@@ -142,7 +174,7 @@ impl DeepVerify {
     }
 }
 
-impl Rep for DeepVerify {
+impl<D: Database> Rep for DeepVerify<D> {
     fn rep(&mut self) -> f64 {
         let before = executions();
         let mut timed_ns = 0u128;
@@ -293,12 +325,24 @@ fn parallel_query(db: &dyn Database, num: Num) -> u64 {
     shape::parallel_value(num.value(db))
 }
 
-fn parallel_pass_sum(db: &DatabaseImpl, keys: &[Num], offset: usize) -> u64 {
+/// The same query without an LRU bound.
+#[salsa::tracked(returns(copy))]
+fn plain_parallel_query(db: &dyn Database, num: Num) -> u64 {
+    count_execution();
+    shape::parallel_value(num.value(db))
+}
+
+fn parallel_pass_sum(db: &DatabaseImpl, keys: &[Num], offset: usize, lru: bool) -> u64 {
     let mut sum = 0u64;
     for pass in 0..shape::PARALLEL_PASSES {
         for i in 0..keys.len() {
             let key = keys[(i + offset + pass) % keys.len()];
-            sum = sum.wrapping_add(parallel_query(black_box(db), black_box(key)));
+            let value = if lru {
+                parallel_query(black_box(db), black_box(key))
+            } else {
+                plain_parallel_query(black_box(db), black_box(key))
+            };
+            sum = sum.wrapping_add(value);
         }
     }
     sum
@@ -309,19 +353,34 @@ pub struct ParallelHits {
     db: DatabaseImpl,
     keys: Vec<Num>,
     threads: usize,
+    lru: bool,
     expected_per_thread: u64,
 }
 
 impl ParallelHits {
     pub fn new(threads: usize) -> Self {
+        Self::with_lru(threads, true)
+    }
+
+    pub fn with_lru(threads: usize, lru: bool) -> Self {
         let mut db = DatabaseImpl::new();
         parallel_query::set_lru_capacity(&mut db, shape::PARALLEL_CAPACITY);
         let keys = new_nums(&db, shape::PARALLEL_KEYS);
-        let one_pass: u64 = keys.iter().map(|&k| parallel_query(&db, k)).sum();
+        let one_pass: u64 = keys
+            .iter()
+            .map(|&k| {
+                if lru {
+                    parallel_query(&db, k)
+                } else {
+                    plain_parallel_query(&db, k)
+                }
+            })
+            .sum();
         ParallelHits {
             db,
             keys,
             threads,
+            lru,
             expected_per_thread: one_pass.wrapping_mul(shape::PARALLEL_PASSES as u64),
         }
     }
@@ -334,9 +393,13 @@ impl Rep for ParallelHits {
         // salsa shares one storage between handles; each thread reads through its own clone.
         let handles: Vec<DatabaseImpl> = (0..threads).map(|_| self.db.clone()).collect();
         let keys = &self.keys;
+        let lru = self.lru;
         // Each worker hands its clone back, so dropping it stays outside the timed span.
         let (elapsed, results) = run_threads(handles, |t, db| {
-            (parallel_pass_sum(&db, keys, t * keys.len() / threads), db)
+            (
+                parallel_pass_sum(&db, keys, t * keys.len() / threads, lru),
+                db,
+            )
         });
         for (sum, _db) in results {
             assert_eq!(sum, self.expected_per_thread);
@@ -375,4 +438,249 @@ pub fn memo_bytes() -> (f64, f64) {
     drop(db);
     let per_memo = |bytes: isize| (bytes - before) as f64 / shape::MEMO_BYTES_KEYS as f64;
     (per_memo(after), per_memo(after_boundary))
+}
+
+/// Live heap bytes per memo of the seven-query tree shape (`deep_verify`'s trees), over
+/// `MEMO_TREE_ROOTS` trees: right after the fetches, and after the next revision boundary.
+pub fn memo_bytes_tree() -> (f64, f64) {
+    let roots = shape::MEMO_TREE_ROOTS;
+    let mut db = DatabaseImpl::new();
+    let warm = Num::new(&db, shape::initial_input(roots));
+    assert_eq!(
+        tree_root(&db, warm),
+        shape::tree_root(shape::initial_input(roots))
+    );
+    let nums = new_nums(&db, roots);
+    let before_runs = executions();
+    let before = live_bytes();
+    let mut sum = 0u64;
+    for &num in &nums {
+        sum = sum.wrapping_add(tree_root(&db, num));
+    }
+    let after = live_bytes();
+    assert_eq!(executions() - before_runs, roots * shape::DEEP_TREE_MEMOS);
+    black_box(sum);
+    db.synthetic_write(Durability::LOW);
+    let after_boundary = live_bytes();
+    drop(db);
+    let memos = (roots * shape::DEEP_TREE_MEMOS) as f64;
+    let per_memo = |bytes: isize| (bytes - before) as f64 / memos;
+    (per_memo(after), per_memo(after_boundary))
+}
+
+// ---- keyed_hot_fetch / keyed_deep_verify: the keys kiln itself uses --------------
+//
+// salsa keys tracked functions by salsa structs, so a caller holding a path or a variant
+// id interns it (`PathKey::new`) and passes the id: every timed fetch does both, as
+// every kiln fetch hashes and looks up its key.
+
+#[salsa::interned]
+pub struct PathKey<'db> {
+    #[returns(ref)]
+    path: std::path::PathBuf,
+    num: Num,
+}
+
+#[salsa::interned]
+pub struct VariantKey<'db> {
+    #[returns(ref)]
+    shader: std::sync::Arc<str>,
+    #[returns(ref)]
+    pass: std::sync::Arc<str>,
+    #[returns(ref)]
+    keywords: std::sync::Arc<[std::sync::Arc<str>]>,
+    num: Num,
+}
+
+/// A key kind of the keyed workloads: its raw keys and how to intern one.
+pub trait SalsaKey {
+    type Raw;
+    fn make(index: usize) -> Self::Raw;
+    /// Interns `raw` (with its input) and fetches the hot query.
+    fn hot(db: &dyn Database, raw: &Self::Raw, num: Num) -> u64;
+    /// Interns `raw` (with its input) and fetches the tree root.
+    fn root(db: &dyn Database, raw: &Self::Raw, num: Num) -> u64;
+}
+
+macro_rules! keyed_queries {
+    ($module:ident, $key:ident) => {
+        mod $module {
+            use super::{count_execution, shape, $key, Database};
+
+            #[salsa::tracked(returns(copy))]
+            pub fn hot<'db>(db: &'db dyn Database, key: $key<'db>) -> u64 {
+                count_execution();
+                shape::hot(key.num(db).value(db))
+            }
+
+            #[salsa::tracked(returns(copy))]
+            fn leaf0<'db>(db: &'db dyn Database, key: $key<'db>) -> u64 {
+                count_execution();
+                shape::leaf(key.num(db).value(db), 0)
+            }
+
+            #[salsa::tracked(returns(copy))]
+            fn leaf1<'db>(db: &'db dyn Database, key: $key<'db>) -> u64 {
+                count_execution();
+                shape::leaf(key.num(db).value(db), 1)
+            }
+
+            #[salsa::tracked(returns(copy))]
+            fn leaf2<'db>(db: &'db dyn Database, key: $key<'db>) -> u64 {
+                count_execution();
+                shape::leaf(key.num(db).value(db), 2)
+            }
+
+            #[salsa::tracked(returns(copy))]
+            fn leaf3<'db>(db: &'db dyn Database, key: $key<'db>) -> u64 {
+                count_execution();
+                shape::leaf(key.num(db).value(db), 3)
+            }
+
+            #[salsa::tracked(returns(copy))]
+            fn left<'db>(db: &'db dyn Database, key: $key<'db>) -> u64 {
+                count_execution();
+                leaf0(db, key) + leaf1(db, key)
+            }
+
+            #[salsa::tracked(returns(copy))]
+            fn right<'db>(db: &'db dyn Database, key: $key<'db>) -> u64 {
+                count_execution();
+                leaf2(db, key) + leaf3(db, key)
+            }
+
+            #[salsa::tracked(returns(copy))]
+            pub fn root<'db>(db: &'db dyn Database, key: $key<'db>) -> u64 {
+                count_execution();
+                left(db, key) + right(db, key)
+            }
+        }
+    };
+}
+
+keyed_queries!(path_queries, PathKey);
+keyed_queries!(variant_queries, VariantKey);
+
+/// Path keys (kiln's `SourceFile` and `ClosureQ` keys).
+pub struct Paths;
+impl SalsaKey for Paths {
+    type Raw = std::path::PathBuf;
+    fn make(index: usize) -> Self::Raw {
+        shape::path_key(index)
+    }
+    fn hot(db: &dyn Database, raw: &Self::Raw, num: Num) -> u64 {
+        path_queries::hot(db, PathKey::new(db, raw, num))
+    }
+    fn root(db: &dyn Database, raw: &Self::Raw, num: Num) -> u64 {
+        path_queries::root(db, PathKey::new(db, raw, num))
+    }
+}
+
+/// Composite variant ids (kiln's `VariantId` keys).
+pub struct Variants;
+impl SalsaKey for Variants {
+    type Raw = shape::VariantParts;
+    fn make(index: usize) -> Self::Raw {
+        shape::variant_parts(index)
+    }
+    fn hot(db: &dyn Database, raw: &Self::Raw, num: Num) -> u64 {
+        variant_queries::hot(db, VariantKey::new(db, &raw.0, &raw.1, &raw.2, num))
+    }
+    fn root(db: &dyn Database, raw: &Self::Raw, num: Num) -> u64 {
+        variant_queries::root(db, VariantKey::new(db, &raw.0, &raw.1, &raw.2, num))
+    }
+}
+
+/// `hot_fetch` with keys of kind `K`.
+pub struct KeyedHotFetch<K: SalsaKey, D = DatabaseImpl> {
+    db: D,
+    keys: Vec<(K::Raw, Num)>,
+    expected: u64,
+}
+
+impl<K: SalsaKey, D: Database> KeyedHotFetch<K, D> {
+    pub fn on(db: D) -> Self {
+        let keys: Vec<(K::Raw, Num)> = (0..shape::HOT_KEYS)
+            .map(|i| (K::make(i), Num::new(&db, shape::initial_input(i))))
+            .collect();
+        let expected = keys.iter().map(|(raw, num)| K::hot(&db, raw, *num)).sum();
+        KeyedHotFetch { db, keys, expected }
+    }
+}
+
+impl<K: SalsaKey, D: Database> Rep for KeyedHotFetch<K, D> {
+    fn rep(&mut self) -> f64 {
+        let before = executions();
+        let start = Instant::now();
+        for _ in 0..shape::HOT_PASSES {
+            let mut sum = 0u64;
+            for (raw, num) in &self.keys {
+                sum += K::hot(black_box(&self.db), black_box(raw), *num);
+            }
+            assert_eq!(black_box(sum), self.expected);
+        }
+        let elapsed = start.elapsed();
+        assert_eq!(
+            executions(),
+            before,
+            "salsa keyed hot_fetch executed a query"
+        );
+        elapsed.as_nanos() as f64 / (shape::HOT_PASSES * shape::HOT_KEYS) as f64
+    }
+}
+
+/// `deep_verify` with keys of kind `K`.
+pub struct KeyedDeepVerify<K: SalsaKey, D = DatabaseImpl> {
+    db: D,
+    roots: Vec<(K::Raw, Num)>,
+    bystander: Num,
+    bystander_value: u64,
+    expected: u64,
+}
+
+impl<K: SalsaKey, D: Database> KeyedDeepVerify<K, D> {
+    pub fn on(db: D) -> Self {
+        let roots: Vec<(K::Raw, Num)> = (0..shape::DEEP_ROOTS)
+            .map(|i| (K::make(i), Num::new(&db, shape::initial_input(i))))
+            .collect();
+        let bystander = Num::builder(0).durability(Durability::LOW).new(&db);
+        let expected = roots.iter().map(|(raw, num)| K::root(&db, raw, *num)).sum();
+        let want: u64 = (0..shape::DEEP_ROOTS)
+            .map(|i| shape::tree_root(shape::initial_input(i)))
+            .sum();
+        assert_eq!(expected, want);
+        KeyedDeepVerify {
+            db,
+            roots,
+            bystander,
+            bystander_value: 0,
+            expected,
+        }
+    }
+}
+
+impl<K: SalsaKey, D: Database> Rep for KeyedDeepVerify<K, D> {
+    fn rep(&mut self) -> f64 {
+        let before = executions();
+        let mut timed_ns = 0u128;
+        for _ in 0..shape::DEEP_ROUNDS {
+            self.bystander_value += 1;
+            self.bystander
+                .set_value(&mut self.db)
+                .to(self.bystander_value);
+            let start = Instant::now();
+            let mut sum = 0u64;
+            for (raw, num) in &self.roots {
+                sum += K::root(black_box(&self.db), black_box(raw), *num);
+            }
+            timed_ns += start.elapsed().as_nanos();
+            assert_eq!(black_box(sum), self.expected);
+        }
+        assert_eq!(
+            executions(),
+            before,
+            "salsa keyed deep_verify re-executed a query"
+        );
+        timed_ns as f64 / (shape::DEEP_ROUNDS * shape::DEEP_ROOTS * shape::DEEP_TREE_MEMOS) as f64
+    }
 }

@@ -117,3 +117,56 @@ pub fn memo_value(input: u64) -> u64 {
 pub fn fan_edit(round: u64) -> u64 {
     1_000_000 + round
 }
+
+/// Roots of the `memo_bytes_tree` shape: each owns the seven-query tree of `deep_verify`
+/// (one key read by seven queries, as salsa's `query_fetch` tree).
+pub const MEMO_TREE_ROOTS: usize = 20_000;
+
+/// The path kiln would key a shader source by (`SourceFile`, `ClosureQ`).
+pub fn path_key(index: usize) -> std::path::PathBuf {
+    std::path::PathBuf::from(format!(
+        "shaders/materials/lit/forward_variant_{index:05}.wgsl"
+    ))
+}
+
+/// The parts of a composite variant id (kiln's `VariantId`: shader, pass, sorted
+/// keywords), all shared strings.
+pub type VariantParts = (
+    std::sync::Arc<str>,
+    std::sync::Arc<str>,
+    std::sync::Arc<[std::sync::Arc<str>]>,
+);
+
+/// Variant id `index`: one of 16 shaders, 2 passes, a keyword set that spells its index.
+pub fn variant_parts(index: usize) -> VariantParts {
+    let shader: std::sync::Arc<str> = format!("materials/lit_{:02}", index % 16).into();
+    let pass: std::sync::Arc<str> = if index.is_multiple_of(2) {
+        "forward"
+    } else {
+        "shadow"
+    }
+    .into();
+    let keywords: std::sync::Arc<[std::sync::Arc<str>]> = (0..4)
+        .filter(|bit| (index >> (bit + 5)) & 1 == 1)
+        .map(|bit| std::sync::Arc::<str>::from(format!("FEATURE_{bit}")))
+        .chain(std::iter::once(std::sync::Arc::<str>::from(format!(
+            "VARIANT_{}",
+            index
+        ))))
+        .collect();
+    (shader, pass, keywords)
+}
+
+/// Events both engines' listeners have seen (the listener configuration only).
+pub static EVENTS: AtomicUsize = AtomicUsize::new(0);
+
+/// What both listeners do per event: what kiln's pipeline listener does (classify, count).
+#[inline]
+pub fn count_event() {
+    EVENTS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The salsa build this benchmark compares against, for the output.
+pub const SALSA_FEATURES: &str = "salsa 0.28.5, default features (salsa_unstable, rayon, \
+     macros, inventory, accumulator); not enabled: persistence, shuttle, detailed-trace; \
+     DatabaseImpl with no event callback unless a line says 'listener'";
