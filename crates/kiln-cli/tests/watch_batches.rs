@@ -94,7 +94,12 @@ impl Watch {
     fn next(&self) -> Value {
         self.lines
             .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|e| panic!("kiln watch said nothing ({e}) in {}", self.dir.path().display()))
+            .unwrap_or_else(|e| {
+                panic!(
+                    "kiln watch said nothing ({e}) in {}",
+                    self.dir.path().display()
+                )
+            })
     }
 
     /// Writes a marker and returns the rebuild reports printed before its batch was handled.
@@ -169,7 +174,11 @@ fn an_edit_in_the_batch_of_a_broken_manifest_is_built_once_it_is_fixed() {
     // The two variants share a text (no FOG code): one compile, one deduplicated.
     assert_eq!(reports[0]["compiled"], 1, "{}", reports[0]);
     assert_eq!(reports[0]["deduplicated"], 1, "{}", reports[0]);
-    assert_eq!(reports[0]["files_changed"][0], "inc/k.wgsl", "{}", reports[0]);
+    assert_eq!(
+        reports[0]["files_changed"][0], "inc/k.wgsl",
+        "{}",
+        reports[0]
+    );
     let after = std::fs::read_to_string(&output).unwrap();
     assert!(after.contains("K: f32 = 3f"), "{after}");
     let stderr = w.stop();

@@ -158,7 +158,8 @@ pub struct Recompiled {
 }
 
 /// What the engine answers for one variant.
-type VariantResult = Result<Result<queries::Artifacts, queries::VariantFailure>, kiln_incr::QueryError>;
+type VariantResult =
+    Result<Result<queries::Artifacts, queries::VariantFailure>, kiln_incr::QueryError>;
 
 /// A project open for building: the manifest, the engine database, the store.
 pub struct Project {
@@ -518,7 +519,10 @@ impl Project {
         variants: &'v [VariantId],
         results: Vec<VariantResult>,
         report: &mut BuildReport,
-    ) -> (Vec<(&'v VariantId, queries::Artifacts)>, BTreeSet<VariantId>) {
+    ) -> (
+        Vec<(&'v VariantId, queries::Artifacts)>,
+        BTreeSet<VariantId>,
+    ) {
         let outcomes = std::mem::take(&mut *self.db.context().build.outcomes.lock());
         let mut built = Vec::new();
         let mut failed = BTreeSet::new();
