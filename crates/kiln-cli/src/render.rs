@@ -46,6 +46,9 @@ fn byte_range(text: &str, line: u32, columns: &std::ops::Range<u32>) -> std::ops
     start..end
 }
 
+/// Files larger than this are not quoted in snippets.
+const SNIPPET_MAX_BYTES: u64 = 64 << 20;
+
 /// How many variants a grouped diagnostic names before it says "and N more".
 const VARIANTS_SHOWN: usize = 4;
 
@@ -100,8 +103,8 @@ fn diagnostic(root: &Path, d: &Diagnostic, variants: &[&str]) {
     if let Some(at) = d.location.as_ref().filter(|at| at.line == 0) {
         notes.push(format!("in {}", at.file.display()));
     } else if let Some(at) = &d.location {
-        let path = root.join(&at.file);
-        match std::fs::read_to_string(&path) {
+        // Read like a source: never through a link leading outside the root, never a FIFO.
+        match kiln::boundary::read_project_file(root, &at.file, SNIPPET_MAX_BYTES) {
             Ok(text) => {
                 let range = byte_range(&text, at.line, &at.columns);
                 let id = files.add(at.file.display().to_string(), text);
