@@ -258,7 +258,7 @@ impl BatchReport {
 impl Drop for BatchReport {
     fn drop(&mut self) {
         if let Some(paths) = self.0.take() {
-            println!("{}", serde_json::json!({ "batch": paths }));
+            render::stdout_line(&serde_json::json!({ "batch": paths }).to_string());
         }
     }
 }
@@ -292,7 +292,7 @@ fn print_rebuild(project: &Project, report: &BuildReport, latency: Option<Durati
                 })
             })
             .collect();
-        println!("{value}");
+        render::stdout_line(&value.to_string());
         return;
     }
     render::diagnostics(&project.manifest().root, &report.diagnostics);
