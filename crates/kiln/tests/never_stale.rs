@@ -334,3 +334,30 @@ fn input_stamps_are_those_of_what_was_built() {
     assert_eq!(report.compiled, 0, "{report:?}");
     f.assert_same_as_clean("stamps");
 }
+
+#[test]
+fn an_output_path_occupied_by_a_directory_fails_that_variant_alone() {
+    let f = Fixture::new();
+    // A directory (with a file in it) where Fill/Main[FOG]'s SPIR-V goes.
+    std::fs::create_dir_all(f.path("out/Fill/Main/FOG.spv/keep")).unwrap();
+    let mut fresh = Project::open(&BuildOptions {
+        manifest: f.path("kiln.toml"),
+        ..BuildOptions::default()
+    })
+    .unwrap();
+    let report = fresh.build(&|_| {}).unwrap();
+    assert_eq!(report.failed, 1, "{report:?}");
+    let d = &report.diagnostics[0];
+    assert!(d.message.contains("FOG.spv"), "{d}");
+    assert!(
+        d.variant.as_deref().unwrap().starts_with("Fill/Main[FOG]"),
+        "{d}"
+    );
+    // Every other output and the index were written; the directory was left alone.
+    assert!(f.path("out/Fill/Main/_.spv").is_file());
+    assert!(f.path("out/Fill/Alt/FOG.spv").is_file());
+    assert!(f.path("out/Fill/Main/FOG.spv/keep").is_dir());
+    let index = std::fs::read_to_string(f.path("out").join(INDEX_FILE)).unwrap();
+    assert!(index.contains("Fill/Main/_.spv"), "{index}");
+    assert!(!index.contains("Fill/Main/FOG.spv"), "{index}");
+}
