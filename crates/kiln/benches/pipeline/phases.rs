@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use kiln::compile::{self, TargetConfig};
+use kiln::identity;
 use kiln::manifest::Manifest;
 use kiln::pipeline::{output_path, Index, IndexEntry};
 use kiln::preprocess::{self, MemoryLoader};
@@ -27,32 +27,11 @@ pub struct Phases {
     pub outputs_current: usize,
 }
 
-/// The store key of a compile input, as the pipeline derives it (its `CompileInput`).
-fn compile_key(
-    language: compile::SourceLanguage,
-    stage: compile::Stage,
-    entry: &str,
-    text_hash: &ContentKey,
-) -> ContentKey {
-    let mut hasher = blake3::Hasher::new();
-    hasher.update(b"kiln compile input v1\0");
-    hasher.update(format!("{language:?}\0{stage}\0{entry}\0").as_bytes());
-    hasher.update(text_hash.as_bytes());
-    ContentKey::from_bytes(*hasher.finalize().as_bytes())
-}
-
 /// Whether an output is current as the pipeline judges it: the previous index lists it with
 /// this hash and size, and the file has that size.
 fn is_current(path: &Path, previous: Option<&IndexEntry>, bytes: u64, hash: &str) -> bool {
     previous.is_some_and(|entry| entry.content_hash == hash && entry.bytes == bytes)
         && std::fs::metadata(path).is_ok_and(|m| m.len() == bytes)
-}
-
-/// The store namespace of a target, as the pipeline names it.
-fn namespace(target: &TargetConfig) -> Namespace {
-    Namespace::new(target.target().name(), compile::NAGA_VERSION)
-        .with_option("options", target.options_string())
-        .with_capability(format!("naga-valid-{:#x}", compile::capabilities().bits()))
 }
 
 /// Runs every phase once, single-threaded, over the project's filled `out_dir` and `cache_dir`.
@@ -108,14 +87,14 @@ pub fn measure(project: &Generated, out_dir: &Path, cache_dir: &Path) -> Result<
         .zip(&texts)
         .map(|(variant, text)| {
             let text_hash = ContentKey::hash(text.as_bytes());
-            compile_key(project.language, variant.stage, variant.entry, &text_hash)
+            identity::compile_key(project.language, variant.stage, variant.entry, &text_hash)
         })
         .collect();
     timed("text_hashes", started);
 
     let started = Instant::now();
     let store = LocalStore::new(cache_dir);
-    let namespaces: Vec<Namespace> = manifest.targets.iter().map(namespace).collect();
+    let namespaces: Vec<Namespace> = manifest.targets.iter().map(identity::namespace).collect();
     let mut loaded: Vec<Vec<u8>> = Vec::with_capacity(keys.len() * namespaces.len());
     let mut store_loads = 0;
     for key in &keys {
