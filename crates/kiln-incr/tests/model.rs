@@ -208,8 +208,16 @@ fn scenario() -> impl Strategy<Value = (usize, Vec<Node>, Vec<Edit>, Vec<usize>)
     })
 }
 
+/// Cases per run; `KILN_MODEL_CASES=N` runs it longer.
+fn model_cases() -> u32 {
+    std::env::var("KILN_MODEL_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1000)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: model_cases(), ..ProptestConfig::default() })]
 
     #[test]
     fn matches_from_scratch_and_does_no_spurious_work(
