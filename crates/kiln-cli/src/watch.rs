@@ -6,6 +6,7 @@ use kiln::pipeline::{BuildReport, Project};
 use notify_debouncer_full::notify::event::{AccessKind, AccessMode};
 use notify_debouncer_full::notify::{EventKind, RecursiveMode};
 use notify_debouncer_full::{new_debouncer, DebounceEventResult, DebouncedEvent};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::mpsc;
@@ -203,7 +204,8 @@ impl Session {
     }
 }
 
-/// A batch of file events sorted by what they may change.
+/// A batch of file events sorted by what they may change, each path once (one write is
+/// several events).
 struct Changes {
     /// Project paths (files or directories) that may hold sources or the manifest.
     sources: Vec<PathBuf>,
@@ -220,6 +222,8 @@ impl Changes {
             outputs: Vec::new(),
             rescan: false,
         };
+        let mut sources = BTreeSet::new();
+        let mut outputs = BTreeSet::new();
         for event in events {
             changes.rescan |= event.need_rescan();
             // Reads (kiln's own included) change nothing; a closed write does.
@@ -229,12 +233,14 @@ impl Changes {
             }
             for path in &event.paths {
                 if let Ok(relative) = path.strip_prefix(out_dir) {
-                    changes.outputs.push(relative.to_owned());
+                    outputs.insert(relative.to_owned());
                 } else if !path.starts_with(cache_dir) {
-                    changes.sources.push(path.clone());
+                    sources.insert(path.clone());
                 }
             }
         }
+        changes.sources = sources.into_iter().collect();
+        changes.outputs = outputs.into_iter().collect();
         changes
     }
 }

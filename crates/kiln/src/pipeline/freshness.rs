@@ -11,24 +11,15 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
-/// Per variant, [`identity::input_stamp`] at its shader's current revision; variants whose
-/// revision cannot be computed are absent (the build reports why).
-pub(super) fn input_stamps(
-    variants: &[VariantId],
-    revisions: &FxHashMap<Arc<str>, Revision>,
-) -> FxHashMap<VariantId, String> {
-    variants
-        .iter()
-        .filter_map(|variant| {
-            let revision = revisions.get(&variant.shader)?;
-            let stamp = identity::input_stamp(
-                revision,
-                &variant.pass,
-                variant.keywords.iter().map(|k| &**k),
-            );
-            Some((variant.clone(), stamp))
-        })
-        .collect()
+/// [`identity::input_stamp`] of `variant` at its shader's current revision; `None` when the
+/// revision cannot be computed (the build reports why).
+fn input_stamp(variant: &VariantId, revisions: &FxHashMap<Arc<str>, Revision>) -> Option<String> {
+    let revision = revisions.get(&variant.shader)?;
+    Some(identity::input_stamp(
+        revision,
+        &variant.pass,
+        variant.keywords.iter().map(|k| &**k),
+    ))
 }
 
 impl Project {
@@ -39,8 +30,15 @@ impl Project {
         &self,
         last: &LastBuild,
         variants: Vec<VariantId>,
-        stamps: &FxHashMap<VariantId, String>,
+        revisions: &FxHashMap<Arc<str>, Revision>,
     ) -> (Vec<IndexEntry>, Vec<VariantId>) {
+        // What this process built goes to the engine; the rest is looked up by stamp.
+        let (mut stale, variants): (Vec<VariantId>, Vec<VariantId>) = variants
+            .into_iter()
+            .partition(|variant| last.artifacts.contains_key(variant));
+        if variants.is_empty() {
+            return (Vec::new(), stale);
+        }
         let by_stamp = entries_by_stamp(&last.index);
         let targets = self.manifest.targets.len();
         let out_dir = &self.out_dir;
@@ -48,11 +46,7 @@ impl Project {
             variants
                 .into_par_iter()
                 .map(|variant| {
-                    if last.artifacts.contains_key(&variant) {
-                        return Err(variant);
-                    }
-                    let entries = stamps
-                        .get(&variant)
+                    let entries = input_stamp(&variant, revisions)
                         .and_then(|stamp| by_stamp.get(stamp.as_str()))
                         .filter(|entries| entries.len() == targets);
                     let current = entries.filter(|entries| {
@@ -75,7 +69,6 @@ impl Project {
                 .collect()
         });
         let mut current = Vec::new();
-        let mut stale = Vec::new();
         for result in checked {
             match result {
                 Ok(entries) => current.extend(entries),

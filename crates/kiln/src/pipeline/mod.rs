@@ -345,23 +345,18 @@ impl Project {
         let mut changed = false;
         for path in paths {
             let relative = path.to_string_lossy().replace('\\', "/");
-            if relative.is_empty() || relative == INDEX_FILE || relative == STAT_FILE {
-                // Both are rewritten whole: a look at the index is cheaper than a rule.
-                let index_on_disk = std::fs::read(out_dir.join(INDEX_FILE))
-                    .ok()
-                    .and_then(|bytes| serde_json::from_slice::<Index>(&bytes).ok());
-                if index_on_disk.as_ref() != Some(&last.index) {
-                    last.index_suspect = true;
-                    changed = true;
-                }
+            // `.kiln-stat` is a cache: edited or lost, it only costs re-hashing outputs.
+            if relative == STAT_FILE {
+                continue;
             }
-            let prefix = format!("{relative}/");
-            for entry in &last.index.entries {
-                let covered = relative.is_empty()
-                    || entry.path == relative
-                    || entry.path.starts_with(&prefix);
-                if covered
-                    && !last.suspect.contains(&entry.path)
+            if (relative.is_empty() || relative == INDEX_FILE)
+                && !write::index_holds(out_dir, &last.index, &mut last.stats)
+            {
+                last.index_suspect = true;
+                changed = true;
+            }
+            for entry in write::entries_at(&last.index.entries, &relative) {
+                if !last.suspect.contains(&entry.path)
                     && !write::holds(out_dir, entry, &mut last.stats)
                 {
                     last.suspect.insert(entry.path.clone());
@@ -428,9 +423,8 @@ impl Project {
         let total = all_variants.len();
         let last = self.take_last_build();
         let revisions = self.revisions();
-        let stamps = freshness::input_stamps(&all_variants, &revisions);
         let pinned = self.invalidate_stale_revisions(&revisions);
-        let (up_to_date, variants) = self.up_to_date(&last, all_variants, &stamps);
+        let (up_to_date, variants) = self.up_to_date(&last, all_variants, &revisions);
         // Each up-to-date variant contributed one entry per target.
         let up_to_date_variants = up_to_date.len() / self.manifest.targets.len().max(1);
         let results = self.run_variants(&variants, up_to_date_variants, total, progress);
@@ -475,14 +469,18 @@ impl Project {
         if let Some(last) = self.last.take() {
             return last;
         }
-        let (index, warnings) = Index::read_checked(&self.out_dir);
+        let (mut index, warnings) = Index::read_checked(&self.out_dir);
         self.db.context().build.warnings.lock().extend(warnings);
+        // Sorted by path, as kiln writes it, also when edited by hand: lookups bisect, and a
+        // shuffled file is rewritten.
+        let sorted = index.entries.is_sorted_by(|a, b| a.path <= b.path);
+        index.entries.sort_by(|a, b| a.path.cmp(&b.path));
         LastBuild {
             index,
             stats: stat::OutputStats::read(&self.out_dir),
             artifacts: FxHashMap::default(),
             suspect: BTreeSet::new(),
-            index_suspect: false,
+            index_suspect: !sorted,
         }
     }
 

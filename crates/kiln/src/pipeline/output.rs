@@ -80,11 +80,11 @@ impl Index {
         (index, warnings)
     }
 
-    /// Writes `dir/index.json` atomically.
-    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
+    /// Writes `dir/index.json` atomically; returns the written file's metadata.
+    pub fn write(&self, dir: &Path) -> std::io::Result<std::fs::Metadata> {
         // Compact: a warm build reads it back, and thousands of entries add up.
         let json = serde_json::to_vec(self).map_err(std::io::Error::other)?;
-        write_atomic(&dir.join(INDEX_FILE), &json).map(drop)
+        write_atomic(&dir.join(INDEX_FILE), &json)
     }
 }
 

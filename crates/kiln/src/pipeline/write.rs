@@ -86,9 +86,10 @@ impl Project {
 
         // Outputs nobody produces now: a failed variant's (kept, marked stale, on request),
         // and those of variants or targets that left the manifest.
-        let current: BTreeSet<String> = entries.iter().map(|e| e.path.clone()).collect();
+        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        let mut kept = Vec::new();
         for old in &last.index.entries {
-            if current.contains(&old.path) {
+            if find(&entries, &old.path).is_some() {
                 continue;
             }
             let variant = VariantId {
@@ -108,12 +109,12 @@ impl Project {
                 && failed.contains(&variant)
                 && !last.suspect.contains(&old.path)
             {
-                let mut kept = old.clone();
-                kept.stale = true;
-                kept.failed_revision = revisions
+                let mut stale = old.clone();
+                stale.stale = true;
+                stale.failed_revision = revisions
                     .get(&variant.shader)
                     .map(|r| format!("{:016x}", r.short()));
-                entries.push(kept);
+                kept.push(stale);
                 continue;
             }
             match output::remove_output(out_dir, old) {
@@ -128,7 +129,10 @@ impl Project {
             stats.forget(&old.path);
         }
 
-        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        if !kept.is_empty() {
+            entries.extend(kept);
+            entries.sort_by(|a, b| a.path.cmp(&b.path));
+        }
         let index = Index {
             kiln_version: crate::store::KILN_VERSION.to_owned(),
             entries,
@@ -138,10 +142,10 @@ impl Project {
             source,
         };
         if index != last.index || last.index_suspect {
-            index.write(out_dir).map_err(index_error)?;
+            let meta = index.write(out_dir).map_err(index_error)?;
+            stats.record(INDEX_FILE, FileStat::of(&meta));
         }
-        let listed: BTreeSet<&str> = index.entries.iter().map(|e| e.path.as_str()).collect();
-        stats.retain(|path| listed.contains(path));
+        stats.retain(|path| path == INDEX_FILE || find(&index.entries, path).is_some());
         if stats.needs_write() || last.index_suspect {
             stats.seal_and_write(out_dir).map_err(index_error)?;
         }
@@ -291,6 +295,53 @@ fn disk_holds(
     }
     let bytes = std::fs::read(path).ok()?;
     (ContentKey::hash(&bytes) == *hash).then_some(stat)
+}
+
+/// The entry at `path` among entries sorted by path.
+fn find<'e>(entries: &'e [IndexEntry], path: &str) -> Option<&'e IndexEntry> {
+    let at = entries
+        .binary_search_by(|e| e.path.as_str().cmp(path))
+        .ok()?;
+    entries.get(at)
+}
+
+/// The entries at `relative` or under it as a directory, among entries sorted by path;
+/// every entry for the empty path (the whole output directory).
+pub(super) fn entries_at<'e>(
+    entries: &'e [IndexEntry],
+    relative: &str,
+) -> impl Iterator<Item = &'e IndexEntry> {
+    let (exact, under) = if relative.is_empty() {
+        (None, entries)
+    } else {
+        let prefix = format!("{relative}/");
+        let start = entries.partition_point(|e| e.path < prefix);
+        // Sorted strings sharing a prefix are contiguous.
+        let len = entries[start..].partition_point(|e| e.path.starts_with(&prefix));
+        (find(entries, relative), &entries[start..start + len])
+    };
+    exact.into_iter().chain(under)
+}
+
+/// Whether `index.json` still holds `index`: proven by its recorded stat, else by reading
+/// it (then its stat is recorded).
+pub(super) fn index_holds(out_dir: &Path, index: &Index, stats: &mut OutputStats) -> bool {
+    let path = out_dir.join(INDEX_FILE);
+    let Ok(meta) = std::fs::symlink_metadata(&path) else {
+        return false;
+    };
+    let stat = FileStat::of(&meta);
+    if stats.trusts(INDEX_FILE, &stat) {
+        return true;
+    }
+    let same = std::fs::read(&path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Index>(&bytes).ok())
+        .is_some_and(|on_disk| on_disk == *index);
+    if same {
+        stats.record(INDEX_FILE, stat);
+    }
+    same
 }
 
 /// Whether the file of `entry` still holds the entry's bytes; records its stat when that
