@@ -44,18 +44,10 @@ impl Project {
             source,
         })?;
         output::remove_stale_temps(out_dir);
-        let previous: FxHashMap<&str, &IndexEntry> = last
-            .index
-            .entries
-            .iter()
-            .map(|e| (e.path.as_str(), e))
-            .collect();
         let results: Vec<Result<VariantWrite, Diagnostic>> = self.pool.install(|| {
             built
                 .par_iter()
-                .map(|(variant, artifacts)| {
-                    self.write_variant(variant, artifacts, &last, &previous)
-                })
+                .map(|(variant, artifacts)| self.write_variant(variant, artifacts, &last))
                 .collect()
         });
 
@@ -168,7 +160,6 @@ impl Project {
         variant: &VariantId,
         artifacts: &Artifacts,
         last: &LastBuild,
-        previous: &FxHashMap<&str, &IndexEntry>,
     ) -> Result<VariantWrite, Diagnostic> {
         // Outputs this process wrote with the same bytes need no look on disk, unless a file
         // event said someone touched them since.
@@ -199,7 +190,7 @@ impl Project {
                 .map_err(|e| fail(format!("output path {relative}: {e}")))?;
             let current = built_here && !last.suspect.contains(&relative);
             let held = current
-                || match disk_holds(&path, &relative, output.bytes, &output.hash, last, previous) {
+                || match disk_holds(&path, &relative, output.bytes, &output.hash, last) {
                     Some(stat) => {
                         stats.push((relative.clone(), stat));
                         true
@@ -280,16 +271,15 @@ fn disk_holds(
     len: u64,
     hash: &ContentKey,
     last: &LastBuild,
-    previous: &FxHashMap<&str, &IndexEntry>,
 ) -> Option<FileStat> {
     let meta = std::fs::symlink_metadata(path).ok()?;
     if !meta.is_file() || meta.len() != len {
         return None;
     }
     let stat = FileStat::of(&meta);
-    let recorded_same = previous
-        .get(relative)
-        .is_some_and(|e| e.content_hash == hash.to_hex());
+    // The recorded stat proves the bytes the previous index names (entries sorted by path).
+    let recorded_same =
+        find(&last.index.entries, relative).is_some_and(|e| e.content_hash == hash.to_hex());
     if recorded_same && last.stats.trusts(relative, &stat) {
         return Some(stat);
     }
