@@ -16,8 +16,11 @@ pub enum NameFault {
     PathSeparator(char),
     /// The name holds a control character.
     Control(char),
-    /// The name is `.` or `..`, which name a directory, not a file or a new directory.
+    /// The name starts with `.`: `.` and `..` name existing directories, and the output
+    /// directory's hidden files (`.kiln-stat`, `.kiln-tmp-*`) are kiln's own.
     DotName,
+    /// The name is `index.json`, the output directory's index.
+    IndexName,
 }
 
 impl fmt::Display for NameFault {
@@ -34,21 +37,28 @@ impl fmt::Display for NameFault {
             NameFault::Control(c) => {
                 write!(f, "it holds a control character (U+{:04X})", u32::from(*c))
             }
-            NameFault::DotName => f.write_str("`.` and `..` cannot name a shader or a pass"),
+            NameFault::DotName => {
+                f.write_str("it starts with `.` (`.`, `..` and kiln's hidden files in `out/`)")
+            }
+            NameFault::IndexName => f.write_str("`index.json` is the output directory's index"),
         }
     }
 }
 
 /// Checks a shader or pass name: it becomes one directory name under the output directory, and
-/// part of the key's text form `shader|pass|keywords|revision`. Not empty, not `.` or `..`, no
+/// part of the key's text form `shader|pass|keywords|revision`. Not empty, not starting with
+/// `.` (so not `.`, `..` or one of kiln's hidden files), not `index.json`, no
 /// `/`, `\`, `:` (a drive on Windows: `C:`), NUL or other control character, no `|` or `;`,
 /// no whitespace.
 pub fn check_name(name: &str) -> Result<(), NameFault> {
     if name.is_empty() {
         return Err(NameFault::Empty);
     }
-    if name == "." || name == ".." {
+    if name.starts_with('.') {
         return Err(NameFault::DotName);
+    }
+    if name == crate::pipeline::INDEX_FILE {
+        return Err(NameFault::IndexName);
     }
     for c in name.chars() {
         match c {
@@ -72,6 +82,9 @@ mod tests {
             ("", NameFault::Empty),
             (".", NameFault::DotName),
             ("..", NameFault::DotName),
+            (".kiln-stat", NameFault::DotName),
+            ("...", NameFault::DotName),
+            ("index.json", NameFault::IndexName),
             ("a/b", NameFault::PathSeparator('/')),
             ("a\\b", NameFault::PathSeparator('\\')),
             ("a\0b", NameFault::PathSeparator('\0')),
@@ -87,7 +100,15 @@ mod tests {
 
     #[test]
     fn ordinary_names_pass() {
-        for name in ["Lit", "Forward", "shadow-map", "a.b", "...", "Ünïcode", "_"] {
+        for name in [
+            "Lit",
+            "Forward",
+            "shadow-map",
+            "a.b",
+            "index.json.x",
+            "Ünïcode",
+            "_",
+        ] {
             assert_eq!(check_name(name), Ok(()), "{name:?}");
         }
     }
