@@ -361,3 +361,25 @@ fn an_output_path_occupied_by_a_directory_fails_that_variant_alone() {
     assert!(index.contains("Fill/Main/_.spv"), "{index}");
     assert!(!index.contains("Fill/Main/FOG.spv"), "{index}");
 }
+
+#[test]
+fn raising_max_source_bytes_reads_a_refused_file_again() {
+    let mut f = Fixture::new();
+    f.build();
+    // A cap below fill.wgsl's size: its variants fail with the cap named.
+    f.edit_manifest("[project]\n", "[project]\nmax_source_bytes = 100\n");
+    let report = f.project.build(&|_| {}).unwrap();
+    assert!(report.failed > 0, "{report:?}");
+    assert!(
+        report
+            .diagnostics
+            .iter()
+            .any(|d| d.message.contains("max_source_bytes")),
+        "{:?}",
+        report.diagnostics
+    );
+    // Raised: the same process reads the files again, without any file event.
+    f.edit_manifest("max_source_bytes = 100", "max_source_bytes = 100000");
+    f.build();
+    f.assert_same_as_clean("cap raised");
+}

@@ -272,10 +272,15 @@ impl Project {
         if manifest == *self.manifest {
             return Ok(false);
         }
+        let cap_changed = manifest.limits.max_source_bytes != self.manifest.limits.max_source_bytes;
         self.manifest = Arc::new(manifest);
         self.manifest_changed = true;
         self.db
             .set_input::<ManifestInput>((), self.manifest.clone(), Durability::Medium);
+        if cap_changed {
+            // A file refused as too large (or read under a larger cap) is read again.
+            self.refresh_all_files();
+        }
         Ok(true)
     }
 

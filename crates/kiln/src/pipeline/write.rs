@@ -111,7 +111,13 @@ impl Project {
             }
             match output::remove_output(out_dir, old) {
                 Ok(true) => written.removed += 1,
-                // Not provably kiln's bytes any more: left alone.
+                // Not provably kiln's bytes any more: left alone, and said so.
+                Ok(false) if out_dir.join(&old.path).exists() => {
+                    written.diagnostics.push(Diagnostic::warning(format!(
+                        "left {} alone: it no longer holds the bytes kiln wrote",
+                        out_dir.join(&old.path).display()
+                    )))
+                }
                 Ok(false) => {}
                 Err(e) => written.diagnostics.push(Diagnostic::warning(format!(
                     "cannot remove retired output {}: {e}",
