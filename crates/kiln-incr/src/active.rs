@@ -41,7 +41,7 @@ thread_local! {
 
 static NEXT_THREAD_ID: AtomicU32 = AtomicU32::new(1);
 
-/// This thread's id: non-zero, below the claim word's waiters bit.
+/// This thread's id: non-zero, never reused (until 2^31 threads have existed).
 #[inline]
 pub(crate) fn thread_id() -> u32 {
     THREAD_ID.with(|id| {

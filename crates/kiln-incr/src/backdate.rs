@@ -26,7 +26,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
     /// and would otherwise skip verification after a write to the lower-durability input
     /// this value now depends on.
     ///
-    /// Preconditions: this thread holds `slot.claim`.
+    /// Preconditions: this thread holds the memo's claim (see `sync.rs`).
     pub(crate) fn can_backdate(
         &self,
         index: u32,

@@ -5,8 +5,8 @@ use crate::error::{QueryError, QueryFrame};
 use crate::memo::Edge;
 
 impl<C: Send + Sync + 'static> Database<C> {
-    /// A cycle error whose members are `members`, in call order (cross-thread cycles;
-    /// same-thread cycles are named as their error unwinds, see `ClaimGuard::finish`).
+    /// A cycle error whose members are `members`, in call order (found by the claim
+    /// protocol, same-thread or across threads: see `sync.rs`).
     #[cold]
     pub(crate) fn cycle_error(&self, members: Vec<Edge>) -> QueryError {
         QueryError::Cycle {

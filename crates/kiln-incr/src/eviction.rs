@@ -76,7 +76,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
     /// bytes was stored, replacing one of `old_size` (if any), and stamps the memo as just
     /// used. Sizes are measured before the commit (`size_bytes` is user code).
     ///
-    /// Preconditions: this thread holds `slot.claim`.
+    /// Preconditions: this thread holds the memo's claim (see `sync.rs`).
     pub(crate) fn account(
         &self,
         slot: &DerivedSlot<Q::Key, Q::Value>,

@@ -18,7 +18,7 @@ use crate::sync::Failure;
 impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
     /// Runs `Q::execute` for the key at `index` and stores the result.
     ///
-    /// Preconditions: this thread holds `slot.claim`; `verified_at` is the revision the
+    /// Preconditions: this thread holds the memo's claim (see `sync.rs`); `verified_at` is the revision the
     /// memo was last verified at (`NEVER` if it was never computed).
     pub(crate) fn execute(
         &self,
@@ -90,7 +90,8 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
                 break;
             }
         }
-        // The commit: no user code runs between `BUSY` and the published stamp.
+        // The commit: between `BUSY` and the published stamp only the `Backdated` event
+        // runs user code (the listener).
         if backdated {
             db.emit(EventKind::Backdated, Q::NAME, &slot.key);
         }
@@ -115,7 +116,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
     /// unclaimed verifier proved it valid while it ran. Its edges and revisions stand,
     /// since dependents may have read them; only a missing value is filled in.
     ///
-    /// Preconditions: this thread holds `slot.claim`.
+    /// Preconditions: this thread holds the memo's claim (see `sync.rs`).
     #[allow(clippy::too_many_arguments)]
     fn keep_verified(
         &self,

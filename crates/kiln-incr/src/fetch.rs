@@ -99,7 +99,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
 
     /// `stale`: a stamp under which an unclaimed walk already found a changed edge.
     ///
-    /// Preconditions: this thread holds `slot.claim`.
+    /// Preconditions: this thread holds the memo's claim (see `sync.rs`).
     fn fetch_claimed(
         &self,
         db: &Database<C>,

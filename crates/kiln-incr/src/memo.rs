@@ -234,7 +234,7 @@ impl From<Fingerprint> for StoredFingerprint {
 ///
 /// Access protocol (why the `UnsafeCell`s are sound):
 /// - `value` is initialized exactly when `stamp` has [`PRESENT`].
-/// - `value` is written only by the thread holding `claim` (see `sync.rs`), or under
+/// - `value` is written only by the thread holding the memo's claim (see `sync.rs`), or under
 ///   `&mut Database` (eviction).
 /// - When `stamp == current | PRESENT`, nobody writes `value` until the next
 ///   `&mut Database`, so any thread that observes that stamp (Acquire) may read it.
@@ -257,7 +257,7 @@ pub(crate) struct DerivedSlot<K, V> {
     pub(crate) last_used: AtomicU32,
     value: UnsafeCell<MaybeUninit<V>>,
     /// The edges, packed: 0 (none), one edge inline (`key << 32 | query << 1 | 1`), or a
-    /// pointer to a leaked `Box<[Edge]>`.
+    /// pointer to an `EdgeList` (its length, then the edges, in one allocation).
     edges: AtomicU64,
 }
 
@@ -485,8 +485,6 @@ impl<K, V> Drop for DerivedSlot<K, V> {
 mod tests {
     use super::DerivedSlot;
 
-    /// A memo of a `u32 -> u64` query is five words: key and LRU stamp, revisions
-    /// stamp, history (changed_at and flags), value, edges. Claims live beside memos.
     #[test]
     fn edge_lists_of_every_length_round_trip() {
         use super::{Edge, Edges};
@@ -504,6 +502,8 @@ mod tests {
         }
     }
 
+    /// A memo of a `u32 -> u64` query is five words: key and LRU stamp, revisions
+    /// stamp, history (changed_at and flags), value, edges. Claims live beside memos.
     #[test]
     fn a_small_memo_is_forty_bytes() {
         assert_eq!(std::mem::size_of::<DerivedSlot<u32, u64>>(), 40);

@@ -75,9 +75,6 @@ impl DurabilityClock {
         self.last_changed[durability.index()]
     }
 
-    /// Starts a new revision in which an input of `durability` changed. A change to a
-    /// high-durability input may be read by memos of any durability (their durability is
-    /// the minimum over their reads), so every level at or below it is bumped.
     /// Moves the clock to `revision` as if that many revisions had passed without a
     /// change (a test hook: crossing old limits without looping billions of times).
     #[cfg(test)]
@@ -86,6 +83,9 @@ impl DurabilityClock {
         self.current = revision;
     }
 
+    /// Starts a new revision in which an input of `durability` changed. A change to a
+    /// high-durability input may be read by memos of any durability (their durability is
+    /// the minimum over their reads), so every level at or below it is bumped.
     pub(crate) fn new_revision(&mut self, durability: Durability) -> Revision {
         self.current = self.current.next();
         for level in Durability::ALL {

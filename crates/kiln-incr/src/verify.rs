@@ -55,7 +55,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
     /// Whether the memo, last verified at `verified_at`, is valid at the current revision
     /// without re-executing it.
     ///
-    /// Preconditions: this thread holds `slot.claim`.
+    /// Preconditions: this thread holds the memo's claim (see `sync.rs`).
     pub(crate) fn validate(
         &self,
         db: &Database<C>,
@@ -155,7 +155,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
 
     /// `stale`: a stamp under which an unclaimed walk already found a changed edge.
     ///
-    /// Preconditions: this thread holds `slot.claim`.
+    /// Preconditions: this thread holds the memo's claim (see `sync.rs`).
     fn verify_claimed(
         &self,
         db: &Database<C>,
