@@ -153,6 +153,9 @@ struct ClaimRecord {
     /// Set when the attempt made under this claim took part in a cycle: it must fail
     /// with this error whatever its `execute` returns (the cycle rule, see `lib.rs`).
     cycle: Option<QueryError>,
+    /// The memos of that cycle, handed to the threads waiting for this claim with its
+    /// failure (see `sync.rs`).
+    members: Vec<Edge>,
 }
 
 thread_local! {
@@ -167,15 +170,21 @@ pub(crate) fn push_claim(database: u64, edge: Edge) {
             edge,
             executing: false,
             cycle: None,
+            members: Vec::new(),
         });
     });
 }
 
-/// Forgets the innermost claim (it was released).
-pub(crate) fn pop_claim() {
+/// Forgets the innermost claim (it was released); returns the members of the cycle its
+/// attempt was marked to fail with (empty if none).
+pub(crate) fn pop_claim() -> Vec<Edge> {
     CLAIMS.with(|claims| {
-        claims.borrow_mut().pop();
-    });
+        claims
+            .borrow_mut()
+            .pop()
+            .map(|record| record.members)
+            .unwrap_or_default()
+    })
 }
 
 /// The claims of `database` from the one on `start` to the innermost, in the order they
@@ -200,7 +209,7 @@ pub(crate) fn claim_path(database: u64, start: Edge) -> Vec<Edge> {
 
 /// Applies the cycle rule after this thread met the cycle `error` while asking for a
 /// memo: `reading` when an execution asked (a read), not when a verification walked a
-/// stored edge. `is_member` tells the memos of the cycle.
+/// stored edge. `members`: the memos of the cycle.
 ///
 /// Executions from this thread's outermost claim on the cycle to the innermost are marked
 /// to fail with `error` whatever they return (see [`take_cycle_mark`]): each reads the
@@ -210,12 +219,8 @@ pub(crate) fn claim_path(database: u64, start: Edge) -> Vec<Edge> {
 /// takes their failure as a change and runs the memo again, which meets the cycle (then
 /// through executions only) or not. A walk that asked marks nothing: it absorbs the error
 /// the same way.
-pub(crate) fn mark_cycle(
-    database: u64,
-    error: &QueryError,
-    reading: bool,
-    is_member: impl Fn(Edge) -> bool,
-) {
+pub(crate) fn mark_cycle(database: u64, error: &QueryError, reading: bool, members: &[Edge]) {
+    let is_member = |edge: Edge| members.contains(&edge);
     if !reading {
         return;
     }
@@ -234,6 +239,7 @@ pub(crate) fn mark_cycle(
         for record in &mut claims[from..] {
             if record.database == database && record.cycle.is_none() {
                 record.cycle = Some(error.clone());
+                record.members = members.to_vec();
             }
         }
     });
@@ -247,6 +253,7 @@ pub(crate) fn begin_attempt() {
         if let Some(record) = claims.borrow_mut().last_mut() {
             record.executing = true;
             record.cycle = None;
+            record.members = Vec::new();
         }
     });
 }
