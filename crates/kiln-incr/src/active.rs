@@ -150,10 +150,17 @@ struct ClaimRecord {
     /// Whether the memo is being executed (else it is being verified: its stored edges
     /// are walked, and it executes only if one of them changed).
     executing: bool,
-    /// Set when the attempt made under this claim took part in a cycle: it must fail
-    /// with this error whatever its `execute` returns (the cycle rule, see `lib.rs`).
-    cycle: Option<QueryError>,
-    /// The memos of that cycle, handed to the threads waiting for this claim with its
+    /// Set when the attempt made under this claim took part in a cycle (boxed: rare, and
+    /// a small record keeps taking and releasing a claim cheap).
+    cycle: Option<Box<CycleMark>>,
+}
+
+/// The cycle an attempt took part in.
+struct CycleMark {
+    /// The attempt must fail with this error whatever its `execute` returns (the cycle
+    /// rule, see `lib.rs`); taken by [`take_cycle_mark`].
+    error: Option<QueryError>,
+    /// The memos of the cycle, handed to the threads waiting for this claim with its
     /// failure (see `sync.rs`).
     members: Vec<Edge>,
 }
@@ -170,7 +177,6 @@ pub(crate) fn push_claim(database: u64, edge: Edge) {
             edge,
             executing: false,
             cycle: None,
-            members: Vec::new(),
         });
     });
 }
@@ -182,7 +188,8 @@ pub(crate) fn pop_claim() -> Vec<Edge> {
         claims
             .borrow_mut()
             .pop()
-            .map(|record| record.members)
+            .and_then(|record| record.cycle)
+            .map(|mark| mark.members)
             .unwrap_or_default()
     })
 }
@@ -237,9 +244,15 @@ pub(crate) fn mark_cycle(database: u64, error: &QueryError, reading: bool, membe
             .rposition(|record| record.database == database && !record.executing)
             .map_or(first, |verifying| first + verifying + 1);
         for record in &mut claims[from..] {
-            if record.database == database && record.cycle.is_none() {
-                record.cycle = Some(error.clone());
-                record.members = members.to_vec();
+            let marked = record
+                .cycle
+                .as_ref()
+                .is_some_and(|mark| mark.error.is_some());
+            if record.database == database && !marked {
+                record.cycle = Some(Box::new(CycleMark {
+                    error: Some(error.clone()),
+                    members: members.to_vec(),
+                }));
             }
         }
     });
@@ -253,12 +266,11 @@ pub(crate) fn begin_attempt() {
         if let Some(record) = claims.borrow_mut().last_mut() {
             record.executing = true;
             record.cycle = None;
-            record.members = Vec::new();
         }
     });
 }
 
 /// The cycle the attempt under the innermost claim took part in, if any.
 pub(crate) fn take_cycle_mark() -> Option<QueryError> {
-    CLAIMS.with(|claims| claims.borrow_mut().last_mut()?.cycle.take())
+    CLAIMS.with(|claims| claims.borrow_mut().last_mut()?.cycle.as_mut()?.error.take())
 }

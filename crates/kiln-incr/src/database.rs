@@ -346,10 +346,15 @@ impl<C: Send + Sync + 'static> Database<C> {
     ) -> Result<bool, Failure> {
         let mut rest = edges;
         while let Some(first) = rest.first() {
-            let run = rest
-                .iter()
-                .position(|edge| edge.query != first.query)
-                .unwrap_or(rest.len());
+            // Most runs are one edge long (reads alternate between queries): one compare
+            // tells, without scanning.
+            let run = if rest.get(1).is_some_and(|next| next.query == first.query) {
+                rest.iter()
+                    .position(|edge| edge.query != first.query)
+                    .unwrap_or(rest.len())
+            } else {
+                1
+            };
             let Some(ingredient) = self.ingredient_by_id(first.query) else {
                 if *first == FAILED_READ {
                     // The reader handled a failure here: run it again.
