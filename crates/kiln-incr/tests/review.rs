@@ -433,7 +433,12 @@ impl Query<Arc<Stage>> for M {
             (1, false) => {
                 db.context().reach("t1 holds m(1)");
                 waited(db, &["t2 holds m(2)"])?;
-                Ok(db.get::<M>(&inner(2))? + 1)
+                let got = db.get::<M>(&inner(2));
+                if db.context().armed.load(Ordering::SeqCst) {
+                    // A member that handles the cycle's error still fails with it.
+                    return Ok(got.map_or(50, |value| value + 1));
+                }
+                Ok(got? + 1)
             }
             _ => {
                 db.context().reach("t2 holds m(2)");
@@ -448,12 +453,9 @@ impl Query<Arc<Stage>> for M {
     }
 }
 
-/// (c) The cycle is `m(1) <-> m(2)`. Thread 1 reached it through `m(1, outer)`, which is
-/// no member: it handles the error and gives 99, as a from-scratch run does, although its
-/// frame `m(1)` reads like a member's.
-#[test]
-fn cross_thread_cycle_members_are_matched_by_identity_not_by_name() {
+fn run_m_cycle(m1_handles: bool) -> (Result<u32, QueryError>, Result<u32, QueryError>) {
     let stage = Arc::new(Stage::default());
+    stage.armed.store(m1_handles, Ordering::SeqCst);
     let mut db = Database::new(Arc::clone(&stage));
     db.set_event_listener(move |event| {
         if event.kind == EventKind::WillBlockOn && format!("{:?}", event.key) == "2" {
@@ -461,7 +463,7 @@ fn cross_thread_cycle_members_are_matched_by_identity_not_by_name() {
         }
     });
     let db = &db;
-    let (one, two) = std::thread::scope(|scope| {
+    let results = std::thread::scope(|scope| {
         let one = scope.spawn(|| db.get::<M>(&Tagged { id: 1, outer: true }));
         db.context().wait_any(&["t1 holds m(1)"]);
         let two = scope.spawn(|| {
@@ -473,6 +475,30 @@ fn cross_thread_cycle_members_are_matched_by_identity_not_by_name() {
         (one.join().unwrap(), two.join().unwrap())
     });
     assert_eq!(db.context().cycles.load(Ordering::SeqCst), 1);
+    results
+}
+
+/// (c), the other way: the members handed over with the error still mark this thread's
+/// own member. `m(1)` handles `m(2)`'s cycle error, yet fails with it (the cycle rule, as
+/// in a from-scratch run, where `m(1)` meets the cycle on one thread); `m(1, outer)`
+/// then handles `m(1)`'s error and gives 99.
+#[test]
+fn a_cross_thread_cycle_member_that_handles_the_error_still_fails() {
+    let (one, two) = run_m_cycle(true);
+    assert!(
+        two.as_ref()
+            .is_err_and(|error| error.cycle_members().is_some()),
+        "{two:?}"
+    );
+    assert_eq!(one, Ok(99), "m(1) handled the cycle and gave 50 + 1");
+}
+
+/// (c) The cycle is `m(1) <-> m(2)`. Thread 1 reached it through `m(1, outer)`, which is
+/// no member: it handles the error and gives 99, as a from-scratch run does, although its
+/// frame `m(1)` reads like a member's.
+#[test]
+fn cross_thread_cycle_members_are_matched_by_identity_not_by_name() {
+    let (one, two) = run_m_cycle(false);
     assert!(
         two.as_ref()
             .is_err_and(|error| error.cycle_members().is_some()),
