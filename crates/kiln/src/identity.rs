@@ -17,7 +17,7 @@
 //! Encodings destructure the manifest types exhaustively, so a field added to a shader,
 //! a pass or a target fails to compile here until it is hashed.
 
-use crate::compile::{self, SourceLanguage, Stage, TargetConfig};
+use crate::compile::{self, Constants, SourceLanguage, Stage, TargetConfig};
 use crate::manifest::{PassSpec, ShaderSpec};
 use crate::store::{ContentKey, Namespace, KILN_VERSION};
 use std::path::Path;
@@ -45,7 +45,7 @@ impl Compiler {
 }
 
 /// Version of the encodings below; bump it whenever one of them changes.
-const ENCODING: &str = "kiln.identity.v2";
+const ENCODING: &str = "kiln.identity.v3";
 
 /// Length-prefixed fields into blake3, so that no two field lists share an encoding.
 struct Encoder(blake3::Hasher);
@@ -97,6 +97,14 @@ impl Encoder {
             .str(&capabilities(target))
     }
 
+    fn constants(&mut self, constants: &Constants) -> &mut Self {
+        self.count(constants.len());
+        for (name, value) in constants {
+            self.str(name).bytes(&value.0.to_bits().to_le_bytes());
+        }
+        self
+    }
+
     fn language(&mut self, language: SourceLanguage) -> &mut Self {
         self.str(match language {
             SourceLanguage::Wgsl => "wgsl",
@@ -115,12 +123,14 @@ impl Encoder {
             entry,
             source,
             language,
+            constants,
         } = pass;
         self.str(name)
             .stage(*stage)
             .str(entry)
             .path(source)
             .language(*language)
+            .constants(constants)
     }
 
     fn shader(&mut self, shader: &ShaderSpec) -> &mut Self {
@@ -130,6 +140,8 @@ impl Encoder {
             variants,
             passes,
             defines,
+            constants,
+            keyword_constants,
         } = shader;
         self.str(name).count(keywords.len());
         for keyword in keywords {
@@ -150,13 +162,17 @@ impl Encoder {
         for (name, value) in defines {
             self.str(name).str(value);
         }
+        self.constants(constants).count(keyword_constants.len());
+        for (keyword, constants) in keyword_constants {
+            self.str(keyword).constants(constants);
+        }
         self
     }
 }
 
 /// The validator capabilities artifacts of `target` are checked against, spelled for keys.
 pub fn capabilities(target: &TargetConfig) -> String {
-    format!("naga-valid-{:#x}", compile::capabilities_for(target).bits())
+    format!("naga-valid-{:#x}", target.capabilities().bits())
 }
 
 /// The store namespace of `target`'s artifacts: kiln's version, the compiler, the target,
@@ -217,19 +233,22 @@ pub fn input_stamp<'a>(
     e.finish().to_hex()[..32].to_owned()
 }
 
-/// The target-independent part of a compile: language, stage, entry point and the hash of
-/// the preprocessed text. With a target's [`namespace`], it names one artifact in the store.
+/// The target-independent part of a compile: language, stage, entry point, the hash of the
+/// preprocessed text and the specialization constants' values (which are not in the text).
+/// With a target's [`namespace`], it names one artifact in the store.
 pub fn compile_key(
     language: SourceLanguage,
     stage: Stage,
     entry: &str,
     text_hash: &ContentKey,
+    constants: &Constants,
 ) -> ContentKey {
     Encoder::new("compile")
         .language(language)
         .stage(stage)
         .str(entry)
         .key(text_hash)
+        .constants(constants)
         .finish()
 }
 

@@ -13,11 +13,17 @@
 //! [`MAX_NESTING`] nested brackets is refused before naga sees it: within those bounds, the
 //! stack is enough for every front end, the validator and every back end (see the tests).
 
+mod constants;
 mod error;
 mod target;
 
+pub use constants::{ConstantValue, Constants};
 pub use error::{CompileError, CompilePhase, TextLocation};
-pub use target::{Stage, Target, TargetConfig, TargetParseError};
+pub use naga::valid::Capabilities;
+pub use target::{
+    capability_names, parse_capability, supported_capabilities, Stage, Target, TargetConfig,
+    TargetParseError,
+};
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -72,49 +78,108 @@ impl std::fmt::Debug for ValidatedModule {
     }
 }
 
-/// The validator capabilities kiln compiles with; part of every store namespace.
-pub fn capabilities() -> naga::valid::Capabilities {
-    naga::valid::Capabilities::default()
+/// What one variant's compile needs besides its targets.
+#[derive(Clone, Copy, Debug)]
+pub struct CompileRequest<'a> {
+    /// The source language.
+    pub language: SourceLanguage,
+    /// The preprocessed text.
+    pub text: &'a str,
+    /// The entry point's stage.
+    pub stage: Stage,
+    /// The entry point.
+    pub entry: &'a str,
+    /// Specialization constant values from the manifest (the rest take their defaults).
+    pub constants: &'a Constants,
 }
 
-/// The capabilities artifacts of `target` are validated against (today the same for every
-/// target); part of the target's store namespace and of every source revision.
-pub fn capabilities_for(_target: &TargetConfig) -> naga::valid::Capabilities {
-    capabilities()
+/// One target's result: its bytes, or why that target alone failed.
+pub type TargetResult = Result<Vec<u8>, CompileError>;
+
+/// Compiles `request` for each of `targets` (`None` entries are skipped and answer `None`):
+/// parsed once, validated once per distinct capability set, its specialization constants
+/// applied once per set, then emitted per target. `Err` is a failure of the whole variant
+/// (the text does not parse, the entry point is missing, a constant has no value); a
+/// validation or back-end failure fails only the targets it concerns.
+pub fn compile_targets(
+    request: &CompileRequest<'_>,
+    targets: &[Option<&TargetConfig>],
+) -> Result<Vec<Option<TargetResult>>, CompileError> {
+    let text = request.text;
+    check_complexity(text)?;
+    let module = contain(CompilePhase::Parse, || {
+        parse_with_entry(request.language, text, request.stage, request.entry)
+    })?;
+    let table = constants::pipeline_constants(&module, request.constants)?;
+    let mut results: Vec<Option<TargetResult>> = targets.iter().map(|_| None).collect();
+    // Validation depends only on the capabilities: targets that share a set share it.
+    let mut sets: Vec<Capabilities> = Vec::new();
+    for target in targets.iter().flatten() {
+        if !sets.contains(&target.capabilities()) {
+            sets.push(target.capabilities());
+        }
+    }
+    for capabilities in sets {
+        let members = || {
+            targets
+                .iter()
+                .enumerate()
+                .filter_map(|(i, t)| Some((i, (*t)?)))
+                .filter(move |(_, t)| t.capabilities() == capabilities)
+        };
+        let validated = contain(CompilePhase::Validate, || {
+            let info = validate(&module, text, request.entry, capabilities)?;
+            let resolved =
+                constants::resolve(&module, &info, request.stage, request.entry, &table, text)?;
+            Ok(match resolved {
+                Some((module, info)) => (Some(module), info),
+                None => (None, info),
+            })
+        });
+        let (resolved, info) = match validated {
+            Ok(done) => done,
+            // A constant without a value lacks it for every target: the variant fails.
+            Err(e) if e.phase == CompilePhase::Constants => return Err(e),
+            Err(e) => {
+                for (i, _) in members() {
+                    results[i] = Some(Err(e.clone()));
+                }
+                continue;
+            }
+        };
+        let validated = ValidatedModule {
+            module: resolved.unwrap_or_else(|| module.clone()),
+            info,
+            stage: request.stage,
+            entry: request.entry.to_owned(),
+        };
+        for (i, target) in members() {
+            results[i] =
+                Some(emit(&validated, target).map_err(|e| locate_emit_error(e, &validated, text)));
+        }
+    }
+    Ok(results)
 }
 
-/// Parses and validates `text` (already preprocessed) and checks that the entry point exists
-/// with the expected stage.
+/// Parses and validates `text` (already preprocessed) against `capabilities`, checks that the
+/// entry point exists with the expected stage, and applies the specialization constants'
+/// declared defaults: a module ready for [`emit`] to any target those capabilities suit.
 pub fn parse_and_validate(
     language: SourceLanguage,
     text: &str,
     stage: Stage,
     entry: &str,
+    capabilities: Capabilities,
 ) -> Result<ValidatedModule, CompileError> {
     check_complexity(text)?;
     contain(CompilePhase::Parse, || {
-        let module = parse(language, text, stage)?;
-        let has_entry = module
-            .entry_points
-            .iter()
-            .any(|ep| ep.name == entry && ep.stage == stage.to_naga());
-        if !has_entry {
-            return Err(CompileError::new(
-                CompilePhase::Parse,
-                format!("no {stage} entry point named `{entry}`"),
-                definition_of(text, entry),
-            ));
-        }
-        let mut validator =
-            naga::valid::Validator::new(naga::valid::ValidationFlags::all(), capabilities());
-        let info = validator.validate(&module).map_err(|e| {
-            // Without a span, the entry point is the best place naga's error concerns.
-            let location = e
-                .location(text)
-                .map(TextLocation::from)
-                .or_else(|| definition_of(text, entry));
-            CompileError::new(CompilePhase::Validate, error_chain(e.as_inner()), location)
-        })?;
+        let module = parse_with_entry(language, text, stage, entry)?;
+        let info = validate(&module, text, entry, capabilities)?;
+        let table = naga::back::PipelineConstants::default();
+        let (module, info) = match constants::resolve(&module, &info, stage, entry, &table, text)? {
+            Some(resolved) => resolved,
+            None => (module, info),
+        };
         Ok(ValidatedModule {
             module,
             info,
@@ -124,12 +189,22 @@ pub fn parse_and_validate(
     })
 }
 
+/// The capabilities every one of `targets` allows: one validation that suits them all (for
+/// tools and benchmarks that validate once and emit for a list).
+pub fn common_capabilities<'a>(
+    targets: impl IntoIterator<Item = &'a TargetConfig>,
+) -> Capabilities {
+    targets
+        .into_iter()
+        .fold(Capabilities::all(), |all, t| all & t.capabilities())
+}
+
 /// Emits a validated module for one target.
 pub fn emit(module: &ValidatedModule, target: &TargetConfig) -> Result<Vec<u8>, CompileError> {
     contain(CompilePhase::Emit, || target.emit(module))
 }
 
-/// Parses, validates and emits in one call (for tools and benchmarks comparing with kiln).
+/// Compiles for one target (for tools and benchmarks comparing with kiln).
 pub fn compile(
     language: SourceLanguage,
     text: &str,
@@ -137,8 +212,106 @@ pub fn compile(
     entry: &str,
     target: &TargetConfig,
 ) -> Result<Vec<u8>, CompileError> {
-    let module = parse_and_validate(language, text, stage, entry)?;
-    emit(&module, target)
+    let constants = Constants::new();
+    let request = CompileRequest {
+        language,
+        text,
+        stage,
+        entry,
+        constants: &constants,
+    };
+    match compile_targets(&request, &[Some(target)])?.pop().flatten() {
+        Some(result) => result,
+        None => Err(CompileError::new(
+            CompilePhase::Emit,
+            "no result for the target".into(),
+            None,
+        )),
+    }
+}
+
+fn parse_with_entry(
+    language: SourceLanguage,
+    text: &str,
+    stage: Stage,
+    entry: &str,
+) -> Result<naga::Module, CompileError> {
+    let module = parse(language, text, stage)?;
+    let has_entry = module
+        .entry_points
+        .iter()
+        .any(|ep| ep.name == entry && ep.stage == stage.to_naga());
+    if !has_entry {
+        return Err(CompileError::new(
+            CompilePhase::Parse,
+            format!("no {stage} entry point named `{entry}`"),
+            definition_of(text, entry),
+        ));
+    }
+    Ok(module)
+}
+
+fn validate(
+    module: &naga::Module,
+    text: &str,
+    entry: &str,
+    capabilities: Capabilities,
+) -> Result<naga::valid::ModuleInfo, CompileError> {
+    let mut validator =
+        naga::valid::Validator::new(naga::valid::ValidationFlags::all(), capabilities);
+    validator.validate(module).map_err(|e| {
+        // Without a span, the entry point is the best place naga's error concerns.
+        let location = e
+            .location(text)
+            .map(TextLocation::from)
+            .or_else(|| definition_of(text, entry));
+        CompileError::new(CompilePhase::Validate, error_chain(e.as_inner()), location)
+    })
+}
+
+/// Where in `text` a span is, when it is defined and inside the text.
+pub(crate) fn span_location(span: naga::Span, text: &str) -> Option<TextLocation> {
+    let range = span.to_range()?;
+    if range.start > text.len() || !text.is_char_boundary(range.start) {
+        return None;
+    }
+    Some(TextLocation::from(span.location(text)))
+}
+
+/// naga's back ends report no position: point at the first use of what the message names
+/// (a math function such as `Inverse`, a built-in such as `PointSize`), else at the entry
+/// point's definition, so that the failure has a file and line.
+fn locate_emit_error(mut error: CompileError, m: &ValidatedModule, text: &str) -> CompileError {
+    if error.location.is_some() {
+        return error;
+    }
+    let names_word = |word: &str| {
+        error
+            .message
+            .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .any(|w| w == word)
+    };
+    let functions = m
+        .module
+        .functions
+        .iter()
+        .map(|(_, f)| f)
+        .chain(m.module.entry_points.iter().map(|ep| &ep.function));
+    let mut found = None;
+    'search: for function in functions {
+        for (handle, expression) in function.expressions.iter() {
+            if let naga::Expression::Math { fun, .. } = expression {
+                if names_word(&format!("{fun:?}")) {
+                    found = span_location(function.expressions.get_span(handle), text);
+                    if found.is_some() {
+                        break 'search;
+                    }
+                }
+            }
+        }
+    }
+    error.location = found.or_else(|| definition_of(text, &m.entry));
+    error
 }
 
 fn parse(language: SourceLanguage, text: &str, stage: Stage) -> Result<naga::Module, CompileError> {

@@ -1,6 +1,7 @@
 //! Targets (naga back ends) with their options, and shader stages.
 
 use super::{CompileError, CompilePhase, ValidatedModule};
+use naga::valid::Capabilities;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -116,6 +117,9 @@ pub enum TargetParseError {
         /// The option as written.
         option: String,
     },
+    /// A capability name naga does not know.
+    #[error("unknown capability `{0}` (expected one of naga's validator capabilities, e.g. push_constant, float64, clip_distances, multiview; see the README)")]
+    UnknownCapability(String),
     /// An option value that does not parse.
     #[error("target `{target}`: option `{option}` = `{value}` is invalid: {why}")]
     InvalidValue {
@@ -141,6 +145,9 @@ pub struct TargetConfig {
     version: (u16, u16),
     /// GLSL ES instead of desktop GLSL.
     es: bool,
+    /// What naga's validator allows for this target's artifacts (bits of
+    /// `naga::valid::Capabilities`): by default everything the back end can write.
+    capabilities: u64,
 }
 
 impl TargetConfig {
@@ -157,7 +164,19 @@ impl TargetConfig {
             target,
             version,
             es: false,
+            capabilities: supported_capabilities(target).bits(),
         }
+    }
+
+    /// The same target validated against exactly `capabilities` instead of its default.
+    pub fn with_capabilities(mut self, capabilities: Capabilities) -> Self {
+        self.capabilities = capabilities.bits();
+        self
+    }
+
+    /// The capabilities naga's validator allows for this target's artifacts.
+    pub fn capabilities(&self) -> Capabilities {
+        Capabilities::from_bits_retain(self.capabilities)
     }
 
     /// Parses a target name and its options (`version` for spirv/msl/glsl, `shader_model`
@@ -330,6 +349,42 @@ impl TargetConfig {
             }
         }
     }
+}
+
+/// Everything naga's back end for `target` can write, as naga's own command-line tool
+/// validates for an output of that kind: a module using a capability outside this set fails
+/// validation for this target alone.
+pub fn supported_capabilities(target: Target) -> Capabilities {
+    use naga::back;
+    match target {
+        Target::Spirv => back::spv::supported_capabilities(),
+        Target::Msl => back::msl::supported_capabilities(),
+        Target::Hlsl => back::hlsl::supported_capabilities(),
+        Target::Glsl => back::glsl::supported_capabilities(),
+        Target::Wgsl => back::wgsl::supported_capabilities(),
+    }
+}
+
+/// The validator capability a manifest name stands for: naga's flag names in any case
+/// (`immediates`, `FLOAT64`, `clip_distances`), and `push_constant(s)`, the Vulkan name of
+/// what naga 30 calls immediates.
+pub fn parse_capability(name: &str) -> Result<Capabilities, TargetParseError> {
+    let upper = name.trim().to_ascii_uppercase();
+    let flag = match upper.as_str() {
+        "PUSH_CONSTANT" | "PUSH_CONSTANTS" => Some(Capabilities::IMMEDIATES),
+        other => Capabilities::from_name(other),
+    };
+    flag.ok_or_else(|| TargetParseError::UnknownCapability(name.to_owned()))
+}
+
+/// The manifest spelling of a set of capabilities, sorted: for logs and documentation.
+pub fn capability_names(capabilities: Capabilities) -> Vec<String> {
+    let mut names: Vec<String> = capabilities
+        .iter_names()
+        .map(|(name, _)| name.to_ascii_lowercase())
+        .collect();
+    names.sort();
+    names
 }
 
 fn parse_dotted(text: &str) -> Option<(u16, u16)> {
