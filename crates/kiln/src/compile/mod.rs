@@ -251,12 +251,20 @@ fn parse_with_entry(
     Ok(module)
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Validations run on this thread (tests count them: one per distinct capability set).
+    static VALIDATIONS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 fn validate(
     module: &naga::Module,
     text: &str,
     entry: &str,
     capabilities: Capabilities,
 ) -> Result<naga::valid::ModuleInfo, CompileError> {
+    #[cfg(test)]
+    VALIDATIONS.with(|n| n.set(n.get() + 1));
     let mut validator =
         naga::valid::Validator::new(naga::valid::ValidationFlags::all(), capabilities);
     validator.validate(module).map_err(|e| {
@@ -285,33 +293,110 @@ fn locate_emit_error(mut error: CompileError, m: &ValidatedModule, text: &str) -
     if error.location.is_some() {
         return error;
     }
-    let names_word = |word: &str| {
-        error
-            .message
-            .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
-            .any(|w| w == word)
+    let words: Vec<&str> = error
+        .message
+        .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+        .filter(|w| !w.is_empty())
+        .collect();
+    let named = |debug: &str| {
+        let name = debug.split([' ', '(', '{']).next().unwrap_or(debug);
+        words.contains(&name).then(|| name.to_owned())
     };
-    let functions = m
-        .module
+    let module = &m.module;
+    let functions: Vec<&naga::Function> = module
         .functions
         .iter()
         .map(|(_, f)| f)
-        .chain(m.module.entry_points.iter().map(|ep| &ep.function));
-    let mut found = None;
-    'search: for function in functions {
+        .chain(module.entry_points.iter().map(|ep| &ep.function))
+        .collect();
+    // A math function the message names: its span when the front end kept one.
+    let mut names = Vec::new();
+    for function in &functions {
         for (handle, expression) in function.expressions.iter() {
             if let naga::Expression::Math { fun, .. } = expression {
-                if names_word(&format!("{fun:?}")) {
-                    found = span_location(function.expressions.get_span(handle), text);
-                    if found.is_some() {
-                        break 'search;
+                if let Some(name) = named(&format!("{fun:?}")) {
+                    if let Some(at) = span_location(function.expressions.get_span(handle), text) {
+                        error.location = Some(at);
+                        return error;
                     }
+                    names.push(name);
                 }
             }
         }
     }
-    error.location = found.or_else(|| definition_of(text, &m.entry));
+    // A built-in the message names, among the entry point's inputs and outputs.
+    let mut ends: Vec<(naga::Handle<naga::Type>, Option<&naga::Binding>)> = Vec::new();
+    for ep in &module.entry_points {
+        for argument in &ep.function.arguments {
+            ends.push((argument.ty, argument.binding.as_ref()));
+        }
+        if let Some(result) = &ep.function.result {
+            ends.push((result.ty, result.binding.as_ref()));
+        }
+    }
+    let mut bindings: Vec<&naga::Binding> = Vec::new();
+    for (ty, binding) in ends {
+        match binding {
+            Some(b) => bindings.push(b),
+            None => {
+                if let Some(naga::TypeInner::Struct { members, .. }) =
+                    module.types.get_handle(ty).ok().map(|t| &t.inner)
+                {
+                    bindings.extend(members.iter().filter_map(|m| m.binding.as_ref()));
+                }
+            }
+        }
+    }
+    for binding in bindings {
+        if let naga::Binding::BuiltIn(builtin) = binding {
+            if let Some(name) = named(&format!("{builtin:?}")) {
+                names.push(name);
+            }
+        }
+    }
+    // Its spelling in the text: `inverse` (GLSL), `inverseSqrt` (WGSL), `gl_PointSize`.
+    for name in names {
+        let mut lower_camel = name.clone();
+        if let Some(first) = lower_camel.get_mut(..1) {
+            first.make_ascii_lowercase();
+        }
+        let spellings = [
+            lower_camel,
+            name.to_ascii_lowercase(),
+            format!("gl_{name}"),
+            name.clone(),
+        ];
+        if let Some(at) = spellings.iter().find_map(|s| first_word(text, s)) {
+            error.location = Some(at);
+            return error;
+        }
+    }
+    error.location = definition_of(text, &m.entry);
     error
+}
+
+/// The first whole-word occurrence of `word` in `text`.
+fn first_word(text: &str, word: &str) -> Option<TextLocation> {
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    for (index, line) in text.lines().enumerate() {
+        let bytes = line.as_bytes();
+        let mut from = 0;
+        while let Some(found) = line.get(from..).and_then(|rest| rest.find(word)) {
+            let start = from + found;
+            let end = start + word.len();
+            let before = start == 0 || !is_ident(bytes[start - 1]);
+            let after = end >= bytes.len() || !is_ident(bytes[end]);
+            if before && after {
+                return Some(TextLocation {
+                    line: u32::try_from(index + 1).ok()?,
+                    column: u32::try_from(start + 1).ok()?,
+                    length: u32::try_from(word.len()).ok()?,
+                });
+            }
+            from = end;
+        }
+    }
+    None
 }
 
 fn parse(language: SourceLanguage, text: &str, stage: Stage) -> Result<naga::Module, CompileError> {
@@ -451,4 +536,307 @@ fn error_chain(error: &dyn std::error::Error) -> String {
         source = inner.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PUSH: &str = "#version 450
+layout(push_constant) uniform Push { mat4 mvp; vec4 tint; } pc;
+layout(location = 0) in vec3 a_pos;
+layout(location = 0) out vec4 v_tint;
+void main() {
+    v_tint = pc.tint;
+    gl_Position = pc.mvp * vec4(a_pos, 1.0);
+}
+";
+
+    const SPEC: &str = "#version 450
+layout(constant_id = 0) const int TAPS = 4;
+layout(constant_id = 1) const float STRENGTH = 0.75;
+layout(location = 0) in vec2 v_uv;
+layout(location = 0) out vec4 o_color;
+void main() {
+    vec4 c = vec4(0.0);
+    for (int i = 0; i < TAPS; i++) {
+        c += vec4(v_uv * float(i), STRENGTH, 1.0);
+    }
+    o_color = c / float(TAPS);
+}
+";
+
+    const NO_DEFAULT: &str = "override fog_density: f32;
+@id(7) override steps: u32 = 3u;
+
+@fragment
+fn fs_main() -> @location(0) vec4<f32> {
+    var c = vec4<f32>(0.0);
+    for (var i = 0u; i < steps; i++) {
+        c += vec4<f32>(fog_density);
+    }
+    return c;
+}
+";
+
+    const INVERSE: &str = "#version 450
+layout(location = 0) in vec3 a_x;
+layout(location = 1) in vec3 a_y;
+void main() {
+    mat3 back = inverse(mat3(a_x, a_y, cross(a_x, a_y)));
+    gl_Position = vec4(back * a_x, 1.0);
+}
+";
+
+    fn all_targets() -> Vec<TargetConfig> {
+        Target::ALL.into_iter().map(TargetConfig::new).collect()
+    }
+
+    fn run(
+        language: SourceLanguage,
+        text: &str,
+        stage: Stage,
+        entry: &str,
+        constants: &Constants,
+        targets: &[TargetConfig],
+    ) -> Result<Vec<TargetResult>, CompileError> {
+        let request = CompileRequest {
+            language,
+            text,
+            stage,
+            entry,
+            constants,
+        };
+        let targets: Vec<Option<&TargetConfig>> = targets.iter().map(Some).collect();
+        Ok(compile_targets(&request, &targets)?
+            .into_iter()
+            .map(|r| r.expect("every target was asked for"))
+            .collect())
+    }
+
+    fn text_of(result: &TargetResult) -> String {
+        String::from_utf8(result.clone().expect("target built")).expect("text target")
+    }
+
+    #[test]
+    fn push_constants_build_for_every_target_by_default() {
+        let targets = all_targets();
+        let results = run(
+            SourceLanguage::Glsl,
+            PUSH,
+            Stage::Vertex,
+            "main",
+            &Constants::new(),
+            &targets,
+        )
+        .unwrap();
+        for (target, result) in targets.iter().zip(&results) {
+            assert!(result.is_ok(), "{}: {result:?}", target.target());
+        }
+        // naga's old default set refuses them: that is what kiln used to validate with.
+        let narrow = TargetConfig::new(Target::Spirv).with_capabilities(Capabilities::default());
+        let results = run(
+            SourceLanguage::Glsl,
+            PUSH,
+            Stage::Vertex,
+            "main",
+            &Constants::new(),
+            &[narrow],
+        )
+        .unwrap();
+        let error = results[0].clone().unwrap_err();
+        assert_eq!(error.phase, CompilePhase::Validate, "{error}");
+        assert!(error.message.contains("IMMEDIATES"), "{error}");
+    }
+
+    #[test]
+    fn validation_runs_once_per_distinct_capability_set() {
+        let count = |targets: &[TargetConfig]| {
+            VALIDATIONS.with(|n| n.set(0));
+            run(
+                SourceLanguage::Glsl,
+                PUSH,
+                Stage::Vertex,
+                "main",
+                &Constants::new(),
+                targets,
+            )
+            .unwrap();
+            VALIDATIONS.with(|n| n.get())
+        };
+        let same = Capabilities::IMMEDIATES;
+        let targets: Vec<TargetConfig> = Target::ALL
+            .into_iter()
+            .map(|t| TargetConfig::new(t).with_capabilities(same))
+            .collect();
+        assert_eq!(count(&targets), 1);
+        // The defaults: SPIR-V, MSL, HLSL, GLSL and WGSL support five different sets.
+        assert_eq!(count(&all_targets()), 5);
+        let mut two = targets.clone();
+        two[1] = two[1].clone().with_capabilities(Capabilities::all());
+        assert_eq!(count(&two), 2);
+    }
+
+    #[test]
+    fn a_capability_outside_one_target_s_set_fails_that_target_alone() {
+        let doubles = "#version 450
+layout(location = 0) out vec4 o_color;
+void main() {
+    double d = 0.5;
+    o_color = vec4(float(d * 2.0));
+}
+";
+        let targets = [
+            TargetConfig::new(Target::Spirv),
+            TargetConfig::new(Target::Msl),
+        ];
+        let results = run(
+            SourceLanguage::Glsl,
+            doubles,
+            Stage::Fragment,
+            "main",
+            &Constants::new(),
+            &targets,
+        )
+        .unwrap();
+        assert!(results[0].is_ok(), "{:?}", results[0]);
+        let error = results[1].clone().unwrap_err();
+        assert_eq!(error.phase, CompilePhase::Validate, "{error}");
+        assert!(error.message.contains("FLOAT64"), "{error}");
+    }
+
+    #[test]
+    fn specialization_constants_take_their_defaults_or_the_manifest_s_values() {
+        let targets = all_targets();
+        let defaults = run(
+            SourceLanguage::Glsl,
+            SPEC,
+            Stage::Fragment,
+            "main",
+            &Constants::new(),
+            &targets,
+        )
+        .unwrap();
+        for (target, result) in targets.iter().zip(&defaults) {
+            assert!(result.is_ok(), "{}: {result:?}", target.target());
+        }
+        assert!(
+            text_of(&defaults[2]).contains("0.75"),
+            "HLSL lacks the default"
+        );
+        // By id and by name.
+        let constants = Constants::from([
+            ("1".to_owned(), ConstantValue(0.125)),
+            ("TAPS".to_owned(), ConstantValue(9.0)),
+        ]);
+        let set = run(
+            SourceLanguage::Glsl,
+            SPEC,
+            Stage::Fragment,
+            "main",
+            &constants,
+            &targets,
+        )
+        .unwrap();
+        let msl = text_of(&set[1]);
+        assert!(msl.contains("0.125"), "{msl}");
+        assert!(msl.contains('9'), "{msl}");
+        assert!(!msl.contains("0.75"), "{msl}");
+        assert_ne!(defaults[0], set[0], "SPIR-V ignores the values");
+    }
+
+    #[test]
+    fn a_constant_without_value_or_default_is_an_error_naming_it_at_its_line() {
+        let targets = all_targets();
+        let error = run(
+            SourceLanguage::Wgsl,
+            NO_DEFAULT,
+            Stage::Fragment,
+            "fs_main",
+            &Constants::new(),
+            &targets,
+        )
+        .unwrap_err();
+        assert_eq!(error.phase, CompilePhase::Constants, "{error}");
+        assert!(error.message.contains("`fog_density`"), "{error}");
+        assert_eq!(error.location.map(|l| l.line), Some(1), "{error:?}");
+        let given = Constants::from([("fog_density".to_owned(), ConstantValue(0.5))]);
+        let results = run(
+            SourceLanguage::Wgsl,
+            NO_DEFAULT,
+            Stage::Fragment,
+            "fs_main",
+            &given,
+            &targets,
+        )
+        .unwrap();
+        for (target, result) in targets.iter().zip(&results) {
+            assert!(result.is_ok(), "{}: {result:?}", target.target());
+        }
+        assert!(text_of(&results[4]).contains("0.5"), "WGSL lacks the value");
+        // A constant the shader does not declare is an error listing those it does.
+        let unknown = Constants::from([
+            ("fog_density".to_owned(), ConstantValue(0.5)),
+            ("fog_colour".to_owned(), ConstantValue(1.0)),
+        ]);
+        let error = run(
+            SourceLanguage::Wgsl,
+            NO_DEFAULT,
+            Stage::Fragment,
+            "fs_main",
+            &unknown,
+            &targets,
+        )
+        .unwrap_err();
+        assert!(error.message.contains("`fog_colour`"), "{error}");
+        assert!(error.message.contains("`steps` (constant_id 7)"), "{error}");
+    }
+
+    #[test]
+    fn a_back_end_failure_fails_its_target_alone_and_points_at_the_call() {
+        let targets = all_targets();
+        let results = run(
+            SourceLanguage::Glsl,
+            INVERSE,
+            Stage::Vertex,
+            "main",
+            &Constants::new(),
+            &targets,
+        )
+        .unwrap();
+        assert!(results[0].is_ok(), "SPIR-V: {:?}", results[0]);
+        assert!(results[3].is_ok(), "GLSL: {:?}", results[3]);
+        for failed in [&results[1], &results[2]] {
+            let error = failed.clone().unwrap_err();
+            assert_eq!(error.phase, CompilePhase::Emit, "{error}");
+            assert!(error.message.contains("Inverse"), "{error}");
+            assert_eq!(error.location.map(|l| l.line), Some(5), "{error:?}");
+            assert_eq!(error.location.map(|l| l.column), Some(17), "{error:?}");
+        }
+    }
+
+    #[test]
+    fn a_built_in_one_back_end_lacks_fails_that_target_at_its_use() {
+        let point = "#version 450
+layout(location = 0) in vec3 a_pos;
+void main() {
+    gl_Position = vec4(a_pos, 1.0);
+    gl_PointSize = 4.0;
+}
+";
+        let targets = all_targets();
+        let results = run(
+            SourceLanguage::Glsl,
+            point,
+            Stage::Vertex,
+            "main",
+            &Constants::new(),
+            &targets,
+        )
+        .unwrap();
+        assert!(results[0].is_ok(), "SPIR-V: {:?}", results[0]);
+        let error = results[2].clone().unwrap_err();
+        assert!(error.message.contains("PointSize"), "{error}");
+        assert_eq!(error.location.map(|l| l.line), Some(5), "{error:?}");
+    }
 }

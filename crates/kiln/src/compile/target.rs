@@ -5,6 +5,9 @@ use naga::valid::Capabilities;
 use std::collections::BTreeMap;
 use std::fmt;
 
+/// The default register space of HLSL's push-constant buffer (see `immediates_space`).
+pub const DEFAULT_IMMEDIATES_SPACE: u8 = 255;
+
 /// A naga back end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Target {
@@ -148,6 +151,10 @@ pub struct TargetConfig {
     /// What naga's validator allows for this target's artifacts (bits of
     /// `naga::valid::Capabilities`): by default everything the back end can write.
     capabilities: u64,
+    /// HLSL: the register (`b<n>`) and space of the constant buffer push constants
+    /// (naga's immediates) become; naga needs one, and `space255` keeps clear of the spaces
+    /// bind groups map to.
+    immediates: (u32, u8),
 }
 
 impl TargetConfig {
@@ -165,6 +172,7 @@ impl TargetConfig {
             version,
             es: false,
             capabilities: supported_capabilities(target).bits(),
+            immediates: (0, DEFAULT_IMMEDIATES_SPACE),
         }
     }
 
@@ -220,6 +228,16 @@ impl TargetConfig {
                         0,
                     );
                 }
+                (Target::Hlsl, "immediates_register") => {
+                    config.immediates.0 = value
+                        .parse::<u32>()
+                        .map_err(|_| invalid("expected a register number"))?;
+                }
+                (Target::Hlsl, "immediates_space") => {
+                    config.immediates.1 = value
+                        .parse::<u8>()
+                        .map_err(|_| invalid("expected a register space, 0 ..= 255"))?;
+                }
                 (Target::Glsl, "es") => {
                     config.es = value
                         .parse::<bool>()
@@ -245,7 +263,10 @@ impl TargetConfig {
     pub fn options_string(&self) -> String {
         match self.target {
             Target::Spirv | Target::Msl => format!("version={}.{}", self.version.0, self.version.1),
-            Target::Hlsl => format!("shader_model={}.{}", self.version.0, self.version.1),
+            Target::Hlsl => format!(
+                "shader_model={}.{};immediates=b{},space{}",
+                self.version.0, self.version.1, self.immediates.0, self.immediates.1
+            ),
             Target::Glsl => format!("version={};es={}", self.version.0, self.es),
             Target::Wgsl => String::new(),
         }
@@ -301,6 +322,13 @@ impl TargetConfig {
                 })?;
                 let options = hlsl::Options {
                     shader_model,
+                    immediates_target: Some(hlsl::BindTarget {
+                        space: self.immediates.1,
+                        register: self.immediates.0,
+                        binding_array_size: None,
+                        dynamic_storage_buffer_offsets_index: None,
+                        restrict_indexing: false,
+                    }),
                     ..hlsl::Options::default()
                 };
                 let pipeline = hlsl::PipelineOptions {
