@@ -877,6 +877,84 @@ entry = "vs_main"
     }
 
     #[test]
+    fn capabilities_default_per_target_and_are_set_per_project_and_per_target() {
+        use crate::compile::{supported_capabilities, Capabilities, Target};
+        let m = parse(LIT).unwrap();
+        assert_eq!(
+            m.targets[1].capabilities(),
+            supported_capabilities(Target::Msl)
+        );
+        let text = LIT.replace(
+            "[project]\ntargets = [\"spirv\", { name = \"msl\", version = \"2.0\" }]",
+            "[project]\ncapabilities = [\"push_constant\", \"FLOAT64\"]\ntargets = [\"spirv\", { name = \"msl\", version = \"2.0\", capabilities = [\"immediates\"] }]",
+        );
+        let m = parse(&text).unwrap();
+        assert_eq!(
+            m.targets[0].capabilities(),
+            Capabilities::IMMEDIATES | Capabilities::FLOAT64
+        );
+        assert_eq!(m.targets[1].capabilities(), Capabilities::IMMEDIATES);
+        let e = parse(&text.replace("\"FLOAT64\"", "\"FLOAT65\"")).unwrap_err();
+        assert!(e.message.contains("unknown capability `FLOAT65`"), "{e}");
+        assert_eq!(e.line, 3, "{e}");
+        let e = parse(&text.replace("[\"immediates\"]", "[\"telepathy\"]")).unwrap_err();
+        assert!(e.message.contains("unknown capability `telepathy`"), "{e}");
+        assert_eq!(e.line, 4, "{e}");
+    }
+
+    #[test]
+    fn constants_are_read_per_shader_pass_and_keyword() {
+        use crate::compile::ConstantValue;
+        let text = format!(
+            "{LIT}constants = {{ EXPOSURE = 1.5, \"3\" = 2, SHARP = true }}\n\n[shader.keyword_constants.FOG]\nEXPOSURE = 0.5\n"
+        )
+        .replace(
+            "entry = \"fs_main\"\n",
+            "entry = \"fs_main\"\nconstants = { \"3\" = 4 }\n",
+        );
+        // `constants` after a pass table belongs to that pass: move it under the shader.
+        let text = text.replace(
+            "[shader.passes.Depth]\nstage = \"vertex\"\nentry = \"vs_main\"\nconstants = { EXPOSURE = 1.5, \"3\" = 2, SHARP = true }",
+            "[shader.passes.Depth]\nstage = \"vertex\"\nentry = \"vs_main\"",
+        );
+        let text = text.replace(
+            "variants = [",
+            "constants = { EXPOSURE = 1.5, \"3\" = 2, SHARP = true }\nvariants = [",
+        );
+        let m = parse(&text).unwrap();
+        let lit = &m.shaders[0];
+        let forward = lit.passes.iter().find(|p| p.name == "Forward").unwrap();
+        let depth = lit.passes.iter().find(|p| p.name == "Depth").unwrap();
+        let c = lit.constants_for(depth, ["SKIN"]);
+        assert_eq!(c["EXPOSURE"], ConstantValue(1.5));
+        assert_eq!(c["3"], ConstantValue(2.0));
+        assert_eq!(c["SHARP"], ConstantValue(1.0));
+        let c = lit.constants_for(forward, ["FOG"]);
+        assert_eq!(c["3"], ConstantValue(4.0), "the pass's value wins");
+        assert_eq!(
+            c["EXPOSURE"],
+            ConstantValue(0.5),
+            "the keyword's value wins"
+        );
+
+        let e = parse(&text.replace("EXPOSURE = 0.5", "EXPOSURE = \"bright\"")).unwrap_err();
+        assert!(e.message.contains("must be a finite number"), "{e}");
+        let e =
+            parse(&text.replace("keyword_constants.FOG", "keyword_constants.RAIN")).unwrap_err();
+        assert!(e.message.contains("unknown keyword `RAIN`"), "{e}");
+        let e = parse(&text.replace("\"3\" = 2", "\"70000\" = 2")).unwrap_err();
+        assert!(e.message.contains("out of range"), "{e}");
+        // Two keywords of one variant that disagree.
+        let clash = format!("{text}\n[shader.keyword_constants.SKIN]\nEXPOSURE = 0.25\n");
+        let e = parse(&clash).unwrap_err();
+        assert!(e.message.contains("different values"), "{e}");
+        assert!(
+            e.message.contains("FOG") && e.message.contains("SKIN"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn names_that_are_paths_are_refused_with_the_key_s_rules() {
         for bad in ["..", ".", "a/b", "a b"] {
             let e = parse(&LIT.replace("\"Lit\"", &format!("\"{bad}\""))).unwrap_err();
