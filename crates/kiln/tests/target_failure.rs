@@ -62,7 +62,10 @@ fn under_watch_a_failed_pair_keeps_its_last_output_marked_stale_and_the_others_m
             .clone()
     };
     let (msl, spirv) = (entry("msl"), entry("spirv"));
-    assert!(msl.stale, "the failed pair's last good output is marked stale");
+    assert!(
+        msl.stale,
+        "the failed pair's last good output is marked stale"
+    );
     assert!(msl.failed_revision.is_some());
     assert_eq!(std::fs::read(out.join(&msl.path)).unwrap(), good_msl);
     assert!(!spirv.stale, "the SPIR-V pair built and is current");
@@ -80,5 +83,8 @@ fn under_watch_a_failed_pair_keeps_its_last_output_marked_stale_and_the_others_m
     let index = Index::read(&out);
     assert!(index.entries.iter().all(|e| !e.stale), "{index:?}");
     assert!(index.failures.is_empty());
-    assert_ne!(std::fs::read(out.join("Basis/Main/_.metal")).unwrap(), good_msl);
+    assert_ne!(
+        std::fs::read(out.join("Basis/Main/_.metal")).unwrap(),
+        good_msl
+    );
 }
