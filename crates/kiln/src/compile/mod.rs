@@ -1,10 +1,14 @@
 //! Compilation by naga: preprocessed source text in, one validated module, bytes out per
 //! target.
 //!
-//! A variant is parsed and validated once and then emitted for each of its targets, because
-//! parsing and validation dominate naga's cost and do not depend on the back end. Every call
-//! into naga runs under `catch_unwind`: naga's back ends can panic on validated modules, and
-//! one bad variant must fail alone.
+//! A variant is parsed once, validated once per distinct capability set among its targets
+//! (each target's default is what naga's back end for it can write), and then emitted for
+//! each target, because parsing and validation dominate naga's cost and depend on the back
+//! end only through the capabilities. Specialization constants are replaced by their values
+//! before emitting (`constants.rs`). Each target's result is its own: a back end that cannot
+//! write a variant fails that (variant, target) pair alone. Every call into naga runs under
+//! `catch_unwind`: naga's back ends can panic on validated modules, and one bad variant must
+//! fail alone.
 //!
 //! naga recurses over expressions: a 5,000-term sum overflows a worker thread's stack, and a
 //! stack overflow aborts the process, which no `catch_unwind` can contain. So every call into
