@@ -320,12 +320,13 @@ fn print_rebuild(project: &Project, report: &BuildReport, latency: Option<Durati
         .map(|ms| format!(", {ms:.1} ms from the file event"))
         .unwrap_or_default();
     eprintln!(
-        "{} variants: {} re-verified, {} recompiled, {} unchanged by early cutoff, {} failed; {} outputs written, {} removed{latency}",
+        "{} variants: {} re-verified, {} recompiled, {} unchanged by early cutoff, {} failed ({} outputs); {} outputs written, {} removed{latency}",
         report.variants,
         report.verified,
         report.compiled,
         report.early_cutoff,
         report.failed,
+        report.failed_outputs,
         report.outputs_written,
         report.outputs_removed,
     );

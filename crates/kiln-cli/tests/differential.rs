@@ -84,7 +84,8 @@ const KINDS: &[(&str, u32)] = &[
     ("targets", 3),
     // A shader's `defines = { Q = .. }` changed; code depends on `Q > 1`.
     ("defines", 4),
-    // A syntax error or `#error` under `#ifdef FOG` injected; fixed in the next step (`fix`).
+    // A syntax error, `#error` under `#ifdef FOG`, or (GLSL) a call MSL and HLSL cannot
+    // write under `#ifdef FOG`, injected; fixed in the next step (`fix`).
     ("error", 3),
     // An output deleted, one byte flipped (same size), or edited (size changed), behind
     // kiln's back in each mode's own output directory.

@@ -60,6 +60,10 @@ pub enum Injected {
     Syntax,
     /// `#error` under `#ifdef FOG`: only FOG variants fail.
     FogError,
+    /// Under `#ifdef FOG`, a GLSL function calling `inverse`, which naga's MSL and HLSL
+    /// back ends do not implement: only FOG variants' MSL and HLSL pairs fail (if those are
+    /// targets); their other targets are written (issue 11).
+    FogTargetError,
 }
 
 /// Text that must not change any compiled output: whole-line comments, blank lines,
@@ -1077,6 +1081,8 @@ impl Model {
         let path = rng.pick(&read).clone();
         let kind = if rng.chance(50) {
             Injected::Syntax
+        } else if !path.ends_with(".wgsl") && rng.chance(50) {
+            Injected::FogTargetError
         } else {
             Injected::FogError
         };
@@ -1143,6 +1149,10 @@ fn push_error(s: &mut String, error: Option<Injected>, glsl: bool) {
         Some(Injected::FogError) => {
             s.push_str("#ifdef FOG\n#error injected by the differential fuzzer\n#endif\n")
         }
+        // Only GLSL files get it (see `edit_error`); WGSL has no `inverse`.
+        Some(Injected::FogTargetError) => s.push_str(
+            "#ifdef FOG\nfloat fuzz_inverse(mat2 m) { return inverse(m)[0][0]; }\n#endif\n",
+        ),
     }
 }
 

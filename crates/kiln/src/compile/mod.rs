@@ -1,10 +1,14 @@
 //! Compilation by naga: preprocessed source text in, one validated module, bytes out per
 //! target.
 //!
-//! A variant is parsed and validated once and then emitted for each of its targets, because
-//! parsing and validation dominate naga's cost and do not depend on the back end. Every call
-//! into naga runs under `catch_unwind`: naga's back ends can panic on validated modules, and
-//! one bad variant must fail alone.
+//! A variant is parsed once, validated once per distinct capability set among its targets
+//! (each target's default is what naga's back end for it can write), and then emitted for
+//! each target, because parsing and validation dominate naga's cost and depend on the back
+//! end only through the capabilities. Specialization constants are replaced by their values
+//! before emitting (`constants.rs`). Each target's result is its own: a back end that cannot
+//! write a variant fails that (variant, target) pair alone. Every call into naga runs under
+//! `catch_unwind`: naga's back ends can panic on validated modules, and one bad variant must
+//! fail alone.
 //!
 //! naga recurses over expressions: a 5,000-term sum overflows a worker thread's stack, and a
 //! stack overflow aborts the process, which no `catch_unwind` can contain. So every call into
@@ -119,6 +123,19 @@ pub fn compile_targets(
             sets.push(target.capabilities());
         }
     }
+    // naga's capabilities only permit: a module valid under a set is valid under every
+    // larger one, with the same `ModuleInfo`. So a module that validates under what all the
+    // sets share (the common case: it uses nothing target-specific) is validated once for
+    // every target; otherwise once per distinct set, so that each target fails or not alone.
+    let common = sets.iter().fold(Capabilities::all(), |all, set| all & *set);
+    let shared = if sets.len() > 1 {
+        contain(CompilePhase::Validate, || {
+            validate(&module, text, request.entry, common)
+        })
+        .ok()
+    } else {
+        None
+    };
     for capabilities in sets {
         let members = || {
             targets
@@ -128,7 +145,10 @@ pub fn compile_targets(
                 .filter(move |(_, t)| t.capabilities() == capabilities)
         };
         let validated = contain(CompilePhase::Validate, || {
-            let info = validate(&module, text, request.entry, capabilities)?;
+            let info = match &shared {
+                Some(info) => info.clone(),
+                None => validate(&module, text, request.entry, capabilities)?,
+            };
             let resolved =
                 constants::resolve(&module, &info, request.stage, request.entry, &table, text)?;
             Ok(match resolved {
@@ -670,11 +690,14 @@ void main() {
             .map(|t| TargetConfig::new(t).with_capabilities(same))
             .collect();
         assert_eq!(count(&targets), 1);
-        // The defaults: SPIR-V, MSL, HLSL, GLSL and WGSL support five different sets.
-        assert_eq!(count(&all_targets()), 5);
+        // The defaults: SPIR-V, MSL, HLSL, GLSL and WGSL support five different sets, which
+        // all hold push constants: one validation, under what they share, serves them all.
+        assert_eq!(count(&all_targets()), 1);
+        // A module using more than the sets share (no `IMMEDIATES` in one set): one try
+        // under what they share, then one per distinct set, each target failing or not alone.
         let mut two = targets.clone();
-        two[1] = two[1].clone().with_capabilities(Capabilities::all());
-        assert_eq!(count(&two), 2);
+        two[1] = two[1].clone().with_capabilities(Capabilities::FLOAT64);
+        assert_eq!(count(&two), 3);
     }
 
     #[test]
