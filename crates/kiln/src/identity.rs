@@ -130,6 +130,7 @@ impl Encoder {
             variants,
             passes,
             defines,
+            include_dirs,
         } = shader;
         self.str(name).count(keywords.len());
         for keyword in keywords {
@@ -149,6 +150,11 @@ impl Encoder {
         self.count(defines.len());
         for (name, value) in defines {
             self.str(name).str(value);
+        }
+        // The search order decides which file an include finds.
+        self.count(include_dirs.len());
+        for dir in include_dirs {
+            self.str(&dir.to_string_lossy());
         }
         self
     }
@@ -263,6 +269,7 @@ mod tests {
                 language: SourceLanguage::Wgsl,
             }],
             defines: BTreeMap::from([("Q".to_owned(), "1".to_owned())]),
+            include_dirs: vec![PathBuf::from("inc")],
         }
     }
 
@@ -293,6 +300,10 @@ mod tests {
                 s.keywords.insert("SKIN".into());
             }),
             ("variants", |s| s.variants.pop().map(drop).unwrap_or(())),
+            ("include dirs", |s| s.include_dirs.push("more".into())),
+            ("include dir order", |s| {
+                s.include_dirs = vec!["more".into(), "inc".into()];
+            }),
         ];
         for (what, edit) in edits {
             let mut s = shader();

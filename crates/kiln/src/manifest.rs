@@ -55,6 +55,9 @@ pub struct ShaderSpec {
     pub passes: Vec<PassSpec>,
     /// Extra `#define`s for every variant of this shader.
     pub defines: BTreeMap<String, String>,
+    /// Include directories, root-relative and normalised, in search order: the shader's
+    /// own `include_dirs`, then the project's.
+    pub include_dirs: Vec<PathBuf>,
 }
 
 /// One pass of a shader: an entry point of a stage in a source file.
@@ -86,6 +89,8 @@ struct RawProject {
     targets: Spanned<Vec<Spanned<RawTarget>>>,
     max_variants: Option<Spanned<u64>>,
     max_source_bytes: Option<Spanned<u64>>,
+    #[serde(default)]
+    include_dirs: Vec<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -109,6 +114,8 @@ struct RawShader {
     defines: BTreeMap<String, Spanned<toml::Value>>,
     #[serde(default)]
     passes: BTreeMap<String, Spanned<RawPass>>,
+    #[serde(default)]
+    include_dirs: Vec<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -176,6 +183,7 @@ impl Manifest {
             toml::from_str(text).map_err(|e| cx.error(e.span(), e.message().to_owned()))?;
         let limits = cx.limits(&raw.project)?;
         let targets = cx.targets(&raw.project.targets)?;
+        let project_dirs = cx.include_dirs(&raw.project.include_dirs, &[])?;
         let mut shaders: Vec<ShaderSpec> = Vec::new();
         let mut total: usize = 0;
         for shader in &raw.shader {
@@ -186,7 +194,7 @@ impl Manifest {
                     format!("shader `{name}` is defined twice"),
                 ));
             }
-            let spec = cx.shader(shader, &limits)?;
+            let spec = cx.shader(shader, &limits, &project_dirs)?;
             total = spec
                 .variants
                 .len()
@@ -310,7 +318,49 @@ impl Context<'_> {
         Ok(targets)
     }
 
-    fn shader(&self, shader: &RawShader, limits: &Limits) -> Result<ShaderSpec, ManifestError> {
+    /// Checks include directories: root-relative, `/`-separated, never leaving the root
+    /// (the preprocessor's own normalisation). `inherited` (the project's) follow `dirs`,
+    /// each directory once.
+    fn include_dirs(
+        &self,
+        dirs: &[Spanned<String>],
+        inherited: &[PathBuf],
+    ) -> Result<Vec<PathBuf>, ManifestError> {
+        let mut out: Vec<PathBuf> = Vec::new();
+        for dir in dirs {
+            let text = dir.get_ref();
+            if text.contains('\\') {
+                return Err(self.error(
+                    Some(dir.span()),
+                    format!("include directory `{text}`: use '/' as the path separator"),
+                ));
+            }
+            let normal = normalize_entry(Path::new(text))
+                .map(PathBuf::from)
+                .map_err(|why| {
+                    self.error(
+                        Some(dir.span()),
+                        format!("include directory `{text}` must be inside the project root: {why}"),
+                    )
+                })?;
+            if !out.contains(&normal) {
+                out.push(normal);
+            }
+        }
+        for dir in inherited {
+            if !out.contains(dir) {
+                out.push(dir.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    fn shader(
+        &self,
+        shader: &RawShader,
+        limits: &Limits,
+        project_dirs: &[PathBuf],
+    ) -> Result<ShaderSpec, ManifestError> {
         let name = shader.name.get_ref();
         check_name(name).map_err(|why| {
             self.error(
@@ -322,12 +372,14 @@ impl Context<'_> {
         let variants = self.variants(shader, &keywords, limits)?;
         let defines = self.defines(shader)?;
         let passes = self.passes(shader)?;
+        let include_dirs = self.include_dirs(&shader.include_dirs, project_dirs)?;
         Ok(ShaderSpec {
             name: name.clone(),
             keywords,
             variants,
             passes,
             defines,
+            include_dirs,
         })
     }
 

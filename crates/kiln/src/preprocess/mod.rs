@@ -78,6 +78,7 @@
 
 mod cache;
 mod closure;
+mod cpp;
 mod directive;
 mod driver;
 mod error;
@@ -102,13 +103,44 @@ use std::path::{Path, PathBuf};
 /// reaches this limit and is reported as an include cycle.
 pub const MAX_INCLUDE_DEPTH: usize = 64;
 
+/// Which preprocessor a source language speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Dialect {
+    /// kiln's own small directive language for WGSL (object-like macros, no `#line`).
+    Wgsl,
+    /// The C preprocessor of GLSL, as glslang implements it.
+    Glsl,
+    /// The C preprocessor of HLSL, as glslang's HLSL front end implements it (`##` pastes
+    /// expanded arguments, `{ }` group macro arguments, `__FILE__` is always the file name).
+    Hlsl,
+}
+
+impl Dialect {
+    /// Whether this is a C preprocessor (GLSL, HLSL).
+    pub fn is_c(self) -> bool {
+        matches!(self, Self::Glsl | Self::Hlsl)
+    }
+}
+
+impl From<SourceLanguage> for Dialect {
+    fn from(language: SourceLanguage) -> Self {
+        match language {
+            SourceLanguage::Wgsl => Self::Wgsl,
+            SourceLanguage::Glsl => Self::Glsl,
+        }
+    }
+}
+
 /// What to preprocess.
 #[derive(Clone, Copy, Debug)]
 pub struct PreprocessRequest<'a> {
     /// The shader's source file, project-root-relative.
     pub entry: &'a Path,
-    /// WGSL or GLSL: decides which directives pass through to naga.
-    pub language: SourceLanguage,
+    /// Which preprocessor (from the source language: `SourceLanguage::Glsl.into()`).
+    pub language: Dialect,
+    /// Include directories, project-root-relative, searched in order after the including
+    /// file's directory for `#include "x"`, and alone for `#include <x>` (GLSL, HLSL).
+    pub include_dirs: &'a [PathBuf],
     /// The variant's keywords, each defined as `1`.
     pub keywords: &'a [&'a str],
     /// Further macros `(name, value)`, defined after the keywords.
@@ -166,7 +198,18 @@ fn preprocess_with(
             path: request.entry.to_path_buf(),
             problem,
         })?;
-    let mut driver = driver::Driver::new(request.language, loader, cache);
+    let include_dirs = normalize_include_dirs(request.include_dirs)?;
+    if request.language.is_c() {
+        let mut driver = cpp::CDriver::new(request.language, include_dirs, loader, cache);
+        for keyword in request.keywords {
+            driver.predefine(keyword, "1")?;
+        }
+        for (name, value) in request.defines {
+            driver.predefine(name, value)?;
+        }
+        return driver.run(entry);
+    }
+    let mut driver = driver::Driver::new(request.language, include_dirs, loader, cache);
     for keyword in request.keywords {
         driver.predefine(keyword, "1")?;
     }
@@ -174,4 +217,17 @@ fn preprocess_with(
         driver.predefine(name, value)?;
     }
     driver.run(entry)
+}
+
+/// Include directories as normalised root-relative paths; one that is absolute or leaves
+/// the root is refused.
+pub(crate) fn normalize_include_dirs(dirs: &[PathBuf]) -> Result<Vec<String>, PreprocessError> {
+    dirs.iter()
+        .map(|dir| {
+            normalize_entry(dir).map_err(|problem| PreprocessError::InvalidIncludeDir {
+                path: dir.clone(),
+                problem,
+            })
+        })
+        .collect()
 }
