@@ -274,13 +274,11 @@ pub(crate) fn token_at(text: &str) -> (Kind, usize) {
         return (Kind::Number, i);
     }
     if b == b'"' {
-        let len = text[1..]
-            .find(['"', '\n'])
-            .map_or(text.len(), |close| match bytes[1 + close] {
-                b'"' => close + 2,
-                _ => close + 1,
-            });
-        return (Kind::Str, len);
+        // A string ends on its line; an unterminated `"` is a character of its own.
+        if let Some(close) = text[1..].find(['"', '\n']).filter(|&c| bytes[1 + c] == b'"') {
+            return (Kind::Str, close + 2);
+        }
+        return (Kind::Other, 1);
     }
     if let Some(p) = LONG_PUNCTUATORS.iter().find(|p| text.starts_with(**p)) {
         return (Kind::Punct, p.len());
