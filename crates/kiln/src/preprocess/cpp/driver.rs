@@ -479,10 +479,10 @@ impl<'l> CDriver<'l> {
         let expanded = expander
             .expand(tokens)
             .map_err(|err| expand_error(path, &expander, err))?;
-        if let Some((_, token)) = expanded.iter().find(|(_, t)| &*t.text == "defined") {
+        if expanded.iter().any(|(_, t)| &*t.text == "defined") {
             return Err(invalid(
                 "`defined` produced by a macro expansion is not allowed".into(),
-                token,
+                name_token,
             ));
         }
         let text = join(&expanded.into_iter().map(|(_, t)| t).collect::<Vec<_>>());

@@ -75,8 +75,6 @@ impl Token {
 pub(crate) struct LogicalLine {
     /// The first token is `#`.
     pub directive: bool,
-    /// The physical line where its first token starts.
-    pub first_line: u32,
     /// The physical line holding the newline that ends it.
     pub last_line: u32,
     tokens: Range<u32>,
@@ -205,7 +203,6 @@ impl CLexed {
         };
         self.lines.push(LogicalLine {
             directive: first.is_punct("#"),
-            first_line: first.line,
             last_line,
             tokens: to_u32(first_token)..to_u32(self.tokens.len()),
             spliced: to_u32(line_start)..to_u32(end),
@@ -315,7 +312,7 @@ mod tests {
             .iter()
             .map(|l| {
                 (
-                    l.first_line,
+                    lexed.tokens(l)[0].line,
                     l.last_line,
                     l.directive,
                     lexed.tokens(l).iter().map(|t| t.text.to_string()).collect(),
