@@ -668,6 +668,40 @@ entry = "vs_main"
     }
 
     #[test]
+    fn include_dirs_are_normalised_shader_first_and_stay_inside_the_root() {
+        let with_dirs = |project: &str, shader: &str| {
+            LIT.replace(
+                "targets = [",
+                &format!("include_dirs = {project}\ntargets = ["),
+            )
+            .replace(
+                "source = \"shaders/lit.wgsl\"",
+                &format!("source = \"shaders/lit.wgsl\"\ninclude_dirs = {shader}"),
+            )
+        };
+        let m = parse(&with_dirs(
+            r#"["shaders/include", "common/./x/.."]"#,
+            r#"["shaders/lit", "common"]"#,
+        ))
+        .unwrap();
+        assert_eq!(
+            m.shaders[0].include_dirs,
+            ["shaders/lit", "common", "shaders/include"].map(PathBuf::from)
+        );
+        assert!(parse(LIT).unwrap().shaders[0].include_dirs.is_empty());
+        for (project, shader, line) in [
+            (r#"["../outside"]"#, "[]", 3),
+            ("[]", r#"["/usr/include"]"#, 9),
+            ("[]", r#"["a/../../b"]"#, 9),
+            (r#"["a\\b"]"#, "[]", 3),
+        ] {
+            let e = parse(&with_dirs(project, shader)).unwrap_err();
+            assert!(e.message.contains("include directory"), "{e}");
+            assert_eq!(e.line, line, "{e}");
+        }
+    }
+
+    #[test]
     fn sources_must_stay_inside_the_root() {
         let e = parse(&LIT.replace("shaders/lit.wgsl", "../../etc/passwd.wgsl")).unwrap_err();
         assert!(e.message.contains("leaves the project root"), "{e}");
