@@ -340,7 +340,9 @@ impl Context<'_> {
                 .map_err(|why| {
                     self.error(
                         Some(dir.span()),
-                        format!("include directory `{text}` must be inside the project root: {why}"),
+                        format!(
+                            "include directory `{text}` must be inside the project root: {why}"
+                        ),
                     )
                 })?;
             if !out.contains(&normal) {

@@ -163,7 +163,10 @@ fn an_include_directory_outside_the_root_is_refused_with_its_line() {
     write(
         dir.path(),
         "kiln.toml",
-        &MANIFEST.replace("include_dirs = [\"common\"]", "include_dirs = [\"../common\"]"),
+        &MANIFEST.replace(
+            "include_dirs = [\"common\"]",
+            "include_dirs = [\"../common\"]",
+        ),
     );
     write(dir.path(), "shaders/fill.comp", FILL);
     let err = Project::open(&BuildOptions {

@@ -34,7 +34,13 @@ fn run_in(
 }
 
 fn glsl(source: &str) -> Result<Preprocessed, PreprocessError> {
-    run_in(&Files::new(&[("s.frag", source)]), "s.frag", Dialect::Glsl, &[], &[])
+    run_in(
+        &Files::new(&[("s.frag", source)]),
+        "s.frag",
+        Dialect::Glsl,
+        &[],
+        &[],
+    )
 }
 
 fn text(source: &str) -> String {
@@ -83,7 +89,10 @@ fn continuations_join_lines_and_the_line_map_points_at_physical_lines() {
     let out = run_in(&files, "s.frag", Dialect::Glsl, &[], &[]).unwrap();
     // A macro's expansion is written on the line of its name; text after a continuation
     // or after a call's last line on the line it is on.
-    assert_eq!(out.text, "float v = 2.0 + 2.0\n* 3.0;\nfloat w = 1.0 + 1.0\n;\n");
+    assert_eq!(
+        out.text,
+        "float v = 2.0 + 2.0\n* 3.0;\nfloat w = 1.0 + 1.0\n;\n"
+    );
     let lines: Vec<u32> = origins(&out).into_iter().map(|(_, _, line)| line).collect();
     assert_eq!(lines, [3, 4, 5, 6]);
 }
@@ -100,7 +109,10 @@ fn builtin_macros_line_file_and_version() {
         "#version 450\n#extension GL_GOOGLE_include_directive : require\nint f = \"s.frag\";\n"
     );
     // __LINE__ in a replacement is the line where the call ends.
-    assert_eq!(text("#define AT(x) x + __LINE__\nint a = AT(\n 1);\n"), "int a = 1 + 3\n;\n");
+    assert_eq!(
+        text("#define AT(x) x + __LINE__\nint a = AT(\n 1);\n"),
+        "int a = 1 + 3\n;\n"
+    );
     let hlsl = run_in(
         &Files::new(&[("m/s.hlsl", "string f = __FILE__;\n")]),
         "m/s.hlsl",
@@ -119,7 +131,10 @@ fn defined_undef_and_expressions_with_function_like_macros() {
         "yes\nstill\n"
     );
     let err = glsl("#define D defined(X)\n#if D\n#endif\n").unwrap_err();
-    assert!(matches!(err, PreprocessError::InvalidExpression { .. }), "{err}");
+    assert!(
+        matches!(err, PreprocessError::InvalidExpression { .. }),
+        "{err}"
+    );
     assert_eq!(place(&err).1, 2);
 }
 
@@ -135,22 +150,84 @@ fn directives_pass_through_where_glslang_writes_them() {
 
 #[test]
 fn errors_are_typed_and_located() {
-    let cases: [(&str, fn(&PreprocessError) -> bool, u32); 9] = [
-        ("#define F(x) x\nint a = F(1;\n", |e| matches!(e, PreprocessError::MacroCallUnterminated { name, .. } if name == "F"), 2),
-        ("#define F(x) x\nint a = F(1\n#define G\n);\n", |e| matches!(e, PreprocessError::MacroCallUnterminated { .. }), 2),
-        ("#define F(a, b) a\n\nint a = F(1);\n", |e| matches!(e, PreprocessError::MacroArgumentCount { expected: 2, found: 1, .. }), 3),
-        ("#define F(a) a\nint a = F(1, 2);\n", |e| matches!(e, PreprocessError::MacroArgumentCount { expected: 1, found: 2, .. }), 2),
-        ("#define C(a, b) a##b\nint a = C(1, 2);\n", |e| matches!(e, PreprocessError::BadTokenPaste { .. }), 2),
-        ("#define C(a, b) a##b\nint a = C(, 2);\n", |e| matches!(e, PreprocessError::BadTokenPaste { .. }), 2),
-        ("#define S(a) #a\nint a = S(x);\n", |e| matches!(e, PreprocessError::StrayHash { .. }), 2),
-        ("#define V(a, ...) a\n", |e| matches!(e, PreprocessError::MalformedDirective { message, .. } if message.contains("variadic")), 1),
-        ("\n#error FOG needs \\\n  SKIN\n", |e| matches!(e, PreprocessError::ErrorDirective { message, .. } if message == "FOG needs SKIN"), 2),
+    type Case = (&'static str, fn(&PreprocessError) -> bool, u32);
+    let cases: [Case; 9] = [
+        (
+            "#define F(x) x\nint a = F(1;\n",
+            |e| matches!(e, PreprocessError::MacroCallUnterminated { name, .. } if name == "F"),
+            2,
+        ),
+        (
+            "#define F(x) x\nint a = F(1\n#define G\n);\n",
+            |e| matches!(e, PreprocessError::MacroCallUnterminated { .. }),
+            2,
+        ),
+        (
+            "#define F(a, b) a\n\nint a = F(1);\n",
+            |e| {
+                matches!(
+                    e,
+                    PreprocessError::MacroArgumentCount {
+                        expected: 2,
+                        found: 1,
+                        ..
+                    }
+                )
+            },
+            3,
+        ),
+        (
+            "#define F(a) a\nint a = F(1, 2);\n",
+            |e| {
+                matches!(
+                    e,
+                    PreprocessError::MacroArgumentCount {
+                        expected: 1,
+                        found: 2,
+                        ..
+                    }
+                )
+            },
+            2,
+        ),
+        (
+            "#define C(a, b) a##b\nint a = C(1, 2);\n",
+            |e| matches!(e, PreprocessError::BadTokenPaste { .. }),
+            2,
+        ),
+        (
+            "#define C(a, b) a##b\nint a = C(, 2);\n",
+            |e| matches!(e, PreprocessError::BadTokenPaste { .. }),
+            2,
+        ),
+        (
+            "#define S(a) #a\nint a = S(x);\n",
+            |e| matches!(e, PreprocessError::StrayHash { .. }),
+            2,
+        ),
+        (
+            "#define V(a, ...) a\n",
+            |e| matches!(e, PreprocessError::MalformedDirective { message, .. } if message.contains("variadic")),
+            1,
+        ),
+        (
+            "\n#error FOG needs \\\n  SKIN\n",
+            |e| matches!(e, PreprocessError::ErrorDirective { message, .. } if message == "FOG needs SKIN"),
+            2,
+        ),
     ];
     for (source, is, line) in cases {
         let err = glsl(source).unwrap_err();
         assert!(is(&err), "{source:?}: {err:?}");
-        assert_eq!(place(&err), ("s.frag".to_owned(), line, place(&err).2), "{source:?}: {err}");
-        assert!(err.to_string().starts_with(&format!("s.frag:{line}:")), "{err}");
+        assert_eq!(
+            place(&err),
+            ("s.frag".to_owned(), line, place(&err).2),
+            "{source:?}: {err}"
+        );
+        assert!(
+            err.to_string().starts_with(&format!("s.frag:{line}:")),
+            "{err}"
+        );
     }
 }
 
@@ -178,7 +255,11 @@ fn hostile_macros_stop_with_an_error_quickly() {
             "{err:?}"
         );
         assert!(err.location().is_some());
-        assert!(start.elapsed() < Duration::from_secs(20), "{:?}", start.elapsed());
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            start.elapsed()
+        );
     }
 }
 
@@ -199,7 +280,10 @@ fn comment_and_unused_macro_edits_leave_the_text_identical() {
 
 fn project() -> Files {
     Files::new(&[
-        ("shaders/main.frag", "#include \"common.glsl\"\n#include <lib.glsl>\nint m = WHICH + LIB;\n"),
+        (
+            "shaders/main.frag",
+            "#include \"common.glsl\"\n#include <lib.glsl>\nint m = WHICH + LIB;\n",
+        ),
         ("shaders/include/common.glsl", "#define WHICH 1\n"),
         ("third/common.glsl", "#define WHICH 2\n"),
         ("third/lib.glsl", "#define LIB 3\n"),
@@ -209,13 +293,32 @@ fn project() -> Files {
 #[test]
 fn include_directories_are_searched_in_order_after_the_including_directory() {
     let files = project();
-    let out = run_in(&files, "shaders/main.frag", Dialect::Glsl, &["shaders/include", "third"], &[]).unwrap();
+    let out = run_in(
+        &files,
+        "shaders/main.frag",
+        Dialect::Glsl,
+        &["shaders/include", "third"],
+        &[],
+    )
+    .unwrap();
     assert_eq!(out.text, "int m = 1 + 3;\n");
     assert_eq!(
         out.files(),
-        ["shaders/main.frag", "shaders/include/common.glsl", "third/lib.glsl"].map(PathBuf::from)
+        [
+            "shaders/main.frag",
+            "shaders/include/common.glsl",
+            "third/lib.glsl"
+        ]
+        .map(PathBuf::from)
     );
-    let out = run_in(&files, "shaders/main.frag", Dialect::Glsl, &["third", "shaders/include"], &[]).unwrap();
+    let out = run_in(
+        &files,
+        "shaders/main.frag",
+        Dialect::Glsl,
+        &["third", "shaders/include"],
+        &[],
+    )
+    .unwrap();
     assert_eq!(out.text, "int m = 2 + 3;\n");
     // The including file's directory comes first for "x", never for <x>.
     let mut near = project();
@@ -225,7 +328,10 @@ fn include_directories_are_searched_in_order_after_the_including_directory() {
     assert_eq!(out.text, "int m = 4 + 3;\n");
     // Without include directories <x> finds nothing.
     let err = run_in(&files, "shaders/main.frag", Dialect::Glsl, &[], &[]).unwrap_err();
-    assert!(matches!(err, PreprocessError::IncludeNotFound { .. }), "{err}");
+    assert!(
+        matches!(err, PreprocessError::IncludeNotFound { .. }),
+        "{err}"
+    );
     assert_eq!(place(&err).1, 1);
 }
 
@@ -234,12 +340,21 @@ fn include_directories_and_paths_stay_inside_the_root() {
     let files = project();
     for dir in ["../outside", "/etc", "shaders/../../x"] {
         let err = run_in(&files, "shaders/main.frag", Dialect::Glsl, &[dir], &[]).unwrap_err();
-        assert!(matches!(err, PreprocessError::InvalidIncludeDir { .. }), "{dir}: {err}");
+        assert!(
+            matches!(err, PreprocessError::InvalidIncludeDir { .. }),
+            "{dir}: {err}"
+        );
     }
     let escaping = Files::new(&[("s.frag", "#include <../../etc/passwd>\n")]);
     let err = run_in(&escaping, "s.frag", Dialect::Glsl, &["inc"], &[]).unwrap_err();
     assert!(
-        matches!(err, PreprocessError::IncludePathRefused { problem: PathProblem::EscapesRoot, .. }),
+        matches!(
+            err,
+            PreprocessError::IncludePathRefused {
+                problem: PathProblem::EscapesRoot,
+                ..
+            }
+        ),
         "{err}"
     );
 }
@@ -248,14 +363,26 @@ fn include_directories_and_paths_stay_inside_the_root() {
 fn the_closure_lists_every_place_an_include_could_appear_first() {
     let files = project();
     let dirs = [PathBuf::from("shaders/include"), PathBuf::from("third")];
-    let closure = include_closure(Path::new("shaders/main.frag"), Dialect::Glsl, &dirs, &files).unwrap();
+    let closure =
+        include_closure(Path::new("shaders/main.frag"), Dialect::Glsl, &dirs, &files).unwrap();
     assert_eq!(
         closure.files,
-        ["shaders/main.frag", "shaders/include/common.glsl", "third/lib.glsl"].map(PathBuf::from)
+        [
+            "shaders/main.frag",
+            "shaders/include/common.glsl",
+            "third/lib.glsl"
+        ]
+        .map(PathBuf::from)
     );
     let missing: Vec<&Path> = closure.missing.iter().map(|m| m.path.as_path()).collect();
     // Creating either would change what is included: both are part of the revision.
-    assert_eq!(missing, [Path::new("shaders/common.glsl"), Path::new("shaders/include/lib.glsl")]);
+    assert_eq!(
+        missing,
+        [
+            Path::new("shaders/common.glsl"),
+            Path::new("shaders/include/lib.glsl")
+        ]
+    );
 }
 
 #[test]
@@ -270,14 +397,30 @@ fn hlsl_groups_braces_and_pastes_expanded_arguments() {
         "Texture2D t : register(t3);\nstatic const float2 o[2] = { float2(0, 0), float2(1, 1) };\n"
     );
     // GLSL does neither: a comma inside braces separates arguments.
-    let glsl = Files::new(&[("m.frag", "#define INIT(x) x\nfloat o[2] = INIT({ 0, 1 });\n")]);
+    let glsl = Files::new(&[(
+        "m.frag",
+        "#define INIT(x) x\nfloat o[2] = INIT({ 0, 1 });\n",
+    )]);
     let err = run_in(&glsl, "m.frag", Dialect::Glsl, &[], &[]).unwrap_err();
-    assert!(matches!(err, PreprocessError::MacroArgumentCount { found: 2, .. }), "{err}");
+    assert!(
+        matches!(err, PreprocessError::MacroArgumentCount { found: 2, .. }),
+        "{err}"
+    );
 }
 
 #[test]
 fn defines_from_the_build_are_lexed_like_glslang_dash_d() {
-    let files = Files::new(&[("s.frag", "#if LIGHTS > 2 && defined(FOG)\nint n = LIGHTS;\n#endif\n")]);
-    let out = run_in(&files, "s.frag", Dialect::Glsl, &[], &[("LIGHTS", "1 + 3"), ("FOG", "")]).unwrap();
+    let files = Files::new(&[(
+        "s.frag",
+        "#if LIGHTS > 2 && defined(FOG)\nint n = LIGHTS;\n#endif\n",
+    )]);
+    let out = run_in(
+        &files,
+        "s.frag",
+        Dialect::Glsl,
+        &[],
+        &[("LIGHTS", "1 + 3"), ("FOG", "")],
+    )
+    .unwrap();
     assert_eq!(out.text, "int n = 1 + 3;\n");
 }

@@ -56,16 +56,16 @@ fn tokens(text: &str) -> Vec<String> {
                 i += 1;
                 while i < bytes.len() {
                     let c = bytes[i];
-                    if c.is_ascii_alphanumeric() || c == b'_' || c == b'.' {
-                        i += 1;
-                    } else if (c == b'+' || c == b'-') && matches!(bytes[i - 1], b'e' | b'E') {
-                        i += 1;
-                    } else {
+                    let sign = (c == b'+' || c == b'-') && matches!(bytes[i - 1], b'e' | b'E');
+                    if !(c.is_ascii_alphanumeric() || c == b'_' || c == b'.' || sign) {
                         break;
                     }
+                    i += 1;
                 }
             } else if b == b'"' {
-                i += 1 + line[i + 1..].find('"').map_or(line.len() - i - 1, |n| n + 1);
+                i += 1 + line[i + 1..]
+                    .find('"')
+                    .map_or(line.len() - i - 1, |n| n + 1);
             } else if let Some(p) = LONG_PUNCTUATORS.iter().find(|p| line[i..].starts_with(**p)) {
                 i += p.len();
             } else {
@@ -111,7 +111,12 @@ struct Case {
 fn header_value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     text.lines()
         .take_while(|l| l.starts_with("//"))
-        .find_map(|l| l.strip_prefix("//")?.trim().strip_prefix(key)?.strip_prefix(':'))
+        .find_map(|l| {
+            l.strip_prefix("//")?
+                .trim()
+                .strip_prefix(key)?
+                .strip_prefix(':')
+        })
         .map(str::trim)
 }
 
@@ -203,8 +208,10 @@ fn manifest_cases(manifest: &Path, prefix: &str, cases: &mut Vec<Case>) {
             let source = pass.source.to_str().unwrap();
             let entry = format!("{prefix}/{}", source.strip_prefix("shaders/").unwrap());
             for variant in &shader.variants {
-                let mut defines: Vec<(String, String)> =
-                    variant.iter().map(|k| (k.clone(), "1".to_owned())).collect();
+                let mut defines: Vec<(String, String)> = variant
+                    .iter()
+                    .map(|k| (k.clone(), "1".to_owned()))
+                    .collect();
                 defines.extend(shader.defines.iter().map(|(n, v)| (n.clone(), v.clone())));
                 cases.push(Case {
                     entry: entry.clone(),
@@ -290,7 +297,10 @@ fn glsl_and_hlsl_preprocess_token_for_token_as_glslang_does() {
     let mut failures = Vec::new();
     let (mut equal, mut both_failed) = (0, 0);
     for case in &cases {
-        let label = format!("{} {:?} -I{:?}", case.entry, case.defines, case.include_dirs);
+        let label = format!(
+            "{} {:?} -I{:?}",
+            case.entry, case.defines, case.include_dirs
+        );
         match (glslang(corpus.path(), case), kiln(corpus.path(), case)) {
             (Ok(reference), Ok(ours)) => {
                 let (reference, ours) = (tokens(&reference), tokens(&ours));
@@ -302,7 +312,8 @@ fn glsl_and_hlsl_preprocess_token_for_token_as_glslang_does() {
                         .zip(&ours)
                         .position(|(a, b)| a != b)
                         .unwrap_or(reference.len().min(ours.len()));
-                    let window = |t: &[String]| t[at.saturating_sub(8)..(at + 8).min(t.len())].join(" ");
+                    let window =
+                        |t: &[String]| t[at.saturating_sub(8)..(at + 8).min(t.len())].join(" ");
                     failures.push(format!(
                         "{label}: tokens differ at {at}\n  glslang: {}\n  kiln:    {}",
                         window(&reference),
@@ -320,9 +331,9 @@ fn glsl_and_hlsl_preprocess_token_for_token_as_glslang_does() {
                 }
             }
             (Ok(_), Err(ours)) => failures.push(format!("{label}: kiln failed: {ours}")),
-            (Err(reference), Ok(_)) => {
-                failures.push(format!("{label}: glslang failed, kiln did not: {reference}"))
-            }
+            (Err(reference), Ok(_)) => failures.push(format!(
+                "{label}: glslang failed, kiln did not: {reference}"
+            )),
         }
     }
     println!(
@@ -330,5 +341,8 @@ fn glsl_and_hlsl_preprocess_token_for_token_as_glslang_does() {
         cases.len()
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert!(equal >= 20 && both_failed >= 5, "the corpus shrank: {equal} equal, {both_failed} failed");
+    assert!(
+        equal >= 20 && both_failed >= 5,
+        "the corpus shrank: {equal} equal, {both_failed} failed"
+    );
 }

@@ -16,8 +16,8 @@ use parking_lot::RwLock;
 use rustc_hash::FxHashMap;
 
 use super::closure::IncludeClosure;
-use super::error::PreprocessError;
 use super::cpp::CLexed;
+use super::error::PreprocessError;
 use super::lexer::LexedFile;
 use super::loader::SourceLoader;
 use super::{Dialect, PreprocessRequest, Preprocessed};

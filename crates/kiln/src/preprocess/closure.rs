@@ -162,14 +162,12 @@ pub(crate) fn include_closure_with(
             continue;
         };
         *next += 1;
-        let candidates =
-            include_candidates(path, &include.spec, include.angled, &include_dirs).map_err(
-                |problem| PreprocessError::IncludePathRefused {
-                    at: include.at.clone(),
-                    spec: include.spec.clone(),
-                    problem,
-                },
-            )?;
+        let candidates = include_candidates(path, &include.spec, include.angled, &include_dirs)
+            .map_err(|problem| PreprocessError::IncludePathRefused {
+                at: include.at.clone(),
+                spec: include.spec.clone(),
+                problem,
+            })?;
         let at = include.at.clone();
         let mut child = None;
         for candidate in candidates {

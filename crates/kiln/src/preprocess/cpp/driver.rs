@@ -135,13 +135,12 @@ impl<'l> CDriver<'l> {
 
     /// Preprocesses the (normalised) entry file.
     pub fn run(mut self, entry: String) -> Result<Preprocessed, PreprocessError> {
-        let source = self
-            .loader
-            .load(Path::new(&entry))
-            .map_err(|err| PreprocessError::EntryUnreadable {
+        let source = self.loader.load(Path::new(&entry)).map_err(|err| {
+            PreprocessError::EntryUnreadable {
                 file: PathBuf::from(&entry),
                 message: err.to_string(),
-            })?;
+            }
+        })?;
         let entry = self.add_file(entry, &source)?;
         self.stack.push(Frame {
             file: entry,
@@ -530,7 +529,11 @@ impl<'l> CDriver<'l> {
             let mut i = 1;
             loop {
                 let Some(token) = rest.get(i) else {
-                    return Err(malformed("define", "missing `)` after the parameters", at(open)));
+                    return Err(malformed(
+                        "define",
+                        "missing `)` after the parameters",
+                        at(open),
+                    ));
                 };
                 if token.is_punct(")") && names.is_empty() {
                     i += 1;
@@ -546,7 +549,7 @@ impl<'l> CDriver<'l> {
                 if token.kind != Kind::Ident {
                     return Err(malformed("define", "expected a parameter name", at(token)));
                 }
-                if names.iter().any(|n| *n == token.text) {
+                if names.contains(&token.text) {
                     return Err(malformed("define", "duplicate parameter name", at(token)));
                 }
                 names.push(Arc::clone(&token.text));
@@ -606,8 +609,7 @@ impl<'l> CDriver<'l> {
                 }),
             });
         }
-        self.macros
-            .insert(Arc::clone(&macro_name.text), definition);
+        self.macros.insert(Arc::clone(&macro_name.text), definition);
         Ok(())
     }
 
@@ -666,16 +668,21 @@ impl<'l> CDriver<'l> {
     ) -> Result<(), PreprocessError> {
         let including = Arc::clone(&self.files[file as usize].path);
         let spec = include_spec(lexed, line).map_err(|(message, token)| {
-            malformed("include", message, location(&including, token.unwrap_or(name_token)))
+            malformed(
+                "include",
+                message,
+                location(&including, token.unwrap_or(name_token)),
+            )
         })?;
         let IncludeSpec { path, angled, at } = spec;
         let at = location(&including, at);
-        let candidates = include_candidates(&including, path, angled, &self.include_dirs)
-            .map_err(|problem| PreprocessError::IncludePathRefused {
+        let candidates = include_candidates(&including, path, angled, &self.include_dirs).map_err(
+            |problem| PreprocessError::IncludePathRefused {
                 at: at.clone(),
                 spec: path.to_owned(),
                 problem,
-            })?;
+            },
+        )?;
         let mut found = None;
         for candidate in &candidates {
             if let Some(&id) = self.by_path.get(candidate.as_str()) {
@@ -827,7 +834,11 @@ fn single_name<'a>(
 ) -> Result<&'a str, PreprocessError> {
     match args {
         [name] if name.kind == Kind::Ident => Ok(&name.text),
-        [] => Err(malformed(directive, "expected a macro name", at(name_token))),
+        [] => Err(malformed(
+            directive,
+            "expected a macro name",
+            at(name_token),
+        )),
         [name] => Err(malformed(directive, "expected a macro name", at(name))),
         [_, extra, ..] => Err(malformed(
             directive,

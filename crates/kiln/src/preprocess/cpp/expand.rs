@@ -197,11 +197,7 @@ impl<'m> Expander<'m> {
     }
 
     /// Handles one token: returns it when it is output, or starts a macro's expansion.
-    fn step(
-        &mut self,
-        stack: &mut Vec<Frame>,
-        token: Token,
-    ) -> Result<Option<Token>, ExpandError> {
+    fn step(&mut self, stack: &mut Vec<Frame>, token: Token) -> Result<Option<Token>, ExpandError> {
         if token.kind != Kind::Ident {
             return Ok(Some(token));
         }
@@ -394,9 +390,7 @@ impl<'m> Expander<'m> {
                     return Err(bad_paste(name, "`##` has nothing on its right"));
                 };
                 let mut right = match param_index(right_token) {
-                    Some(p) if self.builtins.hlsl => {
-                        self.expanded(&mut expanded, args, p, name)?
-                    }
+                    Some(p) if self.builtins.hlsl => self.expanded(&mut expanded, args, p, name)?,
                     Some(p) => args[p].clone(),
                     None => vec![right_token.clone()],
                 };
@@ -472,8 +466,7 @@ fn paste(left: &Token, right: &Token, name: &Token) -> Result<Token, ExpandError
     let ok = match left.kind {
         Kind::Ident => matches!(right.kind, Kind::Ident | Kind::Number),
         Kind::Punct if PASTE_OPERATORS.contains(&&*left.text) => {
-            right.kind == Kind::Punct
-                && super::lexer::token_at(&text) == (Kind::Punct, text.len())
+            right.kind == Kind::Punct && super::lexer::token_at(&text) == (Kind::Punct, text.len())
         }
         _ => false,
     };

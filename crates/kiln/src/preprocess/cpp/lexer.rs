@@ -256,23 +256,23 @@ pub(crate) fn token_at(text: &str) -> (Kind, usize) {
         let hex = bytes.len() > 1 && b == b'0' && matches!(bytes[1], b'x' | b'X');
         let mut i = 1;
         while let Some(&c) = bytes.get(i) {
-            if c.is_ascii_alphanumeric() || c == b'_' || c == b'.' {
-                i += 1;
-            } else if (c == b'+' || c == b'-')
+            let exponent_sign = (c == b'+' || c == b'-')
                 && !hex
                 && matches!(bytes[i - 1], b'e' | b'E')
-                && bytes.get(i + 1).is_some_and(u8::is_ascii_digit)
-            {
-                i += 1;
-            } else {
+                && bytes.get(i + 1).is_some_and(u8::is_ascii_digit);
+            if !(c.is_ascii_alphanumeric() || c == b'_' || c == b'.' || exponent_sign) {
                 break;
             }
+            i += 1;
         }
         return (Kind::Number, i);
     }
     if b == b'"' {
         // A string ends on its line; an unterminated `"` is a character of its own.
-        if let Some(close) = text[1..].find(['"', '\n']).filter(|&c| bytes[1 + c] == b'"') {
+        if let Some(close) = text[1..]
+            .find(['"', '\n'])
+            .filter(|&c| bytes[1 + c] == b'"')
+        {
             return (Kind::Str, close + 2);
         }
         return (Kind::Other, 1);
@@ -323,12 +323,29 @@ mod tests {
 
     #[test]
     fn splices_continuations_before_comments_and_tokens() {
-        let src = "#define X 1 \\\n + 2 // c \\\n still comment\nfl\\\noat y = .5e-3f; /* a\n b */ z\n";
+        let src =
+            "#define X 1 \\\n + 2 // c \\\n still comment\nfl\\\noat y = .5e-3f; /* a\n b */ z\n";
         assert_eq!(
             lines(src),
             vec![
-                (1, 3, true, vec!["#", "define", "X", "1", "+", "2"].into_iter().map(String::from).collect()),
-                (4, 6, false, vec!["float", "y", "=", ".5e-3f", ";", "z"].into_iter().map(String::from).collect()),
+                (
+                    1,
+                    3,
+                    true,
+                    vec!["#", "define", "X", "1", "+", "2"]
+                        .into_iter()
+                        .map(String::from)
+                        .collect()
+                ),
+                (
+                    4,
+                    6,
+                    false,
+                    vec!["float", "y", "=", ".5e-3f", ";", "z"]
+                        .into_iter()
+                        .map(String::from)
+                        .collect()
+                ),
             ]
         );
     }

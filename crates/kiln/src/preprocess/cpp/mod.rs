@@ -56,7 +56,11 @@ pub(crate) fn include_spec<'a>(
         });
     }
     if first.is_punct("<") {
-        let Some(close) = tokens.iter().rposition(|t| t.is_punct(">")).filter(|&c| c > 2) else {
+        let Some(close) = tokens
+            .iter()
+            .rposition(|t| t.is_punct(">"))
+            .filter(|&c| c > 2)
+        else {
             return Err(("missing closing `>`", Some(first)));
         };
         if let Some(extra) = tokens.get(close + 1) {
