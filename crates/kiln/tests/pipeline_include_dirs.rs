@@ -182,3 +182,27 @@ fn an_include_directory_outside_the_root_is_refused_with_its_line() {
     );
     assert!(message.contains(":4"), "{message}");
 }
+
+#[test]
+fn an_error_directive_fails_its_variant_alone_at_its_file_and_line() {
+    let mut f = Fixture::new();
+    f.build();
+    f.edit(
+        "common/consts.glsl",
+        Some("const float K = 1.5;\n#ifdef DOUBLE\n#error doubling is not supported\n#endif\n"),
+    );
+    let report = f.project.build(&|_| {}).unwrap();
+    assert_eq!(report.failed, 1, "{:?}", report.diagnostics);
+    let error = report
+        .diagnostics
+        .iter()
+        .find(|d| d.message.contains("#error doubling is not supported"))
+        .expect("the #error is reported");
+    let at = error.location.as_ref().expect("located");
+    assert_eq!(
+        (at.file.as_path(), at.line),
+        (Path::new("common/consts.glsl"), 3)
+    );
+    let variant = error.variant.as_deref().expect("names the variant");
+    assert!(variant.starts_with("Fill/Main[DOUBLE]"), "{variant}");
+}
