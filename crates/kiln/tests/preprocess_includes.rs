@@ -376,3 +376,47 @@ fn disk_loader_reads_under_its_root_only() {
         std::io::ErrorKind::NotFound
     );
 }
+
+#[test]
+fn wgsl_includes_search_the_include_directories_after_the_including_directory() {
+    use kiln::preprocess::{preprocess, PreprocessRequest};
+
+    let files = Files::new(&[
+        ("s/main.wgsl", "#include \"c.wgsl\"\nconst M = C;\n"),
+        ("lib/c.wgsl", "const C = 1;\n"),
+        ("other/c.wgsl", "const C = 2;\n"),
+    ]);
+    let run = |dirs: &[&str]| {
+        let dirs: Vec<PathBuf> = dirs.iter().map(PathBuf::from).collect();
+        preprocess(
+            &PreprocessRequest {
+                entry: Path::new("s/main.wgsl"),
+                language: Dialect::Wgsl,
+                include_dirs: &dirs,
+                keywords: &[],
+                defines: &[],
+            },
+            &files,
+        )
+    };
+    assert_eq!(
+        run(&["lib", "other"]).unwrap().text,
+        "const C = 1;\nconst M = C;\n"
+    );
+    assert_eq!(
+        run(&["other", "lib"]).unwrap().text,
+        "const C = 2;\nconst M = C;\n"
+    );
+    let err = run(&[]).unwrap_err();
+    assert!(
+        matches!(err, PreprocessError::IncludeNotFound { .. }),
+        "{err}"
+    );
+    // <x> stays a WGSL error.
+    let angled = Files::new(&[("s.wgsl", "#include <c.wgsl>\n"), ("lib/c.wgsl", "")]);
+    let err = wgsl(&angled, "s.wgsl", &[]).unwrap_err();
+    assert!(
+        matches!(err, PreprocessError::MalformedDirective { .. }),
+        "{err}"
+    );
+}

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use super::expand::{Builtins, ExpandError, Expander, Macro, Macros};
+use super::expand::{Builtins, ExpandError, Expander, Macro, Macros, MAX_EXPANDED_TOKENS};
 use super::lexer::{would_merge, CLexed, Kind, LogicalLine, Token};
 use super::{include_spec, IncludeSpec};
 use crate::preprocess::cache::{lex_c, Preprocessor};
@@ -66,6 +66,8 @@ pub(crate) struct CDriver<'l> {
     version: Option<u32>,
     /// A GLSL extension that names files in `__FILE__` is enabled (HLSL always does).
     file_names: bool,
+    /// Tokens expansions may still make in this run (a bound on hostile input).
+    budget: usize,
 }
 
 impl<'l> CDriver<'l> {
@@ -88,6 +90,7 @@ impl<'l> CDriver<'l> {
             lines: Vec::new(),
             version: None,
             file_names: dialect == Dialect::Hlsl,
+            budget: MAX_EXPANDED_TOKENS,
         }
     }
 
@@ -363,10 +366,11 @@ impl<'l> CDriver<'l> {
         }
         let builtins = self.builtins(file, state);
         let path = Arc::clone(&self.files[file as usize].path);
-        let mut expander = Expander::new(&self.macros, &builtins);
+        let mut expander = Expander::new(&self.macros, &builtins, self.budget);
         let expanded = expander
             .expand(std::mem::take(run))
             .map_err(|err| expand_error(&path, &expander, err))?;
+        self.budget = expander.budget();
         let mut current: Option<u32> = None;
         let mut previous: Option<Token> = None;
         for (line, token) in expanded {
@@ -423,7 +427,7 @@ impl<'l> CDriver<'l> {
     }
 
     fn condition(
-        &self,
+        &mut self,
         name: &str,
         name_token: &Token,
         args: &[Token],
@@ -474,10 +478,11 @@ impl<'l> CDriver<'l> {
             return Err(invalid("expected an expression".into(), name_token));
         }
         let builtins = self.builtins(file, state);
-        let mut expander = Expander::new(&self.macros, &builtins);
+        let mut expander = Expander::new(&self.macros, &builtins, self.budget);
         let expanded = expander
             .expand(tokens)
             .map_err(|err| expand_error(path, &expander, err))?;
+        self.budget = expander.budget();
         if expanded.iter().any(|(_, t)| &*t.text == "defined") {
             return Err(invalid(
                 "`defined` produced by a macro expansion is not allowed".into(),
@@ -624,13 +629,14 @@ impl<'l> CDriver<'l> {
         let path = Arc::clone(&self.files[file as usize].path);
         let at = |token: &Token| location(&path, token);
         let builtins = self.builtins(file, state);
-        let mut expander = Expander::new(&self.macros, &builtins);
+        let mut expander = Expander::new(&self.macros, &builtins, self.budget);
         let expanded: Vec<Token> = expander
             .expand(args.to_vec())
             .map_err(|err| expand_error(&path, &expander, err))?
             .into_iter()
             .map(|(_, t)| t)
             .collect();
+        self.budget = expander.budget();
         let number = expanded
             .first()
             .filter(|t| t.kind == Kind::Number)

@@ -10,9 +10,9 @@
 //! but not a directive, and the name of one not followed by `(` is left alone.
 //!
 //! Hostile input cannot hang or exhaust memory: expansions nest at most
-//! [`MAX_NESTING`] deep and one run of text may produce at most [`MAX_EXPANDED_TOKENS`]
-//! tokens (counting those made while expanding arguments), after which expansion stops with
-//! an error naming the macro.
+//! [`MAX_NESTING`] deep and one preprocessing run (a variant, all its files) may make at
+//! most [`MAX_EXPANDED_TOKENS`] tokens by expansion (counting those made while expanding
+//! arguments), after which expansion stops with an error naming the macro.
 
 use std::sync::Arc;
 
@@ -23,8 +23,9 @@ use crate::preprocess::macros::MacroOrigin;
 
 /// How deeply macro replacements (and calls inside arguments) may nest.
 pub(crate) const MAX_NESTING: usize = 256;
-/// How many tokens one run of text may expand to, all expansions counted.
-pub(crate) const MAX_EXPANDED_TOKENS: usize = 1 << 20;
+/// How many tokens expansions may make in one preprocessing run, all counted (a real
+/// shader makes a few thousand).
+pub(crate) const MAX_EXPANDED_TOKENS: usize = 1 << 21;
 
 /// A `#define`d macro.
 #[derive(Debug)]
@@ -123,15 +124,21 @@ pub(crate) struct Expander<'m> {
 }
 
 impl<'m> Expander<'m> {
-    pub fn new(macros: &'m Macros, builtins: &'m Builtins) -> Self {
+    /// An expander that may make `budget` tokens (see [`Self::budget`]).
+    pub fn new(macros: &'m Macros, builtins: &'m Builtins, budget: usize) -> Self {
         Self {
             macros,
             builtins,
-            budget: MAX_EXPANDED_TOKENS,
+            budget,
             busy: Vec::new(),
             depth: 0,
             current_line: 0,
         }
+    }
+
+    /// How many more tokens expansions may make: the next expander's budget.
+    pub fn budget(&self) -> usize {
+        self.budget
     }
 
     /// The physical line of the last token read from the text (where an error in a
