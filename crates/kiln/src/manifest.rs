@@ -146,6 +146,7 @@ struct RawShader {
     passes: BTreeMap<String, Spanned<RawPass>>,
     #[serde(default)]
     include_dirs: Vec<Spanned<String>>,
+    #[serde(default)]
     constants: BTreeMap<String, Spanned<toml::Value>>,
     #[serde(default)]
     keyword_constants: BTreeMap<String, Spanned<BTreeMap<String, Spanned<toml::Value>>>>,
