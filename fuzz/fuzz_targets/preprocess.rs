@@ -2,7 +2,8 @@
 //! include each other. Any input is a text or a typed error, never a panic or a hang.
 #![no_main]
 
-use kiln::preprocess::{preprocess, MemoryLoader, PreprocessRequest, SourceLanguage};
+use kiln::preprocess::{preprocess, Dialect, MemoryLoader, PreprocessRequest};
+use std::path::PathBuf;
 use libfuzzer_sys::fuzz_target;
 use std::path::Path;
 
@@ -10,8 +11,8 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    // Files separated by NUL: main.wgsl, a.wgsl, dir/b.wgsl. The first byte picks the language
-    // and the keywords.
+    // Files separated by NUL: main.wgsl, a.wgsl, dir/b.wgsl. The first byte picks the
+    // preprocessor and the keywords.
     let mut parts = text.splitn(3, '\0');
     let main = parts.next().unwrap_or_default();
     let mut loader = MemoryLoader::new();
@@ -26,11 +27,14 @@ fuzz_target!(|data: &[u8]| {
     if let Some(b) = parts.next() {
         loader.insert("dir/b.wgsl", b);
     }
-    let language = if selector & 1 == 0 {
-        SourceLanguage::Wgsl
-    } else {
-        SourceLanguage::Glsl
+    // Bits 4-5 pick the preprocessor: kiln's WGSL one, or the C one of GLSL or HLSL.
+    let language = match (selector >> 4) % 3 {
+        0 => Dialect::Wgsl,
+        1 => Dialect::Glsl,
+        _ => Dialect::Hlsl,
     };
+    // `dir` is an include directory: `#include "b.wgsl"` and `<b.wgsl>` find dir/b.wgsl.
+    let include_dirs = [PathBuf::from("dir")];
     let all = ["FOG", "SKIN", "A"];
     let keywords: Vec<&str> = all
         .iter()
@@ -41,6 +45,7 @@ fuzz_target!(|data: &[u8]| {
     let request = PreprocessRequest {
         entry: Path::new("main.wgsl"),
         language,
+        include_dirs: &include_dirs,
         keywords: &keywords,
         defines: &[("N", "3")],
     };

@@ -140,6 +140,7 @@ impl Encoder {
             variants,
             passes,
             defines,
+            include_dirs,
             constants,
             keyword_constants,
         } = shader;
@@ -161,6 +162,11 @@ impl Encoder {
         self.count(defines.len());
         for (name, value) in defines {
             self.str(name).str(value);
+        }
+        // The search order decides which file an include finds.
+        self.count(include_dirs.len());
+        for dir in include_dirs {
+            self.str(&dir.to_string_lossy());
         }
         self.constants(constants).count(keyword_constants.len());
         for (keyword, constants) in keyword_constants {
@@ -283,6 +289,7 @@ mod tests {
                 constants: Constants::new(),
             }],
             defines: BTreeMap::from([("Q".to_owned(), "1".to_owned())]),
+            include_dirs: vec![PathBuf::from("inc")],
             constants: Constants::from([("EXPOSURE".to_owned(), ConstantValue(1.0))]),
             keyword_constants: BTreeMap::new(),
         }
@@ -315,6 +322,10 @@ mod tests {
                 s.keywords.insert("SKIN".into());
             }),
             ("variants", |s| s.variants.pop().map(drop).unwrap_or(())),
+            ("include dirs", |s| s.include_dirs.push("more".into())),
+            ("include dir order", |s| {
+                s.include_dirs = vec!["more".into(), "inc".into()];
+            }),
             ("shader constants", |s| {
                 s.constants.insert("EXPOSURE".into(), ConstantValue(2.0));
             }),

@@ -57,6 +57,9 @@ pub struct ShaderSpec {
     pub passes: Vec<PassSpec>,
     /// Extra `#define`s for every variant of this shader.
     pub defines: BTreeMap<String, String>,
+    /// Include directories, root-relative and normalised, in search order: the shader's
+    /// own `include_dirs`, then the project's.
+    pub include_dirs: Vec<PathBuf>,
     /// Specialization constant values (by name or `constant_id`) for every variant.
     pub constants: Constants,
     /// Specialization constant values for the variants holding a keyword, by keyword; they
@@ -115,6 +118,8 @@ struct RawProject {
     targets: Spanned<Vec<Spanned<RawTarget>>>,
     max_variants: Option<Spanned<u64>>,
     max_source_bytes: Option<Spanned<u64>>,
+    #[serde(default)]
+    include_dirs: Vec<Spanned<String>>,
     capabilities: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
@@ -139,6 +144,8 @@ struct RawShader {
     defines: BTreeMap<String, Spanned<toml::Value>>,
     #[serde(default)]
     passes: BTreeMap<String, Spanned<RawPass>>,
+    #[serde(default)]
+    include_dirs: Vec<Spanned<String>>,
     #[serde(default)]
     constants: BTreeMap<String, Spanned<toml::Value>>,
     #[serde(default)]
@@ -213,6 +220,7 @@ impl Manifest {
         let limits = cx.limits(&raw.project)?;
         let capabilities = cx.project_capabilities(&raw.project)?;
         let targets = cx.targets(&raw.project.targets, capabilities)?;
+        let project_dirs = cx.include_dirs(&raw.project.include_dirs, &[])?;
         let mut shaders: Vec<ShaderSpec> = Vec::new();
         let mut total: usize = 0;
         for shader in &raw.shader {
@@ -223,7 +231,7 @@ impl Manifest {
                     format!("shader `{name}` is defined twice"),
                 ));
             }
-            let spec = cx.shader(shader, &limits)?;
+            let spec = cx.shader(shader, &limits, &project_dirs)?;
             total = spec
                 .variants
                 .len()
@@ -499,7 +507,51 @@ impl Context<'_> {
         Ok(by_keyword)
     }
 
-    fn shader(&self, shader: &RawShader, limits: &Limits) -> Result<ShaderSpec, ManifestError> {
+    /// Checks include directories: root-relative, `/`-separated, never leaving the root
+    /// (the preprocessor's own normalisation). `inherited` (the project's) follow `dirs`,
+    /// each directory once.
+    fn include_dirs(
+        &self,
+        dirs: &[Spanned<String>],
+        inherited: &[PathBuf],
+    ) -> Result<Vec<PathBuf>, ManifestError> {
+        let mut out: Vec<PathBuf> = Vec::new();
+        for dir in dirs {
+            let text = dir.get_ref();
+            if text.contains('\\') {
+                return Err(self.error(
+                    Some(dir.span()),
+                    format!("include directory `{text}`: use '/' as the path separator"),
+                ));
+            }
+            let normal = normalize_entry(Path::new(text))
+                .map(PathBuf::from)
+                .map_err(|why| {
+                    self.error(
+                        Some(dir.span()),
+                        format!(
+                            "include directory `{text}` must be inside the project root: {why}"
+                        ),
+                    )
+                })?;
+            if !out.contains(&normal) {
+                out.push(normal);
+            }
+        }
+        for dir in inherited {
+            if !out.contains(dir) {
+                out.push(dir.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    fn shader(
+        &self,
+        shader: &RawShader,
+        limits: &Limits,
+        project_dirs: &[PathBuf],
+    ) -> Result<ShaderSpec, ManifestError> {
         let name = shader.name.get_ref();
         check_name(name).map_err(|why| {
             self.error(
@@ -511,6 +563,7 @@ impl Context<'_> {
         let variants = self.variants(shader, &keywords, limits)?;
         let defines = self.defines(shader)?;
         let passes = self.passes(shader)?;
+        let include_dirs = self.include_dirs(&shader.include_dirs, project_dirs)?;
         let constants = self.constants(&shader.constants, &format!("shader `{name}`"))?;
         let keyword_constants = self.keyword_constants(shader, &keywords, &variants)?;
         Ok(ShaderSpec {
@@ -519,6 +572,7 @@ impl Context<'_> {
             variants,
             passes,
             defines,
+            include_dirs,
             constants,
             keyword_constants,
         })
@@ -811,6 +865,40 @@ entry = "vs_main"
         assert!(e.message.contains("no option `colour`"), "{e}");
         let e = parse(&LIT.replace("\"fragment\"", "\"pixel\"")).unwrap_err();
         assert!(e.message.contains("unknown stage `pixel`"), "{e}");
+    }
+
+    #[test]
+    fn include_dirs_are_normalised_shader_first_and_stay_inside_the_root() {
+        let with_dirs = |project: &str, shader: &str| {
+            LIT.replace(
+                "targets = [",
+                &format!("include_dirs = {project}\ntargets = ["),
+            )
+            .replace(
+                "source = \"shaders/lit.wgsl\"",
+                &format!("source = \"shaders/lit.wgsl\"\ninclude_dirs = {shader}"),
+            )
+        };
+        let m = parse(&with_dirs(
+            r#"["shaders/include", "common/./x/.."]"#,
+            r#"["shaders/lit", "common"]"#,
+        ))
+        .unwrap();
+        assert_eq!(
+            m.shaders[0].include_dirs,
+            ["shaders/lit", "common", "shaders/include"].map(PathBuf::from)
+        );
+        assert!(parse(LIT).unwrap().shaders[0].include_dirs.is_empty());
+        for (project, shader, line) in [
+            (r#"["../outside"]"#, "[]", 3),
+            ("[]", r#"["/usr/include"]"#, 9),
+            ("[]", r#"["a/../../b"]"#, 9),
+            (r#"["a\\b"]"#, "[]", 3),
+        ] {
+            let e = parse(&with_dirs(project, shader)).unwrap_err();
+            assert!(e.message.contains("include directory"), "{e}");
+            assert_eq!(e.line, line, "{e}");
+        }
     }
 
     #[test]

@@ -36,7 +36,8 @@ fn run_preprocess(
     preprocess(
         &PreprocessRequest {
             entry: &pass.source,
-            language: pass.language,
+            language: pass.language.into(),
+            include_dirs: &shader.include_dirs,
             keywords: &keywords,
             defines: &defines,
         },

@@ -5,13 +5,14 @@ mod preprocess_support;
 use std::path::Path;
 use std::sync::Barrier;
 
-use kiln::preprocess::{CacheStats, PreprocessRequest, Preprocessor, SourceLanguage};
+use kiln::preprocess::{CacheStats, Dialect, PreprocessRequest, Preprocessor, SourceLanguage};
 use preprocess_support::{wgsl, Files};
 
 fn request<'a>(keywords: &'a [&'a str]) -> PreprocessRequest<'a> {
     PreprocessRequest {
         entry: Path::new("s.wgsl"),
-        language: SourceLanguage::Wgsl,
+        language: SourceLanguage::Wgsl.into(),
+        include_dirs: &[],
         keywords,
         defines: &[],
     }
@@ -54,7 +55,7 @@ fn lexes_each_file_once_across_variants_and_never_serves_stale_text() {
 
     // The include closure shares the cache.
     let closure = preprocessor
-        .include_closure(Path::new("s.wgsl"), &files)
+        .include_closure(Path::new("s.wgsl"), Dialect::Wgsl, &[], &files)
         .unwrap();
     assert_eq!(closure.files.len(), 2);
     assert_eq!(

@@ -5,7 +5,7 @@ mod preprocess_support;
 
 use std::path::{Path, PathBuf};
 
-use kiln::preprocess::{include_closure, PathProblem, PreprocessError};
+use kiln::preprocess::{include_closure, Dialect, PathProblem, PreprocessError};
 use preprocess_support::{origins, place, wgsl, Files};
 
 fn paths(list: &[PathBuf]) -> Vec<&str> {
@@ -239,7 +239,7 @@ fn include_closure_is_a_superset_over_all_conditions_in_a_stable_order() {
         ("s/commented.wgsl", ""),
         ("s/blocked.wgsl", ""),
     ]);
-    let closure = include_closure(Path::new("s/main.wgsl"), &files).unwrap();
+    let closure = include_closure(Path::new("s/main.wgsl"), Dialect::Wgsl, &[], &files).unwrap();
     assert_eq!(
         paths(&closure.files),
         [
@@ -270,7 +270,7 @@ fn include_closure_is_a_superset_over_all_conditions_in_a_stable_order() {
         .any(|p| p.contains("commented") || p.contains("blocked")));
     // The same contents give the same closure.
     assert_eq!(
-        include_closure(Path::new("s/main.wgsl"), &files).unwrap(),
+        include_closure(Path::new("s/main.wgsl"), Dialect::Wgsl, &[], &files).unwrap(),
         closure
     );
     // main -> b -> main is an unguarded cycle: an error for every variant, while the
@@ -292,7 +292,7 @@ fn every_variant_reads_a_subset_of_the_closure() {
         ("fog.wgsl", "const F = 1;\n"),
         ("skin.wgsl", "#include \"a.wgsl\"\nconst S = 1;\n"),
     ]);
-    let closure = include_closure(Path::new("m.wgsl"), &files).unwrap();
+    let closure = include_closure(Path::new("m.wgsl"), Dialect::Wgsl, &[], &files).unwrap();
     assert_eq!(
         paths(&closure.files),
         ["m.wgsl", "a.wgsl", "fog.wgsl", "skin.wgsl"]
@@ -309,7 +309,7 @@ fn every_variant_reads_a_subset_of_the_closure() {
 #[test]
 fn include_closure_refuses_escapes_even_under_false_conditions() {
     let files = Files::new(&[("s/a.wgsl", "#if 0\n#include \"../../x.wgsl\"\n#endif\n")]);
-    let err = include_closure(Path::new("s/a.wgsl"), &files).unwrap_err();
+    let err = include_closure(Path::new("s/a.wgsl"), Dialect::Wgsl, &[], &files).unwrap_err();
     assert!(
         matches!(
             err,
@@ -349,7 +349,8 @@ fn disk_loader_reads_under_its_root_only() {
     let loader = DiskLoader::new(&root);
     let request = |entry: &'static str| PreprocessRequest {
         entry: Path::new(entry),
-        language: SourceLanguage::Wgsl,
+        language: SourceLanguage::Wgsl.into(),
+        include_dirs: &[],
         keywords: &[],
         defines: &[],
     };
@@ -373,5 +374,49 @@ fn disk_loader_reads_under_its_root_only() {
             .unwrap_err()
             .kind(),
         std::io::ErrorKind::NotFound
+    );
+}
+
+#[test]
+fn wgsl_includes_search_the_include_directories_after_the_including_directory() {
+    use kiln::preprocess::{preprocess, PreprocessRequest};
+
+    let files = Files::new(&[
+        ("s/main.wgsl", "#include \"c.wgsl\"\nconst M = C;\n"),
+        ("lib/c.wgsl", "const C = 1;\n"),
+        ("other/c.wgsl", "const C = 2;\n"),
+    ]);
+    let run = |dirs: &[&str]| {
+        let dirs: Vec<PathBuf> = dirs.iter().map(PathBuf::from).collect();
+        preprocess(
+            &PreprocessRequest {
+                entry: Path::new("s/main.wgsl"),
+                language: Dialect::Wgsl,
+                include_dirs: &dirs,
+                keywords: &[],
+                defines: &[],
+            },
+            &files,
+        )
+    };
+    assert_eq!(
+        run(&["lib", "other"]).unwrap().text,
+        "const C = 1;\nconst M = C;\n"
+    );
+    assert_eq!(
+        run(&["other", "lib"]).unwrap().text,
+        "const C = 2;\nconst M = C;\n"
+    );
+    let err = run(&[]).unwrap_err();
+    assert!(
+        matches!(err, PreprocessError::IncludeNotFound { .. }),
+        "{err}"
+    );
+    // <x> stays a WGSL error.
+    let angled = Files::new(&[("s.wgsl", "#include <c.wgsl>\n"), ("lib/c.wgsl", "")]);
+    let err = wgsl(&angled, "s.wgsl", &[]).unwrap_err();
+    assert!(
+        matches!(err, PreprocessError::MalformedDirective { .. }),
+        "{err}"
     );
 }

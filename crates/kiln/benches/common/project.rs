@@ -83,7 +83,8 @@ impl Variant {
         let keywords: Vec<&str> = self.keywords.iter().map(String::as_str).collect();
         let request = PreprocessRequest {
             entry: &self.source,
-            language,
+            language: language.into(),
+            include_dirs: &[],
             keywords: &keywords,
             defines: &[],
         };

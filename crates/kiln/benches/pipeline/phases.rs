@@ -68,7 +68,13 @@ pub fn measure(project: &Generated, out_dir: &Path, cache_dir: &Path) -> Result<
     let started = Instant::now();
     for shader in &manifest.shaders {
         for pass in &shader.passes {
-            preprocess::include_closure(&pass.source, &loader).map_err(|e| e.to_string())?;
+            preprocess::include_closure(
+                &pass.source,
+                pass.language.into(),
+                &shader.include_dirs,
+                &loader,
+            )
+            .map_err(|e| e.to_string())?;
         }
     }
     timed("include_closures", started);

@@ -6,7 +6,7 @@
 //! yet are then found by one walk per source straight over the disk, so a chain of N nested
 //! includes costs one walk, not N rounds of queries.
 
-use super::queries::{ClosureQ, SourceFile};
+use super::queries::{ClosureKey, ClosureQ, SourceFile};
 use super::Project;
 use crate::boundary::SourceReadError;
 use parking_lot::Mutex;
@@ -24,16 +24,16 @@ const MAX_WALKS: usize = 4;
 
 impl Project {
     pub(super) fn discover_files(&mut self) {
-        let sources: BTreeSet<PathBuf> = self
+        let sources: BTreeSet<ClosureKey> = self
             .manifest
             .shaders
             .iter()
-            .flat_map(|s| s.passes.iter().map(|p| p.source.clone()))
+            .flat_map(|s| s.passes.iter().map(|p| ClosureKey::of(p, s)))
             .collect();
-        let unread: Vec<PathBuf> = sources
+        let unread: BTreeSet<PathBuf> = sources
             .iter()
-            .filter(|s| !self.known_files.contains(*s))
-            .cloned()
+            .map(|s| s.source.clone())
+            .filter(|s| !self.known_files.contains(s))
             .collect();
         for source in unread {
             let text = self.read_text(&source);
@@ -56,7 +56,7 @@ impl Project {
 
     /// The sources whose include closure names a file the engine has no input for, or
     /// failed (it may have stopped before files it could read).
-    fn sources_with_unread_includes(&self, sources: &BTreeSet<PathBuf>) -> Vec<PathBuf> {
+    fn sources_with_unread_includes(&self, sources: &BTreeSet<ClosureKey>) -> Vec<ClosureKey> {
         let db = &self.db;
         let known = &self.known_files;
         self.pool.install(|| {
@@ -73,7 +73,7 @@ impl Project {
 
     /// The include closures of `sources`, reading from disk each file the engine does not
     /// know; returns those files with their texts or why they could not be read.
-    fn walk_from_disk(&self, sources: &[PathBuf]) -> BTreeMap<PathBuf, SourceText> {
+    fn walk_from_disk(&self, sources: &[ClosureKey]) -> BTreeMap<PathBuf, SourceText> {
         let found: Mutex<BTreeMap<PathBuf, SourceText>> = Mutex::default();
         let loader = |path: &Path| -> Result<Arc<str>, io::Error> {
             let text = match self.db.input::<SourceFile>(&path.to_path_buf()) {
@@ -89,7 +89,12 @@ impl Project {
         let preprocessor = &self.db.context().preprocessor;
         for source in sources {
             // Errors are reported by the engine's own closure query once its files are read.
-            let _ = preprocessor.include_closure(source, &loader);
+            let _ = preprocessor.include_closure(
+                &source.source,
+                source.language,
+                &source.include_dirs,
+                &loader,
+            );
         }
         found.into_inner()
     }

@@ -18,7 +18,7 @@ use crate::compile::{Constants, Target, TargetConfig};
 use crate::identity::{self, Revision};
 use crate::key::VariantKey;
 use crate::manifest::{Manifest, PassSpec, ShaderSpec};
-use crate::preprocess::{IncludeClosure, PreprocessRequest, Preprocessed};
+use crate::preprocess::{Dialect, IncludeClosure, PreprocessRequest, Preprocessed};
 use crate::store::ContentKey;
 use kiln_incr::{Database, Input, Query, QueryError};
 use std::io;
@@ -95,18 +95,37 @@ impl Query<Services> for TargetsQ {
     }
 }
 
+/// What an include closure depends on besides the files: the source, its preprocessor and
+/// the include directories searched.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct ClosureKey {
+    pub source: PathBuf,
+    pub language: Dialect,
+    pub include_dirs: Arc<[PathBuf]>,
+}
+
+impl ClosureKey {
+    pub fn of(pass: &PassSpec, spec: &ShaderSpec) -> Self {
+        Self {
+            source: pass.source.clone(),
+            language: pass.language.into(),
+            include_dirs: Arc::from(spec.include_dirs.as_slice()),
+        }
+    }
+}
+
 /// Every file a source can include, under any keyword set.
 pub(crate) struct ClosureQ;
 impl Query<Services> for ClosureQ {
-    type Key = PathBuf;
+    type Key = ClosureKey;
     type Value = Result<Arc<IncludeClosure>, Diagnostic>;
     const NAME: &'static str = "include_closure";
-    fn execute(db: &Db, source: &PathBuf) -> Result<Self::Value, QueryError> {
+    fn execute(db: &Db, key: &ClosureKey) -> Result<Self::Value, QueryError> {
         let loader = |path: &Path| read_source(db, path);
         Ok(db
             .context()
             .preprocessor
-            .include_closure(source, &loader)
+            .include_closure(&key.source, key.language, &key.include_dirs, &loader)
             .map(Arc::new)
             .map_err(|e| Diagnostic::from_preprocess(&e)))
     }
@@ -127,11 +146,15 @@ impl Query<Services> for RevisionQ {
             ))));
         };
         let targets = db.get::<TargetsQ>(&())?;
-        let mut sources: Vec<&PathBuf> = spec.passes.iter().map(|p| &p.source).collect();
+        let mut sources: Vec<ClosureKey> = spec
+            .passes
+            .iter()
+            .map(|p| ClosureKey::of(p, &spec))
+            .collect();
         sources.sort();
         sources.dedup();
         let mut files: Vec<(PathBuf, Option<Arc<str>>)> = Vec::new();
-        for source in sources {
+        for source in &sources {
             let closure = match db.get::<ClosureQ>(source)? {
                 Ok(closure) => closure,
                 Err(diagnostic) => return Ok(Err(diagnostic)),
@@ -193,7 +216,8 @@ impl Query<Services> for PreprocessQ {
         let loader = |path: &Path| read_source(db, path);
         let request = PreprocessRequest {
             entry: &pass.source,
-            language: pass.language,
+            language: pass.language.into(),
+            include_dirs: &spec.include_dirs,
             keywords: &keywords,
             defines: &defines,
         };

@@ -8,7 +8,7 @@
 //! lexed again and replaces the entry, so the cache never serves a stale file; it holds one
 //! entry per path ever seen until [`Preprocessor::clear`].
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -16,14 +16,15 @@ use parking_lot::RwLock;
 use rustc_hash::FxHashMap;
 
 use super::closure::IncludeClosure;
+use super::cpp::CLexed;
 use super::error::PreprocessError;
 use super::lexer::LexedFile;
 use super::loader::SourceLoader;
-use super::{PreprocessRequest, Preprocessed};
+use super::{Dialect, PreprocessRequest, Preprocessed};
 
-struct CachedFile {
+struct CachedFile<T> {
     source: Arc<str>,
-    lexed: Arc<LexedFile>,
+    lexed: Arc<T>,
 }
 
 /// How often a [`Preprocessor`] reused a lexed file and how often it lexed one.
@@ -39,7 +40,9 @@ pub struct CacheStats {
 /// form of unchanged files across calls. Safe to share between threads.
 #[derive(Default)]
 pub struct Preprocessor {
-    files: RwLock<FxHashMap<Arc<str>, CachedFile>>,
+    files: RwLock<FxHashMap<Arc<str>, CachedFile<LexedFile>>>,
+    /// The same for the C preprocessor's tokens (GLSL, HLSL).
+    c_files: RwLock<FxHashMap<Arc<str>, CachedFile<CLexed>>>,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -72,14 +75,16 @@ impl Preprocessor {
     pub fn include_closure(
         &self,
         entry: &Path,
+        language: Dialect,
+        include_dirs: &[PathBuf],
         loader: &dyn SourceLoader,
     ) -> Result<IncludeClosure, PreprocessError> {
-        super::closure::include_closure_with(entry, loader, Some(self))
+        super::closure::include_closure_with(entry, language, include_dirs, loader, Some(self))
     }
 
     /// How many files are cached.
     pub fn cached_files(&self) -> usize {
-        self.files.read().len()
+        self.files.read().len() + self.c_files.read().len()
     }
 
     /// Reuse counts since creation.
@@ -93,19 +98,26 @@ impl Preprocessor {
     /// Drops every cached file.
     pub fn clear(&self) {
         self.files.write().clear();
+        self.c_files.write().clear();
     }
 
     /// The lexed form of `source`, the current text of `path`.
-    fn lexed(&self, path: &str, source: &Arc<str>) -> Result<Arc<LexedFile>, PreprocessError> {
-        if let Some(cached) = self.files.read().get(path) {
+    fn lexed<T>(
+        &self,
+        map: &RwLock<FxHashMap<Arc<str>, CachedFile<T>>>,
+        path: &str,
+        source: &Arc<str>,
+        lex: impl FnOnce(&str, &str) -> Result<T, PreprocessError>,
+    ) -> Result<Arc<T>, PreprocessError> {
+        if let Some(cached) = map.read().get(path) {
             if Arc::ptr_eq(&cached.source, source) || *cached.source == **source {
                 self.hits.fetch_add(1, Ordering::Relaxed);
                 return Ok(Arc::clone(&cached.lexed));
             }
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
-        let lexed = Arc::new(LexedFile::lex(path, source)?);
-        self.files.write().insert(
+        let lexed = Arc::new(lex(path, source)?);
+        map.write().insert(
             path.into(),
             CachedFile {
                 source: Arc::clone(source),
@@ -123,7 +135,19 @@ pub(crate) fn lex(
     source: &Arc<str>,
 ) -> Result<Arc<LexedFile>, PreprocessError> {
     match cache {
-        Some(cache) => cache.lexed(path, source),
+        Some(cache) => cache.lexed(&cache.files, path, source, LexedFile::lex),
         None => LexedFile::lex(path, source).map(Arc::new),
+    }
+}
+
+/// Lexes `source` into C preprocessing tokens through `cache` when there is one.
+pub(crate) fn lex_c(
+    cache: Option<&Preprocessor>,
+    path: &str,
+    source: &Arc<str>,
+) -> Result<Arc<CLexed>, PreprocessError> {
+    match cache {
+        Some(cache) => cache.lexed(&cache.c_files, path, source, CLexed::lex),
+        None => CLexed::lex(path, source).map(Arc::new),
     }
 }

@@ -10,11 +10,13 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashSet;
 
-use super::cache::{lex, Preprocessor};
+use super::cache::{lex, lex_c, Preprocessor};
+use super::cpp::{include_spec, is_include};
 use super::directive::Directive;
 use super::error::{PreprocessError, SourceLocation};
 use super::loader::SourceLoader;
-use super::path::{normalize_entry, resolve_include_str};
+use super::path::{include_candidates, normalize_entry};
+use super::{normalize_include_dirs, Dialect};
 
 /// The files an entry can include, directly or not.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -35,24 +37,104 @@ pub struct MissingInclude {
     pub at: SourceLocation,
 }
 
-/// Computes the include closure of `entry` (root-relative).
+/// Computes the include closure of `entry` (root-relative) for a language, searching
+/// `include_dirs` (root-relative) as the preprocessor does.
+///
+/// Every place an include could be found before the file that exists is listed as missing,
+/// so that creating a file there (which would then be included instead) changes the
+/// shader's revision.
 ///
 /// Errors: an unreadable entry; an `#include` that is malformed, absolute or escapes the
 /// root (anywhere, also under a false condition); a file that exists but cannot be read; an
-/// unterminated block comment in a reached file.
+/// unterminated block comment in a reached file; an invalid include directory.
 pub fn include_closure(
     entry: &Path,
+    language: Dialect,
+    include_dirs: &[PathBuf],
     loader: &dyn SourceLoader,
 ) -> Result<IncludeClosure, PreprocessError> {
-    include_closure_with(entry, loader, None)
+    include_closure_with(entry, language, include_dirs, loader, None)
+}
+
+/// One `#include` of a file, as the closure needs it.
+struct IncludeRef {
+    spec: String,
+    angled: bool,
+    at: SourceLocation,
+}
+
+/// The `#include`s of a file, in order, whatever the conditionals around them.
+fn includes_of(
+    path: &str,
+    source: &Arc<str>,
+    language: Dialect,
+    cache: Option<&Preprocessor>,
+) -> Result<Vec<IncludeRef>, PreprocessError> {
+    let malformed = |at: SourceLocation, message: &str| PreprocessError::MalformedDirective {
+        at,
+        directive: "include".into(),
+        message: message.into(),
+    };
+    let mut includes = Vec::new();
+    if language.is_c() {
+        let lexed = lex_c(cache, path, source)?;
+        for line in lexed.lines().iter().filter(|l| is_include(&lexed, l)) {
+            let tokens = lexed.tokens(line);
+            let spec = include_spec(&lexed, line).map_err(|(message, token)| {
+                let token = token.unwrap_or(&tokens[0]);
+                malformed(
+                    SourceLocation {
+                        file: PathBuf::from(path),
+                        line: token.line,
+                        columns: token.columns(),
+                    },
+                    message,
+                )
+            })?;
+            includes.push(IncludeRef {
+                spec: spec.path.to_owned(),
+                angled: spec.angled,
+                at: SourceLocation {
+                    file: PathBuf::from(path),
+                    line: spec.at.line,
+                    columns: spec.at.columns(),
+                },
+            });
+        }
+        return Ok(includes);
+    }
+    let lexed = lex(cache, path, source)?;
+    for line in lexed.lines().iter().filter(|line| line.directive) {
+        let directive = Directive::parse(lexed.text(line));
+        if directive.name != "include" {
+            continue;
+        }
+        let at = |span: std::ops::Range<u32>| SourceLocation {
+            file: PathBuf::from(path),
+            line: line.number,
+            columns: lexed.original_column(line, span.start)..lexed.original_column(line, span.end),
+        };
+        let (spec, span) = directive
+            .include_spec()
+            .map_err(|message| malformed(at(directive.all_args_span()), message))?;
+        includes.push(IncludeRef {
+            spec: spec.to_owned(),
+            angled: false,
+            at: at(span),
+        });
+    }
+    Ok(includes)
 }
 
 /// [`include_closure`], lexing through `cache` when there is one.
 pub(crate) fn include_closure_with(
     entry: &Path,
+    language: Dialect,
+    include_dirs: &[PathBuf],
     loader: &dyn SourceLoader,
     cache: Option<&Preprocessor>,
 ) -> Result<IncludeClosure, PreprocessError> {
+    let include_dirs = normalize_include_dirs(include_dirs)?;
     let entry = normalize_entry(entry).map_err(|problem| PreprocessError::InvalidEntryPath {
         path: entry.to_path_buf(),
         problem,
@@ -64,69 +146,64 @@ pub(crate) fn include_closure_with(
                 file: PathBuf::from(&entry),
                 message: err.to_string(),
             })?;
-    let lexed = lex(cache, &entry, &source)?;
+    let includes = includes_of(&entry, &source, language, cache)?;
 
     let mut closure = IncludeClosure::default();
     let mut seen: FxHashSet<Arc<str>> = FxHashSet::default();
+    let mut missing: FxHashSet<String> = FxHashSet::default();
     let entry: Arc<str> = entry.into();
     seen.insert(Arc::clone(&entry));
     closure.files.push(PathBuf::from(&*entry));
-    // Depth-first with an explicit stack: (file, its lines, index of the next line to scan).
-    let mut stack = vec![(entry, lexed, 0usize)];
-    while let Some((path, lexed, next)) = stack.last_mut() {
-        let Some((index, line)) = lexed.lines()[*next..].iter().enumerate().find(|(_, line)| {
-            line.directive && Directive::parse(lexed.text(line)).name == "include"
-        }) else {
+    // Depth-first with an explicit stack: (file, its includes, index of the next one).
+    let mut stack = vec![(entry, includes, 0usize)];
+    while let Some((path, includes, next)) = stack.last_mut() {
+        let Some(include) = includes.get(*next) else {
             stack.pop();
             continue;
         };
-        *next += index + 1;
-        let directive = Directive::parse(lexed.text(line));
-        let at = |span: std::ops::Range<u32>| SourceLocation {
-            file: PathBuf::from(&**path),
-            line: line.number,
-            columns: lexed.original_column(line, span.start)..lexed.original_column(line, span.end),
-        };
-        let (spec, span) =
-            directive
-                .include_spec()
-                .map_err(|message| PreprocessError::MalformedDirective {
-                    at: at(directive.all_args_span()),
-                    directive: "include".into(),
-                    message: message.into(),
-                })?;
-        let location = at(span);
-        let child = resolve_include_str(path, spec).map_err(|problem| {
-            PreprocessError::IncludePathRefused {
-                at: location.clone(),
-                spec: spec.to_owned(),
+        *next += 1;
+        let candidates = include_candidates(path, &include.spec, include.angled, &include_dirs)
+            .map_err(|problem| PreprocessError::IncludePathRefused {
+                at: include.at.clone(),
+                spec: include.spec.clone(),
                 problem,
+            })?;
+        let at = include.at.clone();
+        let mut child = None;
+        for candidate in candidates {
+            if seen.contains(candidate.as_str()) {
+                break;
             }
-        })?;
-        if seen.contains(child.as_str()) {
-            continue;
+            if missing.contains(&candidate) {
+                continue;
+            }
+            match loader.load(Path::new(&candidate)) {
+                Ok(source) => {
+                    child = Some((candidate, source));
+                    break;
+                }
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                    missing.insert(candidate.clone());
+                    closure.missing.push(MissingInclude {
+                        path: PathBuf::from(candidate),
+                        at: at.clone(),
+                    });
+                }
+                Err(err) => {
+                    return Err(PreprocessError::IncludeUnreadable {
+                        at,
+                        path: PathBuf::from(candidate),
+                        message: err.to_string(),
+                    })
+                }
+            }
         }
-        let child: Arc<str> = child.into();
-        seen.insert(Arc::clone(&child));
-        match loader.load(Path::new(&*child)) {
-            Ok(source) => {
-                let lexed = lex(cache, &child, &source)?;
-                closure.files.push(PathBuf::from(&*child));
-                stack.push((child, lexed, 0));
-            }
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                closure.missing.push(MissingInclude {
-                    path: PathBuf::from(&*child),
-                    at: location,
-                })
-            }
-            Err(err) => {
-                return Err(PreprocessError::IncludeUnreadable {
-                    at: location,
-                    path: PathBuf::from(&*child),
-                    message: err.to_string(),
-                })
-            }
+        if let Some((child, source)) = child {
+            let includes = includes_of(&child, &source, language, cache)?;
+            let child: Arc<str> = child.into();
+            seen.insert(Arc::clone(&child));
+            closure.files.push(PathBuf::from(&*child));
+            stack.push((child, includes, 0));
         }
     }
     Ok(closure)

@@ -15,8 +15,8 @@ use super::lexer::{LexLine, LexedFile};
 use super::line_map::LineMap;
 use super::loader::SourceLoader;
 use super::macros::{macro_name_len, MacroOrigin, MacroTable};
-use super::path::resolve_include_str;
-use super::{Preprocessed, SourceLanguage, MAX_INCLUDE_DEPTH};
+use super::path::include_candidates;
+use super::{Dialect, Preprocessed, MAX_INCLUDE_DEPTH};
 
 /// A file read during this run.
 struct LoadedFile {
@@ -47,7 +47,8 @@ struct Conditional {
 }
 
 pub(crate) struct Driver<'l> {
-    language: SourceLanguage,
+    language: Dialect,
+    include_dirs: Vec<String>,
     loader: &'l dyn SourceLoader,
     cache: Option<&'l Preprocessor>,
     macros: MacroTable,
@@ -60,12 +61,14 @@ pub(crate) struct Driver<'l> {
 
 impl<'l> Driver<'l> {
     pub fn new(
-        language: SourceLanguage,
+        language: Dialect,
+        include_dirs: Vec<String>,
         loader: &'l dyn SourceLoader,
         cache: Option<&'l Preprocessor>,
     ) -> Self {
         Self {
             language,
+            include_dirs,
             loader,
             cache,
             macros: MacroTable::default(),
@@ -118,7 +121,14 @@ impl<'l> Driver<'l> {
             .loader
             .load(Path::new(&path))
             .map_err(|err| read_error(&path, at, &err))?;
-        let lexed = lex(self.cache, &path, &source)?;
+        self.add_file(path, &source)
+    }
+
+    fn add_file(&mut self, path: String, source: &Arc<str>) -> Result<u32, PreprocessError> {
+        if let Some(&id) = self.by_path.get(path.as_str()) {
+            return Ok(id);
+        }
+        let lexed = lex(self.cache, &path, source)?;
         let id = u32::try_from(self.files.len()).unwrap_or(u32::MAX);
         let path: Arc<str> = path.into();
         self.by_path.insert(Arc::clone(&path), id);
@@ -253,7 +263,7 @@ impl<'l> Driver<'l> {
             "pragma" => {
                 if directive.args == "once" {
                     self.files[file as usize].once = true;
-                } else if self.language == SourceLanguage::Glsl {
+                } else if self.language == Dialect::Glsl {
                     self.emit_verbatim(file, line, text);
                 } else {
                     return Err(unsupported(
@@ -264,7 +274,7 @@ impl<'l> Driver<'l> {
                 }
             }
             name @ ("version" | "extension") => {
-                if self.language != SourceLanguage::Glsl {
+                if self.language != Dialect::Glsl {
                     return Err(unsupported(
                         name,
                         "GLSL-only, not allowed in WGSL",
@@ -396,15 +406,40 @@ impl<'l> Driver<'l> {
             .include_spec()
             .map_err(|message| malformed("include", message, at(directive.all_args_span())))?;
         let location = at(span);
-        let path =
-            resolve_include_str(&self.files[file as usize].path, spec).map_err(|problem| {
-                PreprocessError::IncludePathRefused {
-                    at: location.clone(),
-                    spec: spec.to_owned(),
-                    problem,
+        let candidates = include_candidates(
+            &self.files[file as usize].path,
+            spec,
+            false,
+            &self.include_dirs,
+        )
+        .map_err(|problem| PreprocessError::IncludePathRefused {
+            at: location.clone(),
+            spec: spec.to_owned(),
+            problem,
+        })?;
+        let mut child = None;
+        for (index, candidate) in candidates.iter().enumerate() {
+            let last = index + 1 == candidates.len();
+            if let Some(&id) = self.by_path.get(candidate.as_str()) {
+                child = Some(id);
+                break;
+            }
+            match self.loader.load(Path::new(candidate)) {
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound && !last => {}
+                Err(err) => return Err(read_error(candidate, Some(&location), &err)),
+                Ok(source) => {
+                    child = Some(self.add_file(candidate.clone(), &source)?);
+                    break;
                 }
-            })?;
-        let child = self.load(path, Some(&location))?;
+            }
+        }
+        let Some(child) = child else {
+            return Err(read_error(
+                spec,
+                Some(&location),
+                &std::io::Error::from(std::io::ErrorKind::NotFound),
+            ));
+        };
         if self.files[child as usize].once {
             return Ok(());
         }

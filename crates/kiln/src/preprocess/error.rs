@@ -68,6 +68,14 @@ pub enum PreprocessError {
         /// What is wrong with it.
         problem: PathProblem,
     },
+    /// An include directory is not an acceptable root-relative path.
+    #[error("{}: invalid include directory: {problem}", path.display())]
+    InvalidIncludeDir {
+        /// The path as given.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: PathProblem,
+    },
     /// The entry file could not be read.
     #[error("{}: cannot read shader source: {message}", file.display())]
     EntryUnreadable {
@@ -183,6 +191,43 @@ pub enum PreprocessError {
         /// The macro whose expansion went over the limit.
         name: String,
     },
+    /// A function-like macro's call has no closing `)` before the end of the text or a
+    /// directive.
+    #[error("{at}: unterminated call of macro `{name}`: no `)` before the end of the file or the next directive")]
+    MacroCallUnterminated {
+        /// The macro's name in the call.
+        at: SourceLocation,
+        /// The macro's name.
+        name: String,
+    },
+    /// A function-like macro called with the wrong number of arguments.
+    #[error("{at}: macro `{name}` takes {expected} argument(s) but is given {found}")]
+    MacroArgumentCount {
+        /// The macro's name in the call.
+        at: SourceLocation,
+        /// The macro's name.
+        name: String,
+        /// Its parameter count.
+        expected: usize,
+        /// The arguments in the call (`F()` has none).
+        found: usize,
+    },
+    /// `##` without an operand, or with operands that do not form one token.
+    #[error("{at}: bad `##` in the expansion of `{name}`: {message}")]
+    BadTokenPaste {
+        /// The macro's name in the call.
+        at: SourceLocation,
+        /// The macro's name.
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A `#` outside a directive: in code, or from `#x` (stringizing) in a macro.
+    #[error("{at}: `#` outside a directive (glslang supports no stringizing `#x`)")]
+    StrayHash {
+        /// Where the `#` is (or the macro call that produced it).
+        at: SourceLocation,
+    },
     /// The expression of `#if` / `#elif` does not parse or cannot be evaluated.
     #[error("{at}: invalid #if expression: {message}")]
     InvalidExpression {
@@ -242,6 +287,7 @@ impl PreprocessError {
     pub fn location(&self) -> Option<&SourceLocation> {
         match self {
             Self::InvalidEntryPath { .. }
+            | Self::InvalidIncludeDir { .. }
             | Self::EntryUnreadable { .. }
             | Self::InvalidPredefine { .. } => None,
             Self::IncludePathRefused { at, .. }
@@ -255,6 +301,10 @@ impl PreprocessError {
             | Self::MalformedDirective { at, .. }
             | Self::MacroRedefined { at, .. }
             | Self::MacroExpansionTooLarge { at, .. }
+            | Self::MacroCallUnterminated { at, .. }
+            | Self::MacroArgumentCount { at, .. }
+            | Self::BadTokenPaste { at, .. }
+            | Self::StrayHash { at }
             | Self::InvalidExpression { at, .. }
             | Self::UnbalancedConditional { at, .. }
             | Self::UnterminatedConditional { at, .. }
@@ -268,7 +318,7 @@ impl PreprocessError {
     /// predefined macro, which belongs to no file).
     pub fn file(&self) -> &Path {
         match self {
-            Self::InvalidEntryPath { path, .. } => path,
+            Self::InvalidEntryPath { path, .. } | Self::InvalidIncludeDir { path, .. } => path,
             Self::EntryUnreadable { file, .. } => file,
             Self::InvalidPredefine { .. } => Path::new(""),
             other => match other.location() {

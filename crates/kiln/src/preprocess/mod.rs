@@ -15,7 +15,8 @@
 //! let out = preprocess(
 //!     &PreprocessRequest {
 //!         entry: Path::new("shaders/lit.wgsl"),
-//!         language: SourceLanguage::Wgsl,
+//!         language: SourceLanguage::Wgsl.into(),
+//!         include_dirs: &[],
 //!         keywords: &["FOG"],
 //!         defines: &[],
 //!     },
@@ -29,28 +30,48 @@
 //!
 //! # Language
 //!
-//! Directives: `#include "path"`, `#define NAME [value]` (object-like only), `#undef`,
-//! `#ifdef`, `#ifndef`, `#if`, `#elif`, `#else`, `#endif`, `#error`, `#pragma once`, and `#`
-//! alone. For GLSL, `#version`, `#extension` and other `#pragma`s pass through as written, and
-//! `#version` must come before any code; for WGSL they are errors. `#line` and function-like
-//! macros are refused with a clear error. `#if` takes integer literals, `defined(X)` /
-//! `defined X`, identifiers (a macro's value, or 0), parentheses, `! - + ~`, `* / %`, `+ -`,
-//! comparisons, `== !=`, `&&` and `||` (short-circuiting), with C precedence. Macros are
-//! substituted at identifier boundaries in code lines (`FOG` never inside `FOGGY`) and
-//! rescanned, C-style. Directives inside a false group are not checked, except for the
-//! nesting of conditionals (as in C); conditionals must balance within each file. Lines
-//! cannot be continued with `\`. Includes may nest [`MAX_INCLUDE_DEPTH`] deep; a file may
-//! include itself (or a cycle) only behind a guard or `#pragma once`, otherwise it is an
-//! include cycle error naming the files.
+//! Each [`Dialect`] has its preprocessor.
+//!
+//! **GLSL and HLSL** speak the C preprocessor as glslang implements it, so that the text is
+//! token for token what `glslangValidator -E` writes for the same file and defines
+//! (`tests/preprocess_glslang.rs`): backslash-newline, object-like and function-like macros
+//! (arguments expanded first except next to `##`; a macro never expands inside its own
+//! expansion), `##` (an identifier with an identifier or number, or two operators into one
+//! operator), `#define`, `#undef`, `#if` / `#ifdef` / `#ifndef` / `#elif` / `#else` /
+//! `#endif` with `defined` and function-like macros, `#line N [source]`, `__LINE__`,
+//! `__FILE__` (the source-string number, 0 unless `#line` sets one; the file's root-relative
+//! name as a string in HLSL and once `GL_GOOGLE_include_directive` or
+//! `GL_GOOGLE_cpp_style_line_directive` is enabled), `__VERSION__` (from `#version`, else
+//! 100), `#error`, `#include "x"` and `#include <x>`. `#version` (first), `#extension` and
+//! `#pragma` pass through (`#pragma once` is also honoured). glslang 12 refuses variadic
+//! macros and `#x` stringizing, and so does kiln (typed errors). HLSL differs as glslang's
+//! HLSL front end does: `##` pastes expanded arguments, and `{ }` group macro arguments.
+//! Expansion is bounded (`cpp::expand`): a recursive or exponential macro is an error.
+//!
+//! **WGSL** keeps kiln's smaller language: `#include "path"`, `#define NAME [value]`
+//! (object-like only), `#undef`, `#ifdef`, `#ifndef`, `#if`, `#elif`, `#else`, `#endif`,
+//! `#error`, `#pragma once`, and `#` alone; `#version`, `#extension`, other `#pragma`s,
+//! `#line` and function-like macros are errors. `#if` takes integer literals,
+//! `defined(X)` / `defined X`, identifiers (a macro's value, or 0), parentheses, `! - + ~`,
+//! `* / %`, `+ -`, comparisons, `== !=`, `&&` and `||` (short-circuiting), with C
+//! precedence. Macros are substituted at identifier boundaries in code lines (`FOG` never
+//! inside `FOGGY`) and rescanned, C-style. Lines cannot be continued with `\`.
+//!
+//! In both, directives inside a false group are not checked, except for the nesting of
+//! conditionals (as in C); conditionals must balance within each file. Includes may nest
+//! [`MAX_INCLUDE_DEPTH`] deep; a file may include itself (or a cycle) only behind a guard or
+//! `#pragma once`, otherwise it is an include cycle error naming the files.
 //!
 //! The variant's keywords are defined as `1` before the first line, then the caller's
-//! defines. Defining a macro again with a different value is an error.
+//! defines. Defining a macro again differently is an error.
 //!
 //! # Paths
 //!
-//! All paths are project-root-relative and `/`-separated (see [`resolve_include`]): an include
-//! is relative to the including file, and a path that is absolute, uses `\`, or leaves the
-//! root is an error. Sources come only through a [`SourceLoader`], never from the disk
+//! All paths are project-root-relative and `/`-separated (see [`resolve_include`]): an
+//! `#include "x"` is looked up relative to the including file, then in each of the
+//! request's include directories in order; `#include <x>` (GLSL, HLSL) only in the include
+//! directories. A path (or include directory) that is absolute, uses `\`, or leaves the root
+//! is an error. Sources come only through a [`SourceLoader`], never from the disk
 //! directly, so that the pipeline can record each read as a dependency.
 //!
 //! # Output
@@ -58,8 +79,11 @@
 //! Comments are removed (each becomes one space), blank lines dropped and trailing
 //! whitespace trimmed, so that editing a comment's text, or adding or removing whole comment
 //! or blank lines anywhere, leaves [`Preprocessed::text`] byte-identical (the line map does
-//! change). No `#line` is emitted (naga's WGSL front end rejects it): use
-//! [`Preprocessed::line_map`] to map naga's diagnostics back to the sources.
+//! change). GLSL and HLSL output is re-spaced from the tokens (one space where the source
+//! had white space or a comment, or where two tokens would otherwise run together), one
+//! output line per physical source line, a macro's expansion on the line of its name. No
+//! `#line` is emitted (naga's WGSL front end rejects it, and it would move compiler line
+//! numbers): use [`Preprocessed::line_map`] to map diagnostics back to the sources.
 //!
 //! [`include_closure`] lists every file any variant could include, for hashing into the
 //! shader's source revision; [`Preprocessed::files`] lists those this variant read.
@@ -78,6 +102,7 @@
 
 mod cache;
 mod closure;
+mod cpp;
 mod directive;
 mod driver;
 mod error;
@@ -102,13 +127,44 @@ use std::path::{Path, PathBuf};
 /// reaches this limit and is reported as an include cycle.
 pub const MAX_INCLUDE_DEPTH: usize = 64;
 
+/// Which preprocessor a source language speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Dialect {
+    /// kiln's own small directive language for WGSL (object-like macros, no `#line`).
+    Wgsl,
+    /// The C preprocessor of GLSL, as glslang implements it.
+    Glsl,
+    /// The C preprocessor of HLSL, as glslang's HLSL front end implements it (`##` pastes
+    /// expanded arguments, `{ }` group macro arguments, `__FILE__` is always the file name).
+    Hlsl,
+}
+
+impl Dialect {
+    /// Whether this is a C preprocessor (GLSL, HLSL).
+    pub fn is_c(self) -> bool {
+        matches!(self, Self::Glsl | Self::Hlsl)
+    }
+}
+
+impl From<SourceLanguage> for Dialect {
+    fn from(language: SourceLanguage) -> Self {
+        match language {
+            SourceLanguage::Wgsl => Self::Wgsl,
+            SourceLanguage::Glsl => Self::Glsl,
+        }
+    }
+}
+
 /// What to preprocess.
 #[derive(Clone, Copy, Debug)]
 pub struct PreprocessRequest<'a> {
     /// The shader's source file, project-root-relative.
     pub entry: &'a Path,
-    /// WGSL or GLSL: decides which directives pass through to naga.
-    pub language: SourceLanguage,
+    /// Which preprocessor (from the source language: `SourceLanguage::Glsl.into()`).
+    pub language: Dialect,
+    /// Include directories, project-root-relative, searched in order after the including
+    /// file's directory for `#include "x"`, and alone for `#include <x>` (GLSL, HLSL).
+    pub include_dirs: &'a [PathBuf],
     /// The variant's keywords, each defined as `1`.
     pub keywords: &'a [&'a str],
     /// Further macros `(name, value)`, defined after the keywords.
@@ -166,7 +222,18 @@ fn preprocess_with(
             path: request.entry.to_path_buf(),
             problem,
         })?;
-    let mut driver = driver::Driver::new(request.language, loader, cache);
+    let include_dirs = normalize_include_dirs(request.include_dirs)?;
+    if request.language.is_c() {
+        let mut driver = cpp::CDriver::new(request.language, include_dirs, loader, cache);
+        for keyword in request.keywords {
+            driver.predefine(keyword, "1")?;
+        }
+        for (name, value) in request.defines {
+            driver.predefine(name, value)?;
+        }
+        return driver.run(entry);
+    }
+    let mut driver = driver::Driver::new(request.language, include_dirs, loader, cache);
     for keyword in request.keywords {
         driver.predefine(keyword, "1")?;
     }
@@ -174,4 +241,17 @@ fn preprocess_with(
         driver.predefine(name, value)?;
     }
     driver.run(entry)
+}
+
+/// Include directories as normalised root-relative paths; one that is absolute or leaves
+/// the root is refused.
+pub(crate) fn normalize_include_dirs(dirs: &[PathBuf]) -> Result<Vec<String>, PreprocessError> {
+    dirs.iter()
+        .map(|dir| {
+            normalize_entry(dir).map_err(|problem| PreprocessError::InvalidIncludeDir {
+                path: dir.clone(),
+                problem,
+            })
+        })
+        .collect()
 }

@@ -72,6 +72,32 @@ pub(crate) fn resolve_include_str(including: &str, spec: &str) -> Result<String,
     Ok(parts.join("/"))
 }
 
+/// Where an `#include` may find its file, in search order: `"x"` relative to the including
+/// file, then in each include directory (normalised, root-relative); `<x>` only in the
+/// include directories. Every candidate must stay inside the root, or the include is refused.
+pub(crate) fn include_candidates(
+    including: &str,
+    spec: &str,
+    angled: bool,
+    include_dirs: &[String],
+) -> Result<Vec<String>, PathProblem> {
+    let mut candidates = Vec::with_capacity(include_dirs.len() + 1);
+    if !angled {
+        candidates.push(resolve_include_str(including, spec)?);
+    } else {
+        // Checked even when no directory is configured, so the error is the same.
+        resolve_include_str("x", spec)?;
+    }
+    for dir in include_dirs {
+        // `dir/_` has `dir` as its directory.
+        let candidate = resolve_include_str(&format!("{dir}/_"), spec)?;
+        if !candidates.contains(&candidate) {
+            candidates.push(candidate);
+        }
+    }
+    Ok(candidates)
+}
+
 /// `C:...`: a Windows drive prefix, absolute (or drive-relative) on that OS.
 fn has_drive_prefix(spec: &str) -> bool {
     let bytes = spec.as_bytes();

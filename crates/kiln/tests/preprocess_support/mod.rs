@@ -69,7 +69,8 @@ pub fn run(
     preprocess(
         &PreprocessRequest {
             entry: Path::new(entry),
-            language,
+            language: language.into(),
+            include_dirs: &[],
             keywords,
             defines,
         },

@@ -1,0 +1,4 @@
+// expect: error
+#version 450
+#define LOG(fmt, ...) fmt
+void main() {}
