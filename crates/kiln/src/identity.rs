@@ -17,7 +17,7 @@
 //! Encodings destructure the manifest types exhaustively, so a field added to a shader,
 //! a pass or a target fails to compile here until it is hashed.
 
-use crate::compile::{self, SourceLanguage, Stage, TargetConfig};
+use crate::compile::{self, CompilerKind, FrontEnd, GlslangOptions, SourceLanguage, Stage, TargetConfig};
 use crate::manifest::{PassSpec, ShaderSpec};
 use crate::store::{ContentKey, Namespace, KILN_VERSION};
 use std::path::Path;
@@ -37,7 +37,22 @@ pub const NAGA: Compiler = Compiler {
     version: compile::NAGA_VERSION,
 };
 
+/// glslang through shaderc, linked in-process with the feature `glslang` (its version says
+/// `not linked` otherwise: nothing is ever compiled under that name).
+pub const GLSLANG: Compiler = Compiler {
+    name: "glslang",
+    version: compile::glslang::VERSION,
+};
+
 impl Compiler {
+    /// The compiler of a kind.
+    pub fn of(kind: CompilerKind) -> Compiler {
+        match kind {
+            CompilerKind::Naga => NAGA,
+            CompilerKind::Glslang => GLSLANG,
+        }
+    }
+
     /// `naga 30.0.2`.
     pub fn label(&self) -> String {
         format!("{} {}", self.name, self.version)
@@ -45,7 +60,7 @@ impl Compiler {
 }
 
 /// Version of the encodings below; bump it whenever one of them changes.
-const ENCODING: &str = "kiln.identity.v2";
+const ENCODING: &str = "kiln.identity.v3";
 
 /// Length-prefixed fields into blake3, so that no two field lists share an encoding.
 struct Encoder(blake3::Hasher);
@@ -101,7 +116,40 @@ impl Encoder {
         self.str(match language {
             SourceLanguage::Wgsl => "wgsl",
             SourceLanguage::Glsl => "glsl",
+            SourceLanguage::Hlsl => "hlsl",
         })
+    }
+
+    /// The compiler (name and exact version) and every option it is given.
+    fn front_end(&mut self, front_end: &FrontEnd) -> &mut Self {
+        let compiler = Compiler::of(front_end.kind());
+        self.str(compiler.name).str(compiler.version);
+        match front_end {
+            FrontEnd::Naga => self,
+            FrontEnd::Glslang(options) => {
+                let GlslangOptions {
+                    optimization,
+                    auto_map_locations,
+                    auto_bind_uniforms,
+                    hlsl_iomap,
+                    invert_y,
+                } = options;
+                self.str(optimization.name()).flags(&[
+                    *auto_map_locations,
+                    *auto_bind_uniforms,
+                    *hlsl_iomap,
+                    *invert_y,
+                ])
+            }
+        }
+    }
+
+    fn flags(&mut self, flags: &[bool]) -> &mut Self {
+        self.count(flags.len());
+        for flag in flags {
+            self.0.update(&[u8::from(*flag)]);
+        }
+        self
     }
 
     fn stage(&mut self, stage: Stage) -> &mut Self {
@@ -115,12 +163,19 @@ impl Encoder {
             entry,
             source,
             language,
+            front_end,
+            shader_model,
         } = pass;
         self.str(name)
             .stage(*stage)
             .str(entry)
             .path(source)
             .language(*language)
+            .front_end(front_end);
+        match shader_model {
+            Some((major, minor)) => self.str("sm").count(usize::from(*major)).count(usize::from(*minor)),
+            None => self.str("no-sm"),
+        }
     }
 
     fn shader(&mut self, shader: &ShaderSpec) -> &mut Self {
@@ -159,10 +214,10 @@ pub fn capabilities(target: &TargetConfig) -> String {
     format!("naga-valid-{:#x}", compile::capabilities_for(target).bits())
 }
 
-/// The store namespace of `target`'s artifacts: kiln's version, the compiler, the target,
-/// its options and the capabilities.
-pub fn namespace(target: &TargetConfig) -> Namespace {
-    Namespace::new(target.target().name(), NAGA.label())
+/// The store namespace of `target`'s artifacts made by `compiler`: kiln's version, the
+/// compiler and its exact version, the target, its options and the capabilities.
+pub fn namespace(compiler: CompilerKind, target: &TargetConfig) -> Namespace {
+    Namespace::new(target.target().name(), Compiler::of(compiler).label())
         .with_option("options", target.options_string())
         .with_capability(capabilities(target))
 }
@@ -217,15 +272,18 @@ pub fn input_stamp<'a>(
     e.finish().to_hex()[..32].to_owned()
 }
 
-/// The target-independent part of a compile: language, stage, entry point and the hash of
-/// the preprocessed text. With a target's [`namespace`], it names one artifact in the store.
+/// The target-independent part of a compile: the compiler with its options, language, stage,
+/// entry point and the hash of the preprocessed text. With a target's [`namespace`], it
+/// names one artifact in the store.
 pub fn compile_key(
+    front_end: &FrontEnd,
     language: SourceLanguage,
     stage: Stage,
     entry: &str,
     text_hash: &ContentKey,
 ) -> ContentKey {
     Encoder::new("compile")
+        .front_end(front_end)
         .language(language)
         .stage(stage)
         .str(entry)
@@ -233,7 +291,8 @@ pub fn compile_key(
         .finish()
 }
 
-/// A compile for every target of a list: identical keys give identical artifacts.
+/// A compile for every target of a list: identical keys give identical artifacts. (The
+/// compile key names the compiler, its version and options.)
 pub fn job_key(compile_key: &ContentKey, targets: &[TargetConfig]) -> ContentKey {
     let mut e = Encoder::new("job");
     e.compiler(&NAGA).key(compile_key).count(targets.len());

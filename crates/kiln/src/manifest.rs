@@ -2,7 +2,9 @@
 //! checked into a [`Manifest`] whose every error points at a line of the file.
 
 use crate::boundary::check_name;
-use crate::compile::{SourceLanguage, Stage, TargetConfig};
+use crate::compile::{
+    CompilerKind, FrontEnd, GlslangOptions, Optimization, SourceLanguage, Stage, TargetConfig,
+};
 use crate::preprocess::normalize_entry;
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -70,6 +72,25 @@ pub struct PassSpec {
     pub source: PathBuf,
     /// Language, from the source's extension.
     pub language: SourceLanguage,
+    /// The compiler and its options: the pass's `compiler`, else the shader's, else the
+    /// language's default ([`SourceLanguage::default_compiler`]).
+    pub front_end: FrontEnd,
+    /// HLSL only: the shader model (`shader_model = "6.0"`), defined for the pass's text as
+    /// `__SHADER_TARGET_MAJOR` / `__SHADER_TARGET_MINOR` (as DXC and fxc define them).
+    pub shader_model: Option<(u8, u8)>,
+}
+
+impl PassSpec {
+    /// The defines this pass adds to its shader's for every variant.
+    pub fn defines(&self) -> Vec<(&'static str, String)> {
+        match self.shader_model {
+            Some((major, minor)) => vec![
+                ("__SHADER_TARGET_MAJOR", major.to_string()),
+                ("__SHADER_TARGET_MINOR", minor.to_string()),
+            ],
+            None => Vec::new(),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -109,6 +130,8 @@ struct RawShader {
     defines: BTreeMap<String, Spanned<toml::Value>>,
     #[serde(default)]
     passes: BTreeMap<String, Spanned<RawPass>>,
+    compiler: Option<Spanned<String>>,
+    glslang: Option<Spanned<RawGlslang>>,
 }
 
 #[derive(Deserialize)]
@@ -117,6 +140,23 @@ struct RawPass {
     stage: Spanned<String>,
     entry: Spanned<String>,
     source: Option<Spanned<String>>,
+    compiler: Option<Spanned<String>>,
+    shader_model: Option<Spanned<String>>,
+}
+
+/// `[shader.glslang]`: glslang's options, namespaced so that no other compiler reads them.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawGlslang {
+    optimization: Option<Spanned<String>>,
+    #[serde(default)]
+    auto_map_locations: bool,
+    #[serde(default)]
+    auto_bind_uniforms: bool,
+    #[serde(default)]
+    hlsl_iomap: bool,
+    #[serde(default)]
+    invert_y: bool,
 }
 
 /// At most this many variants per shader: a product of axes can explode, and a typo should
@@ -459,11 +499,13 @@ impl Context<'_> {
                 )
             })?;
             let stage = Stage::from_name(pass.stage.get_ref()).ok_or_else(|| {
+                let known: Vec<&str> = Stage::ALL.iter().map(|s| s.name()).collect();
                 self.error(
                     Some(pass.stage.span()),
                     format!(
-                        "unknown stage `{}` (expected vertex, fragment or compute)",
-                        pass.stage.get_ref()
+                        "unknown stage `{}` (expected one of {})",
+                        pass.stage.get_ref(),
+                        known.join(", ")
                     ),
                 )
             })?;
@@ -483,18 +525,149 @@ impl Context<'_> {
             let language = SourceLanguage::from_path(&relative).ok_or_else(|| {
                 self.error(
                     Some(source.span()),
-                    format!("cannot tell the language of `{}` (expected .wgsl, .vert, .frag, .comp or .glsl)", source.get_ref()),
+                    format!("cannot tell the language of `{}` (expected .wgsl, .hlsl, .glsl or a GLSL stage extension: .{})", source.get_ref(), SourceLanguage::GLSL_EXTENSIONS.join(", .")),
                 )
             })?;
+            let front_end = self.front_end(shader, pass, pass_name, language, stage)?;
+            let shader_model = self.shader_model(pass, pass_name, language)?;
             passes.push(PassSpec {
                 name: pass_name.clone(),
                 stage,
                 entry: pass.entry.get_ref().clone(),
                 source: relative,
                 language,
+                front_end,
+                shader_model,
             });
         }
+        if let Some(options) = &shader.glslang {
+            if !passes
+                .iter()
+                .any(|p| p.front_end.kind() == CompilerKind::Glslang)
+            {
+                return Err(self.error(
+                    Some(options.span()),
+                    format!("shader `{name}` sets `[shader.glslang]` options but no pass of it uses glslang"),
+                ));
+            }
+        }
         Ok(passes)
+    }
+
+    /// The pass's compiler (the pass's `compiler`, else the shader's, else the language's
+    /// default), checked against its language and stage, with the shader's glslang options.
+    fn front_end(
+        &self,
+        shader: &RawShader,
+        pass: &RawPass,
+        pass_name: &str,
+        language: SourceLanguage,
+        stage: Stage,
+    ) -> Result<FrontEnd, ManifestError> {
+        let written = pass.compiler.as_ref().or(shader.compiler.as_ref());
+        let kind = match written {
+            Some(name) => CompilerKind::from_name(name.get_ref()).ok_or_else(|| {
+                self.error(
+                    Some(name.span()),
+                    format!(
+                        "unknown compiler `{}` (expected naga or glslang)",
+                        name.get_ref()
+                    ),
+                )
+            })?,
+            None => language.default_compiler(),
+        };
+        let span = written
+            .map(|w| w.span())
+            .unwrap_or_else(|| pass.stage.span());
+        if !kind.reads(language) {
+            return Err(self.error(
+                Some(span),
+                format!(
+                    "pass `{pass_name}`: {} cannot compile {} (use compiler = \"{}\")",
+                    kind.name(),
+                    language.name(),
+                    language.default_compiler().name()
+                ),
+            ));
+        }
+        if kind == CompilerKind::Naga && !stage.naga_supports() {
+            return Err(self.error(
+                Some(pass.stage.span()),
+                format!(
+                    "pass `{pass_name}`: naga has no {stage} stage (use compiler = \"glslang\")"
+                ),
+            ));
+        }
+        Ok(match kind {
+            CompilerKind::Naga => FrontEnd::Naga,
+            CompilerKind::Glslang => FrontEnd::Glslang(self.glslang_options(shader)?),
+        })
+    }
+
+    fn glslang_options(&self, shader: &RawShader) -> Result<GlslangOptions, ManifestError> {
+        let Some(raw) = &shader.glslang else {
+            return Ok(GlslangOptions::default());
+        };
+        let RawGlslang {
+            optimization,
+            auto_map_locations,
+            auto_bind_uniforms,
+            hlsl_iomap,
+            invert_y,
+        } = raw.get_ref();
+        let optimization = match optimization {
+            Some(level) => Optimization::from_name(level.get_ref()).ok_or_else(|| {
+                self.error(
+                    Some(level.span()),
+                    format!(
+                        "unknown optimization `{}` (expected zero, size or performance)",
+                        level.get_ref()
+                    ),
+                )
+            })?,
+            None => Optimization::default(),
+        };
+        Ok(GlslangOptions {
+            optimization,
+            auto_map_locations: *auto_map_locations,
+            auto_bind_uniforms: *auto_bind_uniforms,
+            hlsl_iomap: *hlsl_iomap,
+            invert_y: *invert_y,
+        })
+    }
+
+    /// `shader_model = "6.0"` on an HLSL pass.
+    fn shader_model(
+        &self,
+        pass: &RawPass,
+        pass_name: &str,
+        language: SourceLanguage,
+    ) -> Result<Option<(u8, u8)>, ManifestError> {
+        let Some(model) = &pass.shader_model else {
+            return Ok(None);
+        };
+        if language != SourceLanguage::Hlsl {
+            return Err(self.error(
+                Some(model.span()),
+                format!("pass `{pass_name}`: `shader_model` applies to HLSL sources only"),
+            ));
+        }
+        let parsed = model
+            .get_ref()
+            .replace('_', ".")
+            .split_once('.')
+            .and_then(|(major, minor)| Some((major.parse::<u8>().ok()?, minor.parse::<u8>().ok()?)))
+            .filter(|&(major, minor)| (major == 5 && minor <= 1) || (major == 6 && minor <= 8));
+        parsed.map(Some).ok_or_else(|| {
+            self.error(
+                Some(model.span()),
+                format!(
+                    "pass `{pass_name}`: shader model `{}` (expected 5.0, 5.1 or 6.0 ..= 6.8)",
+                    model.get_ref()
+                ),
+            )
+        })
     }
 }
 

@@ -9,8 +9,10 @@ pub enum CompilePhase {
     Validate,
     /// A back end could not write the module for a target.
     Emit,
-    /// naga panicked; the panic was contained.
+    /// The compiler panicked; the panic was contained.
     Panic,
+    /// The compiler is not in this build, or the target cannot express the shader.
+    Unsupported,
 }
 
 impl std::fmt::Display for CompilePhase {
@@ -20,6 +22,7 @@ impl std::fmt::Display for CompilePhase {
             Self::Validate => "validation",
             Self::Emit => "emit",
             Self::Panic => "panic",
+            Self::Unsupported => "unsupported",
         })
     }
 }

@@ -3,7 +3,9 @@
 
 use super::diagnostic::Diagnostic;
 use super::VariantId;
-use crate::compile::{self, CompileError, SourceLanguage, Stage, Target, TargetConfig};
+use crate::compile::{
+    self, CompileError, CompilerKind, FrontEnd, SourceLanguage, Stage, Target, TargetConfig,
+};
 use crate::identity;
 use crate::key::VariantKey;
 use crate::store::{ArtifactStore, ContentKey, Lookup, Namespace};
@@ -73,7 +75,7 @@ pub struct Services {
     /// variant cache owns the bytes; this lets a variant whose source revision moved but
     /// whose compile did not find its artifacts without a trip to the store.
     resident: Mutex<FxHashMap<ContentKey, Weak<VariantArtifacts>>>,
-    namespaces: Mutex<FxHashMap<TargetConfig, Namespace>>,
+    namespaces: Mutex<FxHashMap<(CompilerKind, TargetConfig), Namespace>>,
     pub(crate) build: BuildSession,
 }
 
@@ -110,6 +112,7 @@ const MAX_DEFERRED_BYTES: u64 = 64 << 20;
 
 /// What determines a compile's result besides the target: the compile-input hash.
 pub(crate) struct CompileInput<'a> {
+    pub front_end: FrontEnd,
     pub language: SourceLanguage,
     pub stage: Stage,
     pub entry: &'a str,
@@ -120,7 +123,13 @@ pub(crate) struct CompileInput<'a> {
 impl CompileInput<'_> {
     /// The store key of this compile within a target's namespace.
     fn compile_key(&self) -> ContentKey {
-        identity::compile_key(self.language, self.stage, self.entry, &self.text_hash)
+        identity::compile_key(
+            &self.front_end,
+            self.language,
+            self.stage,
+            self.entry,
+            &self.text_hash,
+        )
     }
 }
 
@@ -182,12 +191,12 @@ impl Services {
         self.build.reset();
     }
 
-    /// The namespace of a target in the store.
-    pub(crate) fn namespace(&self, target: &TargetConfig) -> Namespace {
+    /// The namespace in the store of a target's artifacts made by a compiler.
+    pub(crate) fn namespace(&self, compiler: CompilerKind, target: &TargetConfig) -> Namespace {
         self.namespaces
             .lock()
-            .entry(target.clone())
-            .or_insert_with(|| identity::namespace(target))
+            .entry((compiler, target.clone()))
+            .or_insert_with(|| identity::namespace(compiler, target))
             .clone()
     }
 
@@ -281,9 +290,10 @@ impl Services {
         input: &CompileInput<'_>,
         targets: &[TargetConfig],
     ) -> Produced {
+        let compiler = input.front_end.kind();
         let mut outputs: Vec<(Target, Option<Arc<[u8]>>)> = Vec::with_capacity(targets.len());
         for target in targets {
-            let ns = self.namespace(target);
+            let ns = self.namespace(compiler, target);
             let bytes = match self.store.load(&ns, key) {
                 Ok(Lookup::Hit(bytes)) => Some(Arc::from(bytes)),
                 Ok(Lookup::Miss) => None,
@@ -311,18 +321,24 @@ impl Services {
             return Ok((Arc::new(VariantArtifacts::new(outputs)), Outcome::Cached));
         }
 
-        let module =
-            compile::parse_and_validate(input.language, input.text, input.stage, input.entry)
-                .map_err(|e| Failures::from(vec![(None, e)]))?;
+        let module = compile::compile_module(
+            &input.front_end,
+            input.language,
+            input.text,
+            input.stage,
+            input.entry,
+            targets,
+        )
+        .map_err(|e| Failures::from(vec![(None, e)]))?;
         let mut failures = Vec::new();
         let mut done = Vec::with_capacity(outputs.len());
         for ((target, bytes), config) in outputs.into_iter().zip(targets) {
             let bytes = match bytes {
                 Some(bytes) => bytes,
-                None => match compile::emit(&module, config) {
+                None => match compile::emit_module(&module, config) {
                     Ok(bytes) => {
                         let bytes: Arc<[u8]> = Arc::from(bytes);
-                        self.defer_save(self.namespace(config), *key, bytes.clone());
+                        self.defer_save(self.namespace(compiler, config), *key, bytes.clone());
                         bytes
                     }
                     Err(e) => {

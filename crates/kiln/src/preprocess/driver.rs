@@ -253,7 +253,8 @@ impl<'l> Driver<'l> {
             "pragma" => {
                 if directive.args == "once" {
                     self.files[file as usize].once = true;
-                } else if self.language == SourceLanguage::Glsl {
+                } else if self.language != SourceLanguage::Wgsl {
+                    // GLSL and HLSL pragmas are the compiler's (`pack_matrix`, `optimize`).
                     self.emit_verbatim(file, line, text);
                 } else {
                     return Err(unsupported(
@@ -267,7 +268,7 @@ impl<'l> Driver<'l> {
                 if self.language != SourceLanguage::Glsl {
                     return Err(unsupported(
                         name,
-                        "GLSL-only, not allowed in WGSL",
+                        "GLSL-only, not allowed in WGSL or HLSL",
                         at(directive.span.clone()),
                     ));
                 }
