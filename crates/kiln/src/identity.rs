@@ -320,6 +320,8 @@ mod tests {
                 entry: "fs_main".into(),
                 source: PathBuf::from("lit.wgsl"),
                 language: SourceLanguage::Wgsl,
+                front_end: FrontEnd::Naga,
+                shader_model: None,
             }],
             defines: BTreeMap::from([("Q".to_owned(), "1".to_owned())]),
         }
@@ -352,6 +354,41 @@ mod tests {
                 s.keywords.insert("SKIN".into());
             }),
             ("variants", |s| s.variants.pop().map(drop).unwrap_or(())),
+            ("compiler", |s| {
+                s.passes[0].front_end = FrontEnd::Glslang(GlslangOptions::default())
+            }),
+            ("glslang optimization", |s| {
+                s.passes[0].front_end = FrontEnd::Glslang(GlslangOptions {
+                    optimization: compile::Optimization::Performance,
+                    ..GlslangOptions::default()
+                })
+            }),
+            ("glslang auto_map_locations", |s| {
+                s.passes[0].front_end = FrontEnd::Glslang(GlslangOptions {
+                    auto_map_locations: true,
+                    ..GlslangOptions::default()
+                })
+            }),
+            ("glslang auto_bind_uniforms", |s| {
+                s.passes[0].front_end = FrontEnd::Glslang(GlslangOptions {
+                    auto_bind_uniforms: true,
+                    ..GlslangOptions::default()
+                })
+            }),
+            ("glslang hlsl_iomap", |s| {
+                s.passes[0].front_end = FrontEnd::Glslang(GlslangOptions {
+                    hlsl_iomap: true,
+                    ..GlslangOptions::default()
+                })
+            }),
+            ("glslang invert_y", |s| {
+                s.passes[0].front_end = FrontEnd::Glslang(GlslangOptions {
+                    invert_y: true,
+                    ..GlslangOptions::default()
+                })
+            }),
+            ("shader model", |s| s.passes[0].shader_model = Some((6, 0))),
+            ("language", |s| s.passes[0].language = SourceLanguage::Hlsl),
         ];
         for (what, edit) in edits {
             let mut s = shader();
@@ -384,22 +421,48 @@ mod tests {
     #[test]
     fn compile_keys_cover_language_stage_entry_and_text() {
         let text = ContentKey::hash(b"x");
-        let base = compile_key(SourceLanguage::Wgsl, Stage::Fragment, "main", &text);
+        let naga = &FrontEnd::Naga;
+        let base = compile_key(naga, SourceLanguage::Wgsl, Stage::Fragment, "main", &text);
         assert_ne!(
             base,
-            compile_key(SourceLanguage::Glsl, Stage::Fragment, "main", &text)
+            compile_key(naga, SourceLanguage::Glsl, Stage::Fragment, "main", &text)
         );
         assert_ne!(
             base,
-            compile_key(SourceLanguage::Wgsl, Stage::Vertex, "main", &text)
+            compile_key(naga, SourceLanguage::Wgsl, Stage::Vertex, "main", &text)
         );
         assert_ne!(
             base,
-            compile_key(SourceLanguage::Wgsl, Stage::Fragment, "main2", &text)
+            compile_key(naga, SourceLanguage::Wgsl, Stage::Fragment, "main2", &text)
+        );
+        let glslang = compile_key(
+            &FrontEnd::Glslang(GlslangOptions::default()),
+            SourceLanguage::Glsl,
+            Stage::Fragment,
+            "main",
+            &text,
+        );
+        assert_ne!(
+            glslang,
+            compile_key(naga, SourceLanguage::Glsl, Stage::Fragment, "main", &text)
+        );
+        assert_ne!(
+            glslang,
+            compile_key(
+                &FrontEnd::Glslang(GlslangOptions {
+                    optimization: compile::Optimization::Size,
+                    ..GlslangOptions::default()
+                }),
+                SourceLanguage::Glsl,
+                Stage::Fragment,
+                "main",
+                &text,
+            )
         );
         assert_ne!(
             base,
             compile_key(
+                naga,
                 SourceLanguage::Wgsl,
                 Stage::Fragment,
                 "main",
@@ -423,8 +486,13 @@ mod tests {
             .filter_map(|p| p["version"].as_str())
             .collect();
         assert_eq!(versions, [NAGA.version]);
-        assert!(namespace(&TargetConfig::new(Target::Spirv))
+        let spirv = TargetConfig::new(Target::Spirv);
+        assert!(namespace(CompilerKind::Naga, &spirv)
             .compiler_version()
             .ends_with(NAGA.version));
+        // glslang's artifacts live in a namespace of their own, named by its exact version.
+        let glslang = namespace(CompilerKind::Glslang, &spirv);
+        assert_ne!(glslang, namespace(CompilerKind::Naga, &spirv));
+        assert!(glslang.compiler_version().contains(GLSLANG.version));
     }
 }

@@ -752,6 +752,91 @@ stage = "vertex"
 entry = "vs_main"
 "#;
 
+    fn one_pass(shader_extra: &str, source: &str, pass_extra: &str) -> String {
+        format!(
+            "[project]\ntargets = [\"spirv\"]\n\n[[shader]]\nname = \"S\"\nsource = \"{source}\"\n{shader_extra}\n\n[shader.passes.P]\nstage = \"fragment\"\nentry = \"main\"\n{pass_extra}\n"
+        )
+    }
+
+    #[test]
+    fn the_compiler_defaults_by_extension_and_can_be_chosen() {
+        let compiler = |text: &str| parse(text).map(|m| m.shaders[0].passes[0].front_end);
+        let glslang = Ok(FrontEnd::Glslang(GlslangOptions::default()));
+        assert_eq!(compiler(&one_pass("", "a.wgsl", "")), Ok(FrontEnd::Naga));
+        for source in ["a.frag", "a.glsl", "a.hlsl", "a.comp"] {
+            assert_eq!(compiler(&one_pass("", source, "")), glslang, "{source}");
+        }
+        let naga = "compiler = \"naga\"";
+        assert_eq!(compiler(&one_pass(naga, "a.frag", "")), Ok(FrontEnd::Naga));
+        // A pass's choice wins over its shader's.
+        assert_eq!(
+            compiler(&one_pass(naga, "a.frag", "compiler = \"glslang\"")),
+            glslang
+        );
+        let m = parse(&one_pass("", "a.hlsl", "")).unwrap();
+        assert_eq!(m.shaders[0].passes[0].language, SourceLanguage::Hlsl);
+    }
+
+    #[test]
+    fn a_compiler_that_cannot_read_the_source_is_a_located_error() {
+        let e = parse(&one_pass("compiler = \"naga\"", "a.hlsl", "")).unwrap_err();
+        assert!(e.message.contains("naga cannot compile hlsl"), "{e}");
+        assert_eq!(e.line, 7, "{e}");
+        let e = parse(&one_pass("compiler = \"glslang\"", "a.wgsl", "")).unwrap_err();
+        assert!(e.message.contains("glslang cannot compile wgsl"), "{e}");
+        let e = parse(&one_pass("compiler = \"dxc\"", "a.hlsl", "")).unwrap_err();
+        assert!(e.message.contains("unknown compiler `dxc`"), "{e}");
+        let geometry = one_pass("compiler = \"naga\"", "a.geom", "")
+            .replace("stage = \"fragment\"", "stage = \"geometry\"");
+        let e = parse(&geometry).unwrap_err();
+        assert!(e.message.contains("naga has no geometry stage"), "{e}");
+        let geometry = geometry.replace("compiler = \"naga\"", "");
+        assert_eq!(parse(&geometry).unwrap().shaders[0].passes[0].stage, Stage::Geometry);
+    }
+
+    #[test]
+    fn glslang_options_and_shader_models_are_checked() {
+        let options = "[shader.glslang]\noptimization = \"performance\"\nhlsl_iomap = true";
+        let m = parse(&one_pass("", "a.hlsl", "shader_model = \"6.2\"").replace(
+            "\n\n[shader.passes.P]",
+            &format!("\n{options}\n\n[shader.passes.P]"),
+        ))
+        .unwrap();
+        let pass = &m.shaders[0].passes[0];
+        assert_eq!(
+            pass.front_end,
+            FrontEnd::Glslang(GlslangOptions {
+                optimization: Optimization::Performance,
+                hlsl_iomap: true,
+                ..GlslangOptions::default()
+            })
+        );
+        assert_eq!(pass.shader_model, Some((6, 2)));
+        assert_eq!(
+            pass.defines(),
+            [
+                ("__SHADER_TARGET_MAJOR", "6".to_owned()),
+                ("__SHADER_TARGET_MINOR", "2".to_owned())
+            ]
+        );
+        let e = parse(&one_pass("", "a.frag", "shader_model = \"6.0\"")).unwrap_err();
+        assert!(e.message.contains("HLSL sources only"), "{e}");
+        let e = parse(&one_pass("", "a.hlsl", "shader_model = \"9.9\"")).unwrap_err();
+        assert!(e.message.contains("shader model `9.9`"), "{e}");
+        let bad = one_pass("", "a.frag", "").replace(
+            "\n\n[shader.passes.P]",
+            "\n[shader.glslang]\noptimization = \"fast\"\n\n[shader.passes.P]",
+        );
+        let e = parse(&bad).unwrap_err();
+        assert!(e.message.contains("unknown optimization `fast`"), "{e}");
+        let stray = one_pass("compiler = \"naga\"", "a.frag", "").replace(
+            "\n\n[shader.passes.P]",
+            "\n[shader.glslang]\ninvert_y = true\n\n[shader.passes.P]",
+        );
+        let e = parse(&stray).unwrap_err();
+        assert!(e.message.contains("no pass of it uses glslang"), "{e}");
+    }
+
     #[test]
     fn axes_product_and_explicit_variants_are_canonical_and_unique() {
         let m = parse(LIT).unwrap();

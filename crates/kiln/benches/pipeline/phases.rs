@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use kiln::compile::{CompilerKind, FrontEnd};
 use kiln::identity;
 use kiln::manifest::Manifest;
 use kiln::pipeline::{output_path, Index, IndexEntry};
@@ -87,14 +88,24 @@ pub fn measure(project: &Generated, out_dir: &Path, cache_dir: &Path) -> Result<
         .zip(&texts)
         .map(|(variant, text)| {
             let text_hash = ContentKey::hash(text.as_bytes());
-            identity::compile_key(project.language, variant.stage, variant.entry, &text_hash)
+            identity::compile_key(
+                &FrontEnd::Naga,
+                project.language,
+                variant.stage,
+                variant.entry,
+                &text_hash,
+            )
         })
         .collect();
     timed("text_hashes", started);
 
     let started = Instant::now();
     let store = LocalStore::new(cache_dir);
-    let namespaces: Vec<Namespace> = manifest.targets.iter().map(identity::namespace).collect();
+    let namespaces: Vec<Namespace> = manifest
+        .targets
+        .iter()
+        .map(|target| identity::namespace(CompilerKind::Naga, target))
+        .collect();
     let mut loaded: Vec<Vec<u8>> = Vec::with_capacity(keys.len() * namespaces.len());
     let mut store_loads = 0;
     for key in &keys {
