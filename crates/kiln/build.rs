@@ -22,7 +22,10 @@ fn main() {
     };
     match locked_version(&text, "naga") {
         Some(version) => println!("cargo:rustc-env=KILN_NAGA_VERSION={version}"),
-        None => fail(&format!("{} names no single `naga` package", lock.display())),
+        None => fail(&format!(
+            "{} names no single `naga` package",
+            lock.display()
+        )),
     }
     if std::env::var_os("CARGO_FEATURE_GLSLANG").is_some() {
         let shaderc_crate = locked_version(&text, "shaderc").unwrap_or_else(|| "unknown".into());

@@ -30,7 +30,14 @@ use kiln::pipeline::{BuildOptions, Project};
 use stats::{ms, ratio, Stats};
 
 /// Keywords of every shader: the first two reach the vertex shader too.
-const KEYWORDS: [&str; 6] = ["SKIN", "INSTANCING", "FOG", "NORMAL_MAP", "SHADOWS", "EMISSION"];
+const KEYWORDS: [&str; 6] = [
+    "SKIN",
+    "INSTANCING",
+    "FOG",
+    "NORMAL_MAP",
+    "SHADOWS",
+    "EMISSION",
+];
 
 fn main() -> ExitCode {
     let full = std::env::args().any(|arg| arg == "--bench");
@@ -139,10 +146,7 @@ fn run(full: bool) -> Result<(), String> {
         ms(kiln.median) / variants.len() as f64,
         ms(glslc.median) / variants.len() as f64
     );
-    println!(
-        "glslang outputs identical={identical}/{}",
-        variants.len()
-    );
+    println!("glslang outputs identical={identical}/{}", variants.len());
     Ok(())
 }
 

@@ -17,7 +17,9 @@
 //! Encodings destructure the manifest types exhaustively, so a field added to a shader,
 //! a pass or a target fails to compile here until it is hashed.
 
-use crate::compile::{self, CompilerKind, FrontEnd, GlslangOptions, SourceLanguage, Stage, TargetConfig};
+use crate::compile::{
+    self, CompilerKind, Constants, FrontEnd, GlslangOptions, SourceLanguage, Stage, TargetConfig,
+};
 use crate::manifest::{PassSpec, ShaderSpec};
 use crate::store::{ContentKey, Namespace, KILN_VERSION};
 use std::path::Path;
@@ -112,6 +114,14 @@ impl Encoder {
             .str(&capabilities(target))
     }
 
+    fn constants(&mut self, constants: &Constants) -> &mut Self {
+        self.count(constants.len());
+        for (name, value) in constants {
+            self.str(name).bytes(&value.0.to_bits().to_le_bytes());
+        }
+        self
+    }
+
     fn language(&mut self, language: SourceLanguage) -> &mut Self {
         self.str(match language {
             SourceLanguage::Wgsl => "wgsl",
@@ -165,15 +175,20 @@ impl Encoder {
             language,
             front_end,
             shader_model,
+            constants,
         } = pass;
         self.str(name)
             .stage(*stage)
             .str(entry)
             .path(source)
             .language(*language)
-            .front_end(front_end);
+            .front_end(front_end)
+            .constants(constants);
         match shader_model {
-            Some((major, minor)) => self.str("sm").count(usize::from(*major)).count(usize::from(*minor)),
+            Some((major, minor)) => self
+                .str("sm")
+                .count(usize::from(*major))
+                .count(usize::from(*minor)),
             None => self.str("no-sm"),
         }
     }
@@ -185,6 +200,8 @@ impl Encoder {
             variants,
             passes,
             defines,
+            constants,
+            keyword_constants,
         } = shader;
         self.str(name).count(keywords.len());
         for keyword in keywords {
@@ -205,13 +222,17 @@ impl Encoder {
         for (name, value) in defines {
             self.str(name).str(value);
         }
+        self.constants(constants).count(keyword_constants.len());
+        for (keyword, constants) in keyword_constants {
+            self.str(keyword).constants(constants);
+        }
         self
     }
 }
 
 /// The validator capabilities artifacts of `target` are checked against, spelled for keys.
 pub fn capabilities(target: &TargetConfig) -> String {
-    format!("naga-valid-{:#x}", compile::capabilities_for(target).bits())
+    format!("naga-valid-{:#x}", target.capabilities().bits())
 }
 
 /// The store namespace of `target`'s artifacts made by `compiler`: kiln's version, the
@@ -273,14 +294,16 @@ pub fn input_stamp<'a>(
 }
 
 /// The target-independent part of a compile: the compiler with its options, language, stage,
-/// entry point and the hash of the preprocessed text. With a target's [`namespace`], it
-/// names one artifact in the store.
+/// entry point, the hash of the preprocessed text and the specialization constants' values
+/// (which are not in the text). With a target's [`namespace`], it names one artifact in the
+/// store.
 pub fn compile_key(
     front_end: &FrontEnd,
     language: SourceLanguage,
     stage: Stage,
     entry: &str,
     text_hash: &ContentKey,
+    constants: &Constants,
 ) -> ContentKey {
     Encoder::new("compile")
         .front_end(front_end)
@@ -288,6 +311,7 @@ pub fn compile_key(
         .stage(stage)
         .str(entry)
         .key(text_hash)
+        .constants(constants)
         .finish()
 }
 
@@ -305,7 +329,7 @@ pub fn job_key(compile_key: &ContentKey, targets: &[TargetConfig]) -> ContentKey
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compile::Target;
+    use crate::compile::{ConstantValue, Target};
     use std::collections::{BTreeMap, BTreeSet};
     use std::path::PathBuf;
 
@@ -322,8 +346,11 @@ mod tests {
                 language: SourceLanguage::Wgsl,
                 front_end: FrontEnd::Naga,
                 shader_model: None,
+                constants: Constants::new(),
             }],
             defines: BTreeMap::from([("Q".to_owned(), "1".to_owned())]),
+            constants: Constants::from([("EXPOSURE".to_owned(), ConstantValue(1.0))]),
+            keyword_constants: BTreeMap::new(),
         }
     }
 
@@ -389,6 +416,18 @@ mod tests {
             }),
             ("shader model", |s| s.passes[0].shader_model = Some((6, 0))),
             ("language", |s| s.passes[0].language = SourceLanguage::Hlsl),
+            ("shader constants", |s| {
+                s.constants.insert("EXPOSURE".into(), ConstantValue(2.0));
+            }),
+            ("pass constants", |s| {
+                s.passes[0].constants.insert("7".into(), ConstantValue(1.0));
+            }),
+            ("keyword constants", |s| {
+                s.keyword_constants.insert(
+                    "FOG".into(),
+                    Constants::from([("DENSITY".to_owned(), ConstantValue(0.5))]),
+                );
+            }),
         ];
         for (what, edit) in edits {
             let mut s = shader();
@@ -403,6 +442,12 @@ mod tests {
         options.insert("version".to_owned(), "1.3".to_owned());
         let spirv13 = TargetConfig::parse("spirv", &options).expect("valid options");
         check(revision(&shader(), &[spirv13], "a"), "target options");
+        let immediates_only =
+            TargetConfig::new(Target::Spirv).with_capabilities(compile::Capabilities::IMMEDIATES);
+        check(
+            revision(&shader(), &[immediates_only], "a"),
+            "target capabilities",
+        );
         check(
             shader_revision(&shader(), &targets, [(Path::new("lit.wgsl"), None)]),
             "a missing file",
@@ -419,59 +464,86 @@ mod tests {
     }
 
     #[test]
-    fn compile_keys_cover_language_stage_entry_and_text() {
+    fn compile_keys_cover_language_stage_entry_text_and_constants() {
         let text = ContentKey::hash(b"x");
-        let naga = &FrontEnd::Naga;
-        let base = compile_key(naga, SourceLanguage::Wgsl, Stage::Fragment, "main", &text);
-        assert_ne!(
-            base,
-            compile_key(naga, SourceLanguage::Glsl, Stage::Fragment, "main", &text)
-        );
-        assert_ne!(
-            base,
-            compile_key(naga, SourceLanguage::Wgsl, Stage::Vertex, "main", &text)
-        );
-        assert_ne!(
-            base,
-            compile_key(naga, SourceLanguage::Wgsl, Stage::Fragment, "main2", &text)
-        );
-        let glslang = compile_key(
-            &FrontEnd::Glslang(GlslangOptions::default()),
-            SourceLanguage::Glsl,
-            Stage::Fragment,
-            "main",
-            &text,
-        );
-        assert_ne!(
-            glslang,
-            compile_key(naga, SourceLanguage::Glsl, Stage::Fragment, "main", &text)
-        );
-        assert_ne!(
-            glslang,
-            compile_key(
-                &FrontEnd::Glslang(GlslangOptions {
-                    optimization: compile::Optimization::Size,
-                    ..GlslangOptions::default()
-                }),
-                SourceLanguage::Glsl,
-                Stage::Fragment,
-                "main",
-                &text,
-            )
-        );
-        assert_ne!(
-            base,
-            compile_key(
-                naga,
+        let none = Constants::new();
+        let key = |language, stage, entry, text: &ContentKey, constants: &Constants| {
+            compile_key(&FrontEnd::Naga, language, stage, entry, text, constants)
+        };
+        let base = key(SourceLanguage::Wgsl, Stage::Fragment, "main", &text, &none);
+        let others = [
+            key(SourceLanguage::Glsl, Stage::Fragment, "main", &text, &none),
+            key(SourceLanguage::Wgsl, Stage::Vertex, "main", &text, &none),
+            key(SourceLanguage::Wgsl, Stage::Fragment, "main2", &text, &none),
+            key(
                 SourceLanguage::Wgsl,
                 Stage::Fragment,
                 "main",
-                &ContentKey::hash(b"y")
+                &ContentKey::hash(b"y"),
+                &none,
+            ),
+            key(
+                SourceLanguage::Wgsl,
+                Stage::Fragment,
+                "main",
+                &text,
+                &Constants::from([("3".to_owned(), ConstantValue(1.0))]),
+            ),
+            key(
+                SourceLanguage::Wgsl,
+                Stage::Fragment,
+                "main",
+                &text,
+                &Constants::from([("3".to_owned(), ConstantValue(2.0))]),
+            ),
+        ];
+        for (i, other) in others.iter().enumerate() {
+            assert_ne!(base, *other, "variation {i} kept the key");
+        }
+        // The compiler and each of its options.
+        let glslang = |options| {
+            compile_key(
+                &FrontEnd::Glslang(options),
+                SourceLanguage::Wgsl,
+                Stage::Fragment,
+                "main",
+                &text,
+                &none,
             )
-        );
+        };
+        let default = glslang(GlslangOptions::default());
+        assert_ne!(base, default);
+        let size = glslang(GlslangOptions {
+            optimization: compile::Optimization::Size,
+            ..GlslangOptions::default()
+        });
+        assert_ne!(default, size);
         let spirv = [TargetConfig::new(Target::Spirv)];
         let msl = [TargetConfig::new(Target::Msl)];
         assert_ne!(job_key(&base, &spirv), job_key(&base, &msl));
+    }
+
+    #[test]
+    fn capabilities_are_in_the_namespace_and_the_job_key() {
+        let default = TargetConfig::new(Target::Msl);
+        let narrowed = default
+            .clone()
+            .with_capabilities(compile::Capabilities::IMMEDIATES);
+        assert_ne!(
+            namespace(CompilerKind::Naga, &default),
+            namespace(CompilerKind::Naga, &narrowed)
+        );
+        assert_ne!(capabilities(&default), capabilities(&narrowed));
+        let key = ContentKey::hash(b"k");
+        assert_ne!(
+            job_key(&key, std::slice::from_ref(&default)),
+            job_key(&key, &[narrowed])
+        );
+        // By default a target validates with what naga's back end for it supports.
+        assert_eq!(
+            default.capabilities(),
+            naga::back::msl::supported_capabilities()
+        );
     }
 
     #[test]

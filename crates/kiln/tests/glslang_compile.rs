@@ -9,9 +9,34 @@ mod common;
 
 use common::glslang::{require_glslang, spirv_val};
 use kiln::compile::{
-    compile_module, emit_module, CompilePhase, FrontEnd, GlslangOptions, Optimization,
-    SourceLanguage, Stage, Target, TargetConfig,
+    compile_with, CompileError, CompilePhase, CompileRequest, Constants, FrontEnd, GlslangOptions,
+    Optimization, SourceLanguage, Stage, Target, TargetConfig, TargetResult,
 };
+
+/// glslang's results for each of `targets`.
+fn glslang(
+    options: GlslangOptions,
+    language: SourceLanguage,
+    text: &str,
+    stage: Stage,
+    entry: &str,
+    targets: &[TargetConfig],
+) -> Result<Vec<TargetResult>, CompileError> {
+    let constants = Constants::new();
+    let request = CompileRequest {
+        language,
+        text,
+        stage,
+        entry,
+        constants: &constants,
+    };
+    let slots: Vec<Option<&TargetConfig>> = targets.iter().map(Some).collect();
+    let results = compile_with(&FrontEnd::Glslang(options), &request, &slots)?;
+    Ok(results
+        .into_iter()
+        .map(|r| r.expect("every target asked has a result"))
+        .collect())
+}
 
 fn shader(name: &str) -> String {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -22,8 +47,8 @@ fn shader(name: &str) -> String {
 
 fn spirv(language: SourceLanguage, text: &str, stage: Stage, entry: &str) -> Vec<u8> {
     let targets = [TargetConfig::new(Target::Spirv)];
-    let module = compile_module(
-        &FrontEnd::Glslang(GlslangOptions::default()),
+    let mut results = glslang(
+        GlslangOptions::default(),
         language,
         text,
         stage,
@@ -31,7 +56,7 @@ fn spirv(language: SourceLanguage, text: &str, stage: Stage, entry: &str) -> Vec
         &targets,
     )
     .unwrap_or_else(|e| panic!("{entry} ({stage}): {e}"));
-    emit_module(&module, &targets[0]).unwrap_or_else(|e| panic!("{entry}: {e}"))
+    results.remove(0).unwrap_or_else(|e| panic!("{entry}: {e}"))
 }
 
 #[test]
@@ -39,8 +64,8 @@ fn without_the_feature_a_glslang_shader_fails_with_what_to_install() {
     if kiln::compile::glslang::AVAILABLE {
         return;
     }
-    let e = compile_module(
-        &FrontEnd::Glslang(GlslangOptions::default()),
+    let e = glslang(
+        GlslangOptions::default(),
         SourceLanguage::Hlsl,
         "float4 main() : SV_Target { return 1; }",
         Stage::Fragment,
@@ -68,7 +93,11 @@ fn vulkan_glsl_stages_compile_to_valid_spirv() {
     ];
     for (file, stage) in cases {
         let bytes = spirv(SourceLanguage::Glsl, &shader(file), stage, "main");
-        assert_eq!(&bytes[..4], &0x0723_0203u32.to_le_bytes(), "{file}: SPIR-V magic");
+        assert_eq!(
+            &bytes[..4],
+            &0x0723_0203u32.to_le_bytes(),
+            "{file}: SPIR-V magic"
+        );
         spirv_val(&bytes, file);
     }
 }
@@ -91,8 +120,8 @@ fn errors_carry_the_line_of_the_compiled_text() {
         return;
     }
     let text = "#version 450\nlayout(location = 0) out vec4 o;\nvoid main() {\n  o = undeclared_thing;\n}\n";
-    let e = compile_module(
-        &FrontEnd::Glslang(GlslangOptions::default()),
+    let e = glslang(
+        GlslangOptions::default(),
         SourceLanguage::Glsl,
         text,
         Stage::Fragment,
@@ -117,8 +146,8 @@ fn options_reach_glslang() {
             optimization,
             ..GlslangOptions::default()
         };
-        let module = compile_module(
-            &FrontEnd::Glslang(options),
+        let mut results = glslang(
+            options,
             SourceLanguage::Glsl,
             &text,
             Stage::Fragment,
@@ -126,7 +155,7 @@ fn options_reach_glslang() {
             &targets,
         )
         .expect("compiles");
-        emit_module(&module, &targets[0]).expect("spirv")
+        results.remove(0).expect("spirv")
     };
     let zero = compile(Optimization::Zero);
     let fast = compile(Optimization::Performance);
@@ -136,16 +165,17 @@ fn options_reach_glslang() {
     let mut options = std::collections::BTreeMap::new();
     options.insert("version".to_owned(), "1.3".to_owned());
     let spirv13 = [TargetConfig::parse("spirv", &options).expect("valid")];
-    let module = compile_module(
-        &FrontEnd::Glslang(GlslangOptions::default()),
+    let bytes = glslang(
+        GlslangOptions::default(),
         SourceLanguage::Glsl,
         &text,
         Stage::Fragment,
         "main",
         &spirv13,
     )
-    .expect("compiles");
-    let bytes = emit_module(&module, &spirv13[0]).expect("spirv");
+    .expect("compiles")
+    .remove(0)
+    .expect("spirv");
     assert_eq!(&bytes[4..8], &0x0001_0300u32.to_le_bytes());
 }
 
@@ -158,8 +188,8 @@ fn other_targets_of_a_glslang_module_fail_for_that_pair_only() {
         TargetConfig::new(Target::Spirv),
         TargetConfig::new(Target::Msl),
     ];
-    let module = compile_module(
-        &FrontEnd::Glslang(GlslangOptions::default()),
+    let results = glslang(
+        GlslangOptions::default(),
         SourceLanguage::Glsl,
         &shader("explode.geom"),
         Stage::Geometry,
@@ -167,8 +197,8 @@ fn other_targets_of_a_glslang_module_fail_for_that_pair_only() {
         &targets,
     )
     .expect("compiles");
-    assert!(emit_module(&module, &targets[0]).is_ok());
-    let e = emit_module(&module, &targets[1]).expect_err("no geometry in msl");
+    assert!(results[0].is_ok());
+    let e = results[1].clone().expect_err("no geometry in msl");
     assert_eq!(e.phase, CompilePhase::Unsupported);
     assert!(e.message.contains("unsupported by target msl"), "{e}");
 }

@@ -237,7 +237,10 @@ fn a_glsl_and_hlsl_project_builds_incrementally() {
     // Warm, new process: nothing compiled, nothing rewritten.
     let mut fresh = Fixture::open(f.dir.path());
     let warm = fresh.build(&|_| {}).expect("build");
-    assert_eq!((warm.compiled, warm.failed, warm.outputs_written), (0, 0, 0));
+    assert_eq!(
+        (warm.compiled, warm.failed, warm.outputs_written),
+        (0, 0, 0)
+    );
     drop(fresh);
 
     // A comment edit: text identical after preprocessing, nothing compiled.
@@ -246,7 +249,11 @@ fn a_glsl_and_hlsl_project_builds_incrementally() {
         "// A lit surface",
         "// A lit (and shaded) surface",
     );
-    f.edit("shaders/textured.frag", "// Tinted albedo.", "// Albedo, tinted.");
+    f.edit(
+        "shaders/textured.frag",
+        "// Tinted albedo.",
+        "// Albedo, tinted.",
+    );
     let comment = f.build();
     assert_eq!(comment.failed, 0);
     assert!(compiled(&comment).is_empty(), "{:?}", compiled(&comment));
@@ -310,7 +317,10 @@ fn a_broken_glsl_shader_fails_alone_at_its_file_and_line() {
         // Line 16 of the source: the include above it does not shift the line.
         assert_eq!(at.line, 16, "{d:?}");
         assert!(
-            d.variant.as_deref().unwrap_or("").starts_with("Textured/Fragment"),
+            d.variant
+                .as_deref()
+                .unwrap_or("")
+                .starts_with("Textured/Fragment"),
             "{d:?}"
         );
     }
@@ -333,7 +343,10 @@ fn a_broken_glsl_shader_fails_alone_at_its_file_and_line() {
         .position(|l| l == "    return color;")
         .expect("line")
         + 1;
-    assert_eq!(broken.failed, 16, "every Surface variant reads PSMain's body");
+    assert_eq!(
+        broken.failed, 16,
+        "every Surface variant reads PSMain's body"
+    );
     for d in broken
         .diagnostics
         .iter()
@@ -362,7 +375,10 @@ fn without_glslang_its_shaders_fail_alone_naming_what_to_install() {
         .collect();
     assert_eq!(errors.len(), VARIANTS - 1);
     for d in errors {
-        assert!(d.message.contains("apt-get install libshaderc-dev"), "{d:?}");
+        assert!(
+            d.message.contains("apt-get install libshaderc-dev"),
+            "{d:?}"
+        );
         assert!(d.message.contains("--features glslang"), "{d:?}");
         assert!(d.variant.is_some(), "{d:?}");
     }

@@ -94,6 +94,7 @@ pub fn measure(project: &Generated, out_dir: &Path, cache_dir: &Path) -> Result<
                 variant.stage,
                 variant.entry,
                 &text_hash,
+                &kiln::compile::Constants::new(),
             )
         })
         .collect();

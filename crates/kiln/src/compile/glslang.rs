@@ -13,7 +13,10 @@
 //! Targets other than SPIR-V are produced from glslang's SPIR-V by [`translate`], the one
 //! place that decides how (and whether) a SPIR-V module becomes MSL, HLSL, GLSL or WGSL.
 
-use super::{CompileError, CompilePhase, Stage, Target, TargetConfig, TextLocation};
+use super::{
+    CompileError, CompilePhase, CompileRequest, Stage, Target, TargetConfig, TargetResult,
+    TextLocation,
+};
 use std::fmt;
 
 /// Whether this build of kiln links glslang (the cargo feature `glslang`).
@@ -80,18 +83,23 @@ pub struct GlslangOptions {
     pub invert_y: bool,
 }
 
-/// Compiles one preprocessed variant to SPIR-V words.
-///
-/// `target` names the SPIR-V version to emit (`spirv` `version` in the manifest; 1.0 when the
-/// project has no SPIR-V target).
-pub fn compile_to_spirv(
-    language: super::SourceLanguage,
-    text: &str,
-    stage: Stage,
-    entry: &str,
+/// Compiles `request` once to SPIR-V (of the version of the SPIR-V target among `targets`,
+/// 1.0 when there is none) and answers each target from it: the SPIR-V target with those
+/// bytes, every other through [`translate`]. `Err` (the text does not compile, glslang is not
+/// in this build) fails the whole variant; a target's own failure is in its slot.
+/// Specialization constants stay specialization constants in the SPIR-V.
+pub fn compile_targets(
     options: &GlslangOptions,
-    spirv: Option<&TargetConfig>,
-) -> Result<Vec<u32>, CompileError> {
+    request: &CompileRequest<'_>,
+    targets: &[Option<&TargetConfig>],
+) -> Result<Vec<Option<TargetResult>>, CompileError> {
+    let CompileRequest {
+        language,
+        text,
+        stage,
+        entry,
+        constants: _,
+    } = *request;
     if text.contains('\0') || entry.contains('\0') {
         return Err(CompileError::new(
             CompilePhase::Parse,
@@ -100,18 +108,20 @@ pub fn compile_to_spirv(
         ));
     }
     super::check_complexity(text)?;
-    let version = spirv.and_then(TargetConfig::spirv_version).unwrap_or((1, 0));
-    imp::compile(language, text, stage, entry, options, version)
+    let version = targets
+        .iter()
+        .flatten()
+        .find_map(|t| t.spirv_version())
+        .unwrap_or((1, 0));
+    let words = imp::compile(language, text, stage, entry, options, version)?;
+    Ok(targets
+        .iter()
+        .map(|target| target.map(|target| emit(&words, stage, entry, target)))
+        .collect())
 }
 
-/// A SPIR-V module produced by glslang, as the bytes of a target: the SPIR-V target's bytes
-/// directly, every other target through [`translate`].
-pub fn emit(
-    spirv: &[u32],
-    stage: Stage,
-    entry: &str,
-    target: &TargetConfig,
-) -> Result<Vec<u8>, CompileError> {
+/// A SPIR-V module produced by glslang, as the bytes of a target.
+fn emit(spirv: &[u32], stage: Stage, entry: &str, target: &TargetConfig) -> TargetResult {
     match target.target() {
         Target::Spirv => Ok(spirv.iter().flat_map(|w| w.to_le_bytes()).collect()),
         _ => translate(spirv, stage, entry, target),
@@ -120,12 +130,7 @@ pub fn emit(
 
 /// SPIR-V to another target: the one seam where the SPIR-V translator (`compile::cross`,
 /// pending) plugs in. Until it lands, every such pair fails alone and says so.
-fn translate(
-    _spirv: &[u32],
-    stage: Stage,
-    _entry: &str,
-    target: &TargetConfig,
-) -> Result<Vec<u8>, CompileError> {
+fn translate(_spirv: &[u32], stage: Stage, _entry: &str, target: &TargetConfig) -> TargetResult {
     if !stage.naga_supports() {
         return Err(unsupported_by_target(stage, target.target()));
     }
@@ -266,9 +271,8 @@ mod imp {
         version: (u16, u16),
     ) -> Result<Vec<u32>, CompileError> {
         let compiler = compiler()?;
-        let mut o = shaderc::CompileOptions::new().map_err(|e| {
-            CompileError::new(CompilePhase::Unsupported, e.to_string(), None)
-        })?;
+        let mut o = shaderc::CompileOptions::new()
+            .map_err(|e| CompileError::new(CompilePhase::Unsupported, e.to_string(), None))?;
         o.set_source_language(match language {
             SourceLanguage::Hlsl => shaderc::SourceLanguage::HLSL,
             _ => shaderc::SourceLanguage::GLSL,
@@ -344,10 +348,20 @@ mod tests {
     #[test]
     fn stages_naga_lacks_are_unsupported_by_other_targets_only() {
         let spirv = [0x0723_0203u32, 0x0001_0000, 0, 1, 0];
-        let ok = emit(&spirv, Stage::Geometry, "main", &TargetConfig::new(Target::Spirv));
+        let ok = emit(
+            &spirv,
+            Stage::Geometry,
+            "main",
+            &TargetConfig::new(Target::Spirv),
+        );
         assert_eq!(ok.map(|b| b.len()), Ok(20));
-        let e = emit(&spirv, Stage::Geometry, "main", &TargetConfig::new(Target::Msl))
-            .expect_err("msl has no geometry stage here");
+        let e = emit(
+            &spirv,
+            Stage::Geometry,
+            "main",
+            &TargetConfig::new(Target::Msl),
+        )
+        .expect_err("msl has no geometry stage here");
         assert_eq!(e.phase, CompilePhase::Unsupported);
         assert!(e.message.contains("unsupported by target msl"), "{e}");
     }
