@@ -24,7 +24,7 @@ mod stats;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use kiln::pipeline::{BuildOptions, Project};
 use stats::{ms, ratio, Stats};
