@@ -434,3 +434,31 @@ fn the_hlsl_example_builds_and_every_output_is_valid_spirv() {
         spirv_val(&bytes, &output.display().to_string());
     }
 }
+
+#[test]
+fn a_stage_naga_lacks_builds_spirv_and_fails_only_its_other_pairs() {
+    if !require_glslang() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let manifest = "[project]\ntargets = [\"spirv\", \"msl\"]\n\n[[shader]]\nname = \"Explode\"\nsource = \"explode.geom\"\n\n[shader.passes.Main]\nstage = \"geometry\"\nentry = \"main\"\n";
+    std::fs::write(dir.path().join("kiln.toml"), manifest).expect("write");
+    std::fs::write(dir.path().join("explode.geom"), test_shader("explode.geom")).expect("write");
+    let mut project = Fixture::open(dir.path());
+    let report = project.build(&|_| {}).expect("build");
+    assert_eq!(report.failed_outputs, 1, "{report:?}");
+    let spirv = std::fs::read(dir.path().join("out/Explode/Main/_.spv")).expect("spirv written");
+    spirv_val(&spirv, "explode.geom");
+    assert!(!dir.path().join("out/Explode/Main/_.metal").exists());
+    let msl: Vec<_> = report
+        .diagnostics
+        .iter()
+        .filter(|d| d.target == Some(kiln::compile::Target::Msl))
+        .collect();
+    assert_eq!(msl.len(), 1, "{:#?}", report.diagnostics);
+    assert!(
+        msl[0].message.contains("unsupported by target msl"),
+        "{:?}",
+        msl[0]
+    );
+}
