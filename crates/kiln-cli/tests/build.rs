@@ -25,6 +25,7 @@ entry = "vs_main"
 [[shader]]
 name = "Post"
 source = "shaders/post.frag"
+compiler = "naga"
 axes = [["_", "VIGNETTE"], ["_", "HDR"]]
 
 [shader.passes.Main]

@@ -14,6 +14,7 @@ targets = ["spirv", "msl", "hlsl", "glsl"]
 [[shader]]
 name = "Push"
 source = "shaders/push.vert"
+compiler = "naga"
 
 [shader.passes.Main]
 stage = "vertex"
@@ -22,6 +23,7 @@ entry = "main"
 [[shader]]
 name = "Blur"
 source = "shaders/blur.frag"
+compiler = "naga"
 axes = [["_", "WIDE"]]
 constants = { STRENGTH = 0.25 }
 
@@ -44,6 +46,7 @@ entry = "fs_main"
 [[shader]]
 name = "Basis"
 source = "shaders/basis.vert"
+compiler = "naga"
 axes = [["_", "INVERT"]]
 
 [shader.passes.Main]

@@ -17,7 +17,9 @@
 //! Encodings destructure the manifest types exhaustively, so a field added to a shader,
 //! a pass or a target fails to compile here until it is hashed.
 
-use crate::compile::{self, Constants, SourceLanguage, Stage, TargetConfig};
+use crate::compile::{
+    self, CompilerKind, Constants, FrontEnd, GlslangOptions, SourceLanguage, Stage, TargetConfig,
+};
 use crate::manifest::{PassSpec, ShaderSpec};
 use crate::store::{ContentKey, Namespace, KILN_VERSION};
 use std::path::Path;
@@ -37,7 +39,22 @@ pub const NAGA: Compiler = Compiler {
     version: compile::NAGA_VERSION,
 };
 
+/// glslang through shaderc, linked in-process with the feature `glslang` (its version says
+/// `not linked` otherwise: nothing is ever compiled under that name).
+pub const GLSLANG: Compiler = Compiler {
+    name: "glslang",
+    version: compile::glslang::VERSION,
+};
+
 impl Compiler {
+    /// The compiler of a kind.
+    pub fn of(kind: CompilerKind) -> Compiler {
+        match kind {
+            CompilerKind::Naga => NAGA,
+            CompilerKind::Glslang => GLSLANG,
+        }
+    }
+
     /// `naga 30.0.2`.
     pub fn label(&self) -> String {
         format!("{} {}", self.name, self.version)
@@ -109,7 +126,40 @@ impl Encoder {
         self.str(match language {
             SourceLanguage::Wgsl => "wgsl",
             SourceLanguage::Glsl => "glsl",
+            SourceLanguage::Hlsl => "hlsl",
         })
+    }
+
+    /// The compiler (name and exact version) and every option it is given.
+    fn front_end(&mut self, front_end: &FrontEnd) -> &mut Self {
+        let compiler = Compiler::of(front_end.kind());
+        self.str(compiler.name).str(compiler.version);
+        match front_end {
+            FrontEnd::Naga => self,
+            FrontEnd::Glslang(options) => {
+                let GlslangOptions {
+                    optimization,
+                    auto_map_locations,
+                    auto_bind_uniforms,
+                    hlsl_iomap,
+                    invert_y,
+                } = options;
+                self.str(optimization.name()).flags(&[
+                    *auto_map_locations,
+                    *auto_bind_uniforms,
+                    *hlsl_iomap,
+                    *invert_y,
+                ])
+            }
+        }
+    }
+
+    fn flags(&mut self, flags: &[bool]) -> &mut Self {
+        self.count(flags.len());
+        for flag in flags {
+            self.0.update(&[u8::from(*flag)]);
+        }
+        self
     }
 
     fn stage(&mut self, stage: Stage) -> &mut Self {
@@ -123,6 +173,8 @@ impl Encoder {
             entry,
             source,
             language,
+            front_end,
+            shader_model,
             constants,
         } = pass;
         self.str(name)
@@ -130,7 +182,15 @@ impl Encoder {
             .str(entry)
             .path(source)
             .language(*language)
-            .constants(constants)
+            .front_end(front_end)
+            .constants(constants);
+        match shader_model {
+            Some((major, minor)) => self
+                .str("sm")
+                .count(usize::from(*major))
+                .count(usize::from(*minor)),
+            None => self.str("no-sm"),
+        }
     }
 
     fn shader(&mut self, shader: &ShaderSpec) -> &mut Self {
@@ -181,10 +241,10 @@ pub fn capabilities(target: &TargetConfig) -> String {
     format!("naga-valid-{:#x}", target.capabilities().bits())
 }
 
-/// The store namespace of `target`'s artifacts: kiln's version, the compiler, the target,
-/// its options and the capabilities.
-pub fn namespace(target: &TargetConfig) -> Namespace {
-    Namespace::new(target.target().name(), NAGA.label())
+/// The store namespace of `target`'s artifacts made by `compiler`: kiln's version, the
+/// compiler and its exact version, the target, its options and the capabilities.
+pub fn namespace(compiler: CompilerKind, target: &TargetConfig) -> Namespace {
+    Namespace::new(target.target().name(), Compiler::of(compiler).label())
         .with_option("options", target.options_string())
         .with_capability(capabilities(target))
 }
@@ -239,10 +299,12 @@ pub fn input_stamp<'a>(
     e.finish().to_hex()[..32].to_owned()
 }
 
-/// The target-independent part of a compile: language, stage, entry point, the hash of the
-/// preprocessed text and the specialization constants' values (which are not in the text).
-/// With a target's [`namespace`], it names one artifact in the store.
+/// The target-independent part of a compile: the compiler with its options, language, stage,
+/// entry point, the hash of the preprocessed text and the specialization constants' values
+/// (which are not in the text). With a target's [`namespace`], it names one artifact in the
+/// store.
 pub fn compile_key(
+    front_end: &FrontEnd,
     language: SourceLanguage,
     stage: Stage,
     entry: &str,
@@ -250,6 +312,7 @@ pub fn compile_key(
     constants: &Constants,
 ) -> ContentKey {
     Encoder::new("compile")
+        .front_end(front_end)
         .language(language)
         .stage(stage)
         .str(entry)
@@ -258,7 +321,8 @@ pub fn compile_key(
         .finish()
 }
 
-/// A compile for every target of a list: identical keys give identical artifacts.
+/// A compile for every target of a list: identical keys give identical artifacts. (The
+/// compile key names the compiler, its version and options.)
 pub fn job_key(compile_key: &ContentKey, targets: &[TargetConfig]) -> ContentKey {
     let mut e = Encoder::new("job");
     e.compiler(&NAGA).key(compile_key).count(targets.len());
@@ -286,6 +350,8 @@ mod tests {
                 entry: "fs_main".into(),
                 source: PathBuf::from("lit.wgsl"),
                 language: SourceLanguage::Wgsl,
+                front_end: FrontEnd::Naga,
+                shader_model: None,
                 constants: Constants::new(),
             }],
             defines: BTreeMap::from([("Q".to_owned(), "1".to_owned())]),
@@ -326,6 +392,41 @@ mod tests {
             ("include dir order", |s| {
                 s.include_dirs = vec!["more".into(), "inc".into()];
             }),
+            ("compiler", |s| {
+                s.passes[0].front_end = FrontEnd::Glslang(GlslangOptions::default())
+            }),
+            ("glslang optimization", |s| {
+                s.passes[0].front_end = FrontEnd::Glslang(GlslangOptions {
+                    optimization: compile::Optimization::Performance,
+                    ..GlslangOptions::default()
+                })
+            }),
+            ("glslang auto_map_locations", |s| {
+                s.passes[0].front_end = FrontEnd::Glslang(GlslangOptions {
+                    auto_map_locations: true,
+                    ..GlslangOptions::default()
+                })
+            }),
+            ("glslang auto_bind_uniforms", |s| {
+                s.passes[0].front_end = FrontEnd::Glslang(GlslangOptions {
+                    auto_bind_uniforms: true,
+                    ..GlslangOptions::default()
+                })
+            }),
+            ("glslang hlsl_iomap", |s| {
+                s.passes[0].front_end = FrontEnd::Glslang(GlslangOptions {
+                    hlsl_iomap: true,
+                    ..GlslangOptions::default()
+                })
+            }),
+            ("glslang invert_y", |s| {
+                s.passes[0].front_end = FrontEnd::Glslang(GlslangOptions {
+                    invert_y: true,
+                    ..GlslangOptions::default()
+                })
+            }),
+            ("shader model", |s| s.passes[0].shader_model = Some((6, 0))),
+            ("language", |s| s.passes[0].language = SourceLanguage::Hlsl),
             ("shader constants", |s| {
                 s.constants.insert("EXPOSURE".into(), ConstantValue(2.0));
             }),
@@ -378,7 +479,7 @@ mod tests {
         let text = ContentKey::hash(b"x");
         let none = Constants::new();
         let key = |language, stage, entry, text: &ContentKey, constants: &Constants| {
-            compile_key(language, stage, entry, text, constants)
+            compile_key(&FrontEnd::Naga, language, stage, entry, text, constants)
         };
         let base = key(SourceLanguage::Wgsl, Stage::Fragment, "main", &text, &none);
         let others = [
@@ -410,6 +511,24 @@ mod tests {
         for (i, other) in others.iter().enumerate() {
             assert_ne!(base, *other, "variation {i} kept the key");
         }
+        // The compiler and each of its options.
+        let glslang = |options| {
+            compile_key(
+                &FrontEnd::Glslang(options),
+                SourceLanguage::Wgsl,
+                Stage::Fragment,
+                "main",
+                &text,
+                &none,
+            )
+        };
+        let default = glslang(GlslangOptions::default());
+        assert_ne!(base, default);
+        let size = glslang(GlslangOptions {
+            optimization: compile::Optimization::Size,
+            ..GlslangOptions::default()
+        });
+        assert_ne!(default, size);
         let spirv = [TargetConfig::new(Target::Spirv)];
         let msl = [TargetConfig::new(Target::Msl)];
         assert_ne!(job_key(&base, &spirv), job_key(&base, &msl));
@@ -421,7 +540,10 @@ mod tests {
         let narrowed = default
             .clone()
             .with_capabilities(compile::Capabilities::IMMEDIATES);
-        assert_ne!(namespace(&default), namespace(&narrowed));
+        assert_ne!(
+            namespace(CompilerKind::Naga, &default),
+            namespace(CompilerKind::Naga, &narrowed)
+        );
         assert_ne!(capabilities(&default), capabilities(&narrowed));
         let key = ContentKey::hash(b"k");
         assert_ne!(
@@ -447,8 +569,13 @@ mod tests {
             .filter_map(|p| p["version"].as_str())
             .collect();
         assert_eq!(versions, [NAGA.version]);
-        assert!(namespace(&TargetConfig::new(Target::Spirv))
+        let spirv = TargetConfig::new(Target::Spirv);
+        assert!(namespace(CompilerKind::Naga, &spirv)
             .compiler_version()
             .ends_with(NAGA.version));
+        // glslang's artifacts live in a namespace of their own, named by its exact version.
+        let glslang = namespace(CompilerKind::Glslang, &spirv);
+        assert_ne!(glslang, namespace(CompilerKind::Naga, &spirv));
+        assert!(glslang.compiler_version().contains(GLSLANG.version));
     }
 }

@@ -3,7 +3,8 @@
 
 use crate::boundary::check_name;
 use crate::compile::{
-    parse_capability, Capabilities, ConstantValue, Constants, SourceLanguage, Stage, TargetConfig,
+    parse_capability, Capabilities, CompilerKind, ConstantValue, Constants, FrontEnd,
+    GlslangOptions, Optimization, SourceLanguage, Stage, TargetConfig,
 };
 use crate::preprocess::normalize_entry;
 use serde::Deserialize;
@@ -102,6 +103,25 @@ pub struct PassSpec {
     pub language: SourceLanguage,
     /// Specialization constant values for this pass (over the shader's).
     pub constants: Constants,
+    /// The compiler and its options: the pass's `compiler`, else the shader's, else the
+    /// language's default ([`SourceLanguage::default_compiler`]).
+    pub front_end: FrontEnd,
+    /// HLSL only: the shader model (`shader_model = "6.0"`), defined for the pass's text as
+    /// `__SHADER_TARGET_MAJOR` / `__SHADER_TARGET_MINOR` (as DXC and fxc define them).
+    pub shader_model: Option<(u8, u8)>,
+}
+
+impl PassSpec {
+    /// The defines this pass adds to its shader's for every variant.
+    pub fn defines(&self) -> Vec<(&'static str, String)> {
+        match self.shader_model {
+            Some((major, minor)) => vec![
+                ("__SHADER_TARGET_MAJOR", major.to_string()),
+                ("__SHADER_TARGET_MINOR", minor.to_string()),
+            ],
+            None => Vec::new(),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -144,6 +164,8 @@ struct RawShader {
     defines: BTreeMap<String, Spanned<toml::Value>>,
     #[serde(default)]
     passes: BTreeMap<String, Spanned<RawPass>>,
+    compiler: Option<Spanned<String>>,
+    glslang: Option<Spanned<RawGlslang>>,
     #[serde(default)]
     include_dirs: Vec<Spanned<String>>,
     #[serde(default)]
@@ -160,6 +182,23 @@ struct RawPass {
     source: Option<Spanned<String>>,
     #[serde(default)]
     constants: BTreeMap<String, Spanned<toml::Value>>,
+    compiler: Option<Spanned<String>>,
+    shader_model: Option<Spanned<String>>,
+}
+
+/// `[shader.glslang]`: glslang's options, namespaced so that no other compiler reads them.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawGlslang {
+    optimization: Option<Spanned<String>>,
+    #[serde(default)]
+    auto_map_locations: bool,
+    #[serde(default)]
+    auto_bind_uniforms: bool,
+    #[serde(default)]
+    hlsl_iomap: bool,
+    #[serde(default)]
+    invert_y: bool,
 }
 
 /// At most this many variants per shader: a product of axes can explode, and a typo should
@@ -566,6 +605,7 @@ impl Context<'_> {
         let include_dirs = self.include_dirs(&shader.include_dirs, project_dirs)?;
         let constants = self.constants(&shader.constants, &format!("shader `{name}`"))?;
         let keyword_constants = self.keyword_constants(shader, &keywords, &variants)?;
+        self.no_constants_for_glslang(shader, &passes)?;
         Ok(ShaderSpec {
             name: name.clone(),
             keywords,
@@ -576,6 +616,47 @@ impl Context<'_> {
             constants,
             keyword_constants,
         })
+    }
+
+    /// Manifest constants are naga's (applied by its pipeline-constant processing); glslang
+    /// keeps specialization constants in its SPIR-V, so a value given for a glslang pass
+    /// would be silently unused: refused instead.
+    fn no_constants_for_glslang(
+        &self,
+        shader: &RawShader,
+        passes: &[PassSpec],
+    ) -> Result<(), ManifestError> {
+        if !passes
+            .iter()
+            .any(|p| p.front_end.kind() == CompilerKind::Glslang)
+        {
+            return Ok(());
+        }
+        let shader_level = shader
+            .constants
+            .values()
+            .next()
+            .map(|v| v.span())
+            .or_else(|| shader.keyword_constants.values().next().map(|v| v.span()));
+        let glslang_pass = |name: &str| {
+            passes
+                .iter()
+                .any(|p| p.name == name && p.front_end.kind() == CompilerKind::Glslang)
+        };
+        let pass_level = shader.passes.iter().find_map(|(name, pass)| {
+            let first = pass.get_ref().constants.values().next()?;
+            glslang_pass(name).then(|| first.span())
+        });
+        match pass_level.or(shader_level) {
+            Some(span) => Err(self.error(
+                Some(span),
+                format!(
+                    "shader `{}`: manifest constants apply to naga passes only; glslang keeps specialization constants in its SPIR-V (set them when creating the pipeline)",
+                    shader.name.get_ref()
+                ),
+            )),
+            None => Ok(()),
+        }
     }
 
     fn keywords(&self, shader: &RawShader) -> Result<BTreeSet<String>, ManifestError> {
@@ -706,11 +787,13 @@ impl Context<'_> {
                 )
             })?;
             let stage = Stage::from_name(pass.stage.get_ref()).ok_or_else(|| {
+                let known: Vec<&str> = Stage::ALL.iter().map(|s| s.name()).collect();
                 self.error(
                     Some(pass.stage.span()),
                     format!(
-                        "unknown stage `{}` (expected vertex, fragment or compute)",
-                        pass.stage.get_ref()
+                        "unknown stage `{}` (expected one of {})",
+                        pass.stage.get_ref(),
+                        known.join(", ")
                     ),
                 )
             })?;
@@ -730,9 +813,11 @@ impl Context<'_> {
             let language = SourceLanguage::from_path(&relative).ok_or_else(|| {
                 self.error(
                     Some(source.span()),
-                    format!("cannot tell the language of `{}` (expected .wgsl, .vert, .frag, .comp or .glsl)", source.get_ref()),
+                    format!("cannot tell the language of `{}` (expected .wgsl, .hlsl, .glsl or a GLSL stage extension: .{})", source.get_ref(), SourceLanguage::GLSL_EXTENSIONS.join(", .")),
                 )
             })?;
+            let front_end = self.front_end(shader, pass, pass_name, language, stage)?;
+            let shader_model = self.shader_model(pass, pass_name, language)?;
             let constants = self.constants(
                 &pass.constants,
                 &format!("pass `{pass_name}` of shader `{name}`"),
@@ -743,10 +828,139 @@ impl Context<'_> {
                 entry: pass.entry.get_ref().clone(),
                 source: relative,
                 language,
+                front_end,
+                shader_model,
                 constants,
             });
         }
+        if let Some(options) = &shader.glslang {
+            if !passes
+                .iter()
+                .any(|p| p.front_end.kind() == CompilerKind::Glslang)
+            {
+                return Err(self.error(
+                    Some(options.span()),
+                    format!("shader `{name}` sets `[shader.glslang]` options but no pass of it uses glslang"),
+                ));
+            }
+        }
         Ok(passes)
+    }
+
+    /// The pass's compiler (the pass's `compiler`, else the shader's, else the language's
+    /// default), checked against its language and stage, with the shader's glslang options.
+    fn front_end(
+        &self,
+        shader: &RawShader,
+        pass: &RawPass,
+        pass_name: &str,
+        language: SourceLanguage,
+        stage: Stage,
+    ) -> Result<FrontEnd, ManifestError> {
+        let written = pass.compiler.as_ref().or(shader.compiler.as_ref());
+        let kind = match written {
+            Some(name) => CompilerKind::from_name(name.get_ref()).ok_or_else(|| {
+                self.error(
+                    Some(name.span()),
+                    format!(
+                        "unknown compiler `{}` (expected naga or glslang)",
+                        name.get_ref()
+                    ),
+                )
+            })?,
+            None => language.default_compiler(),
+        };
+        let span = written
+            .map(|w| w.span())
+            .unwrap_or_else(|| pass.stage.span());
+        if !kind.reads(language) {
+            return Err(self.error(
+                Some(span),
+                format!(
+                    "pass `{pass_name}`: {} cannot compile {} (use compiler = \"{}\")",
+                    kind.name(),
+                    language.name(),
+                    language.default_compiler().name()
+                ),
+            ));
+        }
+        if kind == CompilerKind::Naga && !stage.naga_supports() {
+            return Err(self.error(
+                Some(pass.stage.span()),
+                format!(
+                    "pass `{pass_name}`: naga has no {stage} stage (use compiler = \"glslang\")"
+                ),
+            ));
+        }
+        Ok(match kind {
+            CompilerKind::Naga => FrontEnd::Naga,
+            CompilerKind::Glslang => FrontEnd::Glslang(self.glslang_options(shader)?),
+        })
+    }
+
+    fn glslang_options(&self, shader: &RawShader) -> Result<GlslangOptions, ManifestError> {
+        let Some(raw) = &shader.glslang else {
+            return Ok(GlslangOptions::default());
+        };
+        let RawGlslang {
+            optimization,
+            auto_map_locations,
+            auto_bind_uniforms,
+            hlsl_iomap,
+            invert_y,
+        } = raw.get_ref();
+        let optimization = match optimization {
+            Some(level) => Optimization::from_name(level.get_ref()).ok_or_else(|| {
+                self.error(
+                    Some(level.span()),
+                    format!(
+                        "unknown optimization `{}` (expected zero, size or performance)",
+                        level.get_ref()
+                    ),
+                )
+            })?,
+            None => Optimization::default(),
+        };
+        Ok(GlslangOptions {
+            optimization,
+            auto_map_locations: *auto_map_locations,
+            auto_bind_uniforms: *auto_bind_uniforms,
+            hlsl_iomap: *hlsl_iomap,
+            invert_y: *invert_y,
+        })
+    }
+
+    /// `shader_model = "6.0"` on an HLSL pass.
+    fn shader_model(
+        &self,
+        pass: &RawPass,
+        pass_name: &str,
+        language: SourceLanguage,
+    ) -> Result<Option<(u8, u8)>, ManifestError> {
+        let Some(model) = &pass.shader_model else {
+            return Ok(None);
+        };
+        if language != SourceLanguage::Hlsl {
+            return Err(self.error(
+                Some(model.span()),
+                format!("pass `{pass_name}`: `shader_model` applies to HLSL sources only"),
+            ));
+        }
+        let parsed = model
+            .get_ref()
+            .replace('_', ".")
+            .split_once('.')
+            .and_then(|(major, minor)| Some((major.parse::<u8>().ok()?, minor.parse::<u8>().ok()?)))
+            .filter(|&(major, minor)| (major == 5 && minor <= 1) || (major == 6 && minor <= 8));
+        parsed.map(Some).ok_or_else(|| {
+            self.error(
+                Some(model.span()),
+                format!(
+                    "pass `{pass_name}`: shader model `{}` (expected 5.0, 5.1 or 6.0 ..= 6.8)",
+                    model.get_ref()
+                ),
+            )
+        })
     }
 }
 
@@ -830,6 +1044,104 @@ entry = "fs_main"
 stage = "vertex"
 entry = "vs_main"
 "#;
+
+    fn one_pass(shader_extra: &str, source: &str, pass_extra: &str) -> String {
+        format!(
+            "[project]\ntargets = [\"spirv\"]\n\n[[shader]]\nname = \"S\"\nsource = \"{source}\"\n{shader_extra}\n\n[shader.passes.P]\nstage = \"fragment\"\nentry = \"main\"\n{pass_extra}\n"
+        )
+    }
+
+    #[test]
+    fn the_compiler_defaults_by_extension_and_can_be_chosen() {
+        let compiler = |text: &str| parse(text).map(|m| m.shaders[0].passes[0].front_end);
+        let glslang = Ok(FrontEnd::Glslang(GlslangOptions::default()));
+        assert_eq!(compiler(&one_pass("", "a.wgsl", "")), Ok(FrontEnd::Naga));
+        for source in ["a.frag", "a.glsl", "a.hlsl", "a.comp"] {
+            assert_eq!(compiler(&one_pass("", source, "")), glslang, "{source}");
+        }
+        let naga = "compiler = \"naga\"";
+        assert_eq!(compiler(&one_pass(naga, "a.frag", "")), Ok(FrontEnd::Naga));
+        // A pass's choice wins over its shader's.
+        assert_eq!(
+            compiler(&one_pass(naga, "a.frag", "compiler = \"glslang\"")),
+            glslang
+        );
+        let m = parse(&one_pass("", "a.hlsl", "")).unwrap();
+        assert_eq!(m.shaders[0].passes[0].language, SourceLanguage::Hlsl);
+    }
+
+    #[test]
+    fn a_compiler_that_cannot_read_the_source_is_a_located_error() {
+        let e = parse(&one_pass("compiler = \"naga\"", "a.hlsl", "")).unwrap_err();
+        assert!(e.message.contains("naga cannot compile hlsl"), "{e}");
+        assert_eq!(e.line, 7, "{e}");
+        let e = parse(&one_pass("compiler = \"glslang\"", "a.wgsl", "")).unwrap_err();
+        assert!(e.message.contains("glslang cannot compile wgsl"), "{e}");
+        let e = parse(&one_pass("compiler = \"dxc\"", "a.hlsl", "")).unwrap_err();
+        assert!(e.message.contains("unknown compiler `dxc`"), "{e}");
+        let geometry = one_pass("compiler = \"naga\"", "a.geom", "")
+            .replace("stage = \"fragment\"", "stage = \"geometry\"");
+        let e = parse(&geometry).unwrap_err();
+        assert!(e.message.contains("naga has no geometry stage"), "{e}");
+        let geometry = geometry.replace("compiler = \"naga\"", "");
+        assert_eq!(
+            parse(&geometry).unwrap().shaders[0].passes[0].stage,
+            Stage::Geometry
+        );
+    }
+
+    #[test]
+    fn glslang_options_and_shader_models_are_checked() {
+        let options = "[shader.glslang]\noptimization = \"performance\"\nhlsl_iomap = true";
+        let m = parse(&one_pass("", "a.hlsl", "shader_model = \"6.2\"").replace(
+            "\n\n[shader.passes.P]",
+            &format!("\n{options}\n\n[shader.passes.P]"),
+        ))
+        .unwrap();
+        let pass = &m.shaders[0].passes[0];
+        assert_eq!(
+            pass.front_end,
+            FrontEnd::Glslang(GlslangOptions {
+                optimization: Optimization::Performance,
+                hlsl_iomap: true,
+                ..GlslangOptions::default()
+            })
+        );
+        assert_eq!(pass.shader_model, Some((6, 2)));
+        assert_eq!(
+            pass.defines(),
+            [
+                ("__SHADER_TARGET_MAJOR", "6".to_owned()),
+                ("__SHADER_TARGET_MINOR", "2".to_owned())
+            ]
+        );
+        let e = parse(&one_pass("", "a.frag", "shader_model = \"6.0\"")).unwrap_err();
+        assert!(e.message.contains("HLSL sources only"), "{e}");
+        let e = parse(&one_pass("", "a.hlsl", "shader_model = \"9.9\"")).unwrap_err();
+        assert!(e.message.contains("shader model `9.9`"), "{e}");
+        let bad = one_pass("", "a.frag", "").replace(
+            "\n\n[shader.passes.P]",
+            "\n[shader.glslang]\noptimization = \"fast\"\n\n[shader.passes.P]",
+        );
+        let e = parse(&bad).unwrap_err();
+        assert!(e.message.contains("unknown optimization `fast`"), "{e}");
+        let stray = one_pass("compiler = \"naga\"", "a.frag", "").replace(
+            "\n\n[shader.passes.P]",
+            "\n[shader.glslang]\ninvert_y = true\n\n[shader.passes.P]",
+        );
+        let e = parse(&stray).unwrap_err();
+        assert!(e.message.contains("no pass of it uses glslang"), "{e}");
+        // Manifest constants would be unused by glslang: refused, located.
+        let constants = one_pass("constants = { TAPS = 4 }", "a.frag", "");
+        let e = parse(&constants).unwrap_err();
+        assert!(e.message.contains("naga passes only"), "{e}");
+        assert_eq!(e.line, 7, "{e}");
+        let on_pass = one_pass("", "a.hlsl", "constants = { TAPS = 4 }");
+        assert!(parse(&on_pass).is_err());
+        assert!(
+            parse(&constants.replace("constants =", "compiler = \"naga\"\nconstants =")).is_ok()
+        );
+    }
 
     #[test]
     fn axes_product_and_explicit_variants_are_canonical_and_unique() {

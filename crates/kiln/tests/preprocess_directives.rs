@@ -296,6 +296,35 @@ fn glsl_version_after_code_and_wgsl_glsl_directives_are_errors() {
 }
 
 #[test]
+fn hlsl_passes_pragmas_through_and_refuses_glsl_directives() {
+    let files = Files::new(&[
+        (
+            "s.hlsl",
+            "#pragma pack_matrix(row_major)\n#include \"common.hlsli\"\n\
+             #if defined(_FOG) && __SHADER_TARGET_MAJOR >= 6\nfloat fog;\n#endif\n",
+        ),
+        ("common.hlsli", "#pragma once\ncbuffer C { float4 x; };\n"),
+    ]);
+    let sm6 = [("__SHADER_TARGET_MAJOR", "6")];
+    let out = run(&files, "s.hlsl", SourceLanguage::Hlsl, &["_FOG"], &sm6).unwrap();
+    assert_eq!(
+        out.text,
+        "#pragma pack_matrix(row_major)\ncbuffer C { float4 x; };\nfloat fog;\n"
+    );
+    let sm5 = [("__SHADER_TARGET_MAJOR", "5")];
+    let out = run(&files, "s.hlsl", SourceLanguage::Hlsl, &["_FOG"], &sm5).unwrap();
+    assert!(!out.text.contains("fog"), "{}", out.text);
+    for source in ["#version 450\n", "#extension GL_X : enable\n"] {
+        let files = Files::new(&[("s.hlsl", source)]);
+        let err = run(&files, "s.hlsl", SourceLanguage::Hlsl, &[], &[]).unwrap_err();
+        assert!(
+            matches!(err, PreprocessError::UnsupportedDirective { .. }),
+            "{source:?}: {err:?}"
+        );
+    }
+}
+
+#[test]
 fn crlf_and_lf_sources_give_the_same_text() {
     let lf = "#ifdef FOG\r\nfog\r\n#endif\r\n// c\r\nx  \r\n";
     let out_crlf = wgsl(&one(lf), "s.wgsl", &["FOG"]).unwrap();

@@ -12,6 +12,7 @@ targets = ["spirv", "msl"]
 [[shader]]
 name = "Basis"
 source = "basis.vert"
+compiler = "naga"
 
 [shader.passes.Main]
 stage = "vertex"

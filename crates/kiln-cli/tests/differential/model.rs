@@ -399,6 +399,8 @@ impl Model {
         s.push_str(&"\n".repeat(self.manifest_noise.blanks));
         for shader in &self.shaders {
             let _ = writeln!(s, "\n[[shader]]\nname = \"{}\"", shader.name);
+            // The model's GLSL is naga's subset, and the model predicts naga's results.
+            let _ = writeln!(s, "compiler = \"naga\"");
             if let Some(src) = &shader.source {
                 let _ = writeln!(s, "source = \"{src}\"");
             }

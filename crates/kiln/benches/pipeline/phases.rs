@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use kiln::compile::{CompilerKind, FrontEnd};
 use kiln::identity;
 use kiln::manifest::Manifest;
 use kiln::pipeline::{output_path, Index, IndexEntry};
@@ -94,6 +95,7 @@ pub fn measure(project: &Generated, out_dir: &Path, cache_dir: &Path) -> Result<
         .map(|(variant, text)| {
             let text_hash = ContentKey::hash(text.as_bytes());
             identity::compile_key(
+                &FrontEnd::Naga,
                 project.language,
                 variant.stage,
                 variant.entry,
@@ -106,7 +108,11 @@ pub fn measure(project: &Generated, out_dir: &Path, cache_dir: &Path) -> Result<
 
     let started = Instant::now();
     let store = LocalStore::new(cache_dir);
-    let namespaces: Vec<Namespace> = manifest.targets.iter().map(identity::namespace).collect();
+    let namespaces: Vec<Namespace> = manifest
+        .targets
+        .iter()
+        .map(|target| identity::namespace(CompilerKind::Naga, target))
+        .collect();
     let mut loaded: Vec<Vec<u8>> = Vec::with_capacity(keys.len() * namespaces.len());
     let mut store_loads = 0;
     for key in &keys {

@@ -107,7 +107,9 @@ pub(super) fn resolve(
     if module.overrides.is_empty() {
         return Ok(None);
     }
-    match process_overrides(module, info, Some((stage.to_naga(), entry)), table) {
+    // Only naga's stages reach here (`compile_targets` refuses the others first).
+    let entry_point = stage.to_naga().map(|stage| (stage, entry));
+    match process_overrides(module, info, entry_point, table) {
         Ok((module, info)) => Ok(Some((module.into_owned(), info.into_owned()))),
         Err(error) => {
             let by_key = |key: &str| {

@@ -11,8 +11,10 @@ pub enum CompilePhase {
     Constants,
     /// A back end could not write the module for a target.
     Emit,
-    /// naga panicked; the panic was contained.
+    /// The compiler panicked; the panic was contained.
     Panic,
+    /// The compiler is not in this build, or the target cannot express the shader.
+    Unsupported,
 }
 
 impl std::fmt::Display for CompilePhase {
@@ -23,6 +25,7 @@ impl std::fmt::Display for CompilePhase {
             Self::Constants => "specialization constant",
             Self::Emit => "emit",
             Self::Panic => "panic",
+            Self::Unsupported => "unsupported",
         })
     }
 }

@@ -1,5 +1,9 @@
-//! Compilation by naga: preprocessed source text in, one validated module, bytes out per
-//! target.
+//! Compilation: preprocessed source text in, bytes out per target.
+//!
+//! Two front ends: naga (WGSL, and the GLSL subset naga accepts), parsed and validated into a
+//! naga module emitted by naga's back ends; and Khronos glslang (GLSL and HLSL, module
+//! [`glslang`], behind the cargo feature `glslang`), compiled to SPIR-V. A pass picks one in
+//! the manifest ([`FrontEnd`]); [`compile_with`] is the pipeline's one call whichever it is.
 //!
 //! A variant is parsed once, validated once per distinct capability set among its targets
 //! (each target's default is what naga's back end for it can write), and then emitted for
@@ -19,10 +23,12 @@
 
 mod constants;
 mod error;
+pub mod glslang;
 mod target;
 
 pub use constants::{ConstantValue, Constants};
 pub use error::{CompileError, CompilePhase, TextLocation};
+pub use glslang::{GlslangOptions, Optimization};
 pub use naga::valid::Capabilities;
 pub use target::{
     capability_names, parse_capability, supported_capabilities, Stage, Target, TargetConfig,
@@ -36,17 +42,111 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 pub enum SourceLanguage {
     /// WebGPU Shading Language (`.wgsl`).
     Wgsl,
-    /// GLSL 440/450/460 core, one stage per file (`.vert`, `.frag`, `.comp`, `.glsl`).
+    /// GLSL, one stage per file (`.vert`, `.frag`, `.comp`, `.geom`, `.tesc`, `.tese`,
+    /// `.mesh`, `.task`, the ray-tracing extensions, `.glsl`).
     Glsl,
+    /// HLSL (`.hlsl`), several entry points per file.
+    Hlsl,
 }
 
 impl SourceLanguage {
+    /// The extensions of GLSL sources (glslc's, plus `.glsl`).
+    pub const GLSL_EXTENSIONS: [&'static str; 14] = [
+        "vert", "frag", "comp", "geom", "tesc", "tese", "mesh", "task", "rgen", "rint", "rahit",
+        "rchit", "rmiss", "rcall",
+    ];
+
     /// The language of a source path, from its extension.
     pub fn from_path(path: &std::path::Path) -> Option<Self> {
         match path.extension()?.to_str()? {
             "wgsl" => Some(Self::Wgsl),
-            "vert" | "frag" | "comp" | "glsl" => Some(Self::Glsl),
+            "hlsl" => Some(Self::Hlsl),
+            "glsl" => Some(Self::Glsl),
+            ext if Self::GLSL_EXTENSIONS.contains(&ext) => Some(Self::Glsl),
             _ => None,
+        }
+    }
+
+    /// The name used in keys and messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Wgsl => "wgsl",
+            Self::Glsl => "glsl",
+            Self::Hlsl => "hlsl",
+        }
+    }
+
+    /// The compiler a source of this language uses when the manifest does not say: glslang
+    /// for GLSL and HLSL (the reference front end: it builds 294 of 297 public Vulkan GLSL
+    /// samples where naga builds 125), naga for WGSL.
+    pub fn default_compiler(self) -> CompilerKind {
+        match self {
+            Self::Wgsl => CompilerKind::Naga,
+            Self::Glsl | Self::Hlsl => CompilerKind::Glslang,
+        }
+    }
+}
+
+/// The compilers kiln can run, as the manifest's `compiler` names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CompilerKind {
+    /// naga, in-process: WGSL and its GLSL subset.
+    Naga,
+    /// Khronos glslang (feature `glslang`): GLSL and HLSL to SPIR-V.
+    Glslang,
+}
+
+impl CompilerKind {
+    /// Parses the manifest spelling.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "naga" => Some(Self::Naga),
+            "glslang" => Some(Self::Glslang),
+            _ => None,
+        }
+    }
+
+    /// The manifest spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Naga => "naga",
+            Self::Glslang => "glslang",
+        }
+    }
+
+    /// Whether this compiler reads `language`.
+    pub fn reads(self, language: SourceLanguage) -> bool {
+        match self {
+            Self::Naga => language != SourceLanguage::Hlsl,
+            Self::Glslang => language != SourceLanguage::Wgsl,
+        }
+    }
+
+    /// The exact version of the compiler linked into this build.
+    pub fn version(self) -> &'static str {
+        match self {
+            Self::Naga => NAGA_VERSION,
+            Self::Glslang => glslang::VERSION,
+        }
+    }
+}
+
+/// A pass's compiler with its options: everything besides the text, stage and entry point
+/// that decides what the front end produces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FrontEnd {
+    /// naga.
+    Naga,
+    /// glslang, with the shader's `[shader.glslang]` options.
+    Glslang(GlslangOptions),
+}
+
+impl FrontEnd {
+    /// Which compiler.
+    pub fn kind(&self) -> CompilerKind {
+        match self {
+            Self::Naga => CompilerKind::Naga,
+            Self::Glslang(_) => CompilerKind::Glslang,
         }
     }
 }
@@ -111,6 +211,7 @@ pub fn compile_targets(
 ) -> Result<Vec<Option<TargetResult>>, CompileError> {
     let text = request.text;
     check_complexity(text)?;
+    naga_stage(request.stage)?;
     let module = contain(CompilePhase::Parse, || {
         parse_with_entry(request.language, text, request.stage, request.entry)
     })?;
@@ -179,6 +280,21 @@ pub fn compile_targets(
         }
     }
     Ok(results)
+}
+
+/// Compiles `request` with a pass's front end for each of `targets`, as [`compile_targets`]
+/// does for naga: glslang compiles once to SPIR-V and answers every target from it
+/// ([`glslang::compile_targets`]). `Err` fails the whole variant; a target's own failure is in
+/// its slot.
+pub fn compile_with(
+    front_end: &FrontEnd,
+    request: &CompileRequest<'_>,
+    targets: &[Option<&TargetConfig>],
+) -> Result<Vec<Option<TargetResult>>, CompileError> {
+    match front_end {
+        FrontEnd::Naga => compile_targets(request, targets),
+        FrontEnd::Glslang(options) => glslang::compile_targets(options, request, targets),
+    }
 }
 
 /// Parses and validates `text` (already preprocessed) against `capabilities`, checks that the
@@ -256,11 +372,12 @@ fn parse_with_entry(
     stage: Stage,
     entry: &str,
 ) -> Result<naga::Module, CompileError> {
-    let module = parse(language, text, stage)?;
+    let naga_stage = naga_stage(stage)?;
+    let module = parse(language, text, naga_stage)?;
     let has_entry = module
         .entry_points
         .iter()
-        .any(|ep| ep.name == entry && ep.stage == stage.to_naga());
+        .any(|ep| ep.name == entry && ep.stage == naga_stage);
     if !has_entry {
         return Err(CompileError::new(
             CompilePhase::Parse,
@@ -419,8 +536,28 @@ fn first_word(text: &str, word: &str) -> Option<TextLocation> {
     None
 }
 
-fn parse(language: SourceLanguage, text: &str, stage: Stage) -> Result<naga::Module, CompileError> {
+/// naga's stage for `stage`; an error for the stages only glslang compiles.
+fn naga_stage(stage: Stage) -> Result<naga::ShaderStage, CompileError> {
+    stage.to_naga().ok_or_else(|| {
+        CompileError::new(
+            CompilePhase::Unsupported,
+            format!("naga cannot compile {stage} shaders (use compiler = \"glslang\")"),
+            None,
+        )
+    })
+}
+
+fn parse(
+    language: SourceLanguage,
+    text: &str,
+    stage: naga::ShaderStage,
+) -> Result<naga::Module, CompileError> {
     match language {
+        SourceLanguage::Hlsl => Err(CompileError::new(
+            CompilePhase::Unsupported,
+            "naga cannot read HLSL (use compiler = \"glslang\")".into(),
+            None,
+        )),
         SourceLanguage::Wgsl => naga::front::wgsl::parse_str(text).map_err(|e| {
             CompileError::new(
                 CompilePhase::Parse,
@@ -429,7 +566,7 @@ fn parse(language: SourceLanguage, text: &str, stage: Stage) -> Result<naga::Mod
             )
         }),
         SourceLanguage::Glsl => {
-            let options = naga::front::glsl::Options::from(stage.to_naga());
+            let options = naga::front::glsl::Options::from(stage);
             naga::front::glsl::Frontend::default()
                 .parse(&options, text)
                 .map_err(|e| {
@@ -444,6 +581,31 @@ fn parse(language: SourceLanguage, text: &str, stage: Stage) -> Result<naga::Mod
                 })
         }
     }
+}
+
+/// Runs native compiler code on [`COMPILE_STACK_BYTES`] of stack of its own, turning a Rust
+/// panic on the way (the bindings') into a [`CompileError`].
+#[cfg_attr(not(feature = "glslang"), allow(dead_code))]
+fn contain_native<T>(
+    compiler: &str,
+    f: impl FnOnce() -> Result<T, CompileError>,
+) -> Result<T, CompileError> {
+    match stacker::grow(COMPILE_STACK_BYTES, || catch_unwind(AssertUnwindSafe(f))) {
+        Ok(result) => result,
+        Err(payload) => Err(CompileError::new(
+            CompilePhase::Panic,
+            format!("{compiler} panicked: {}", panic_message(payload.as_ref())),
+            None,
+        )),
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned())
 }
 
 /// Runs `f`, turning a panic inside naga into a [`CompileError`] of the given phase.
@@ -470,7 +632,7 @@ fn contain<T>(
 
 /// Refuses a text whose expressions are too long or too deeply nested for naga's recursion
 /// on [`COMPILE_STACK_BYTES`] of stack (see the module documentation).
-fn check_complexity(text: &str) -> Result<(), CompileError> {
+pub(crate) fn check_complexity(text: &str) -> Result<(), CompileError> {
     let mut line: u32 = 1;
     let mut statement_line: u32 = 1;
     let mut operators = 0usize;

@@ -69,17 +69,54 @@ pub enum Stage {
     Fragment,
     /// Compute shader.
     Compute,
+    /// Geometry shader (glslang only).
+    Geometry,
+    /// Tessellation control (hull) shader (glslang only).
+    TessControl,
+    /// Tessellation evaluation (domain) shader (glslang only).
+    TessEvaluation,
+    /// Task (amplification) shader (glslang only).
+    Task,
+    /// Mesh shader (glslang only).
+    Mesh,
+    /// Ray generation shader (glslang only).
+    RayGeneration,
+    /// Any-hit shader (glslang only).
+    AnyHit,
+    /// Closest-hit shader (glslang only).
+    ClosestHit,
+    /// Miss shader (glslang only).
+    Miss,
+    /// Intersection shader (glslang only).
+    Intersection,
+    /// Callable shader (glslang only).
+    Callable,
 }
 
 impl Stage {
-    /// Parses the manifest spelling (`vertex`, `fragment`, `compute`).
+    /// Every stage, in a stable order.
+    pub const ALL: [Stage; 14] = [
+        Self::Vertex,
+        Self::Fragment,
+        Self::Compute,
+        Self::Geometry,
+        Self::TessControl,
+        Self::TessEvaluation,
+        Self::Task,
+        Self::Mesh,
+        Self::RayGeneration,
+        Self::AnyHit,
+        Self::ClosestHit,
+        Self::Miss,
+        Self::Intersection,
+        Self::Callable,
+    ];
+
+    /// Parses the manifest spelling (`vertex`, `fragment`, `compute`, `geometry`,
+    /// `tess_control`, `tess_evaluation`, `task`, `mesh`, `ray_generation`, `any_hit`,
+    /// `closest_hit`, `miss`, `intersection`, `callable`).
     pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "vertex" => Some(Self::Vertex),
-            "fragment" => Some(Self::Fragment),
-            "compute" => Some(Self::Compute),
-            _ => None,
-        }
+        Self::ALL.into_iter().find(|s| s.name() == name)
     }
 
     /// The manifest spelling.
@@ -88,14 +125,31 @@ impl Stage {
             Self::Vertex => "vertex",
             Self::Fragment => "fragment",
             Self::Compute => "compute",
+            Self::Geometry => "geometry",
+            Self::TessControl => "tess_control",
+            Self::TessEvaluation => "tess_evaluation",
+            Self::Task => "task",
+            Self::Mesh => "mesh",
+            Self::RayGeneration => "ray_generation",
+            Self::AnyHit => "any_hit",
+            Self::ClosestHit => "closest_hit",
+            Self::Miss => "miss",
+            Self::Intersection => "intersection",
+            Self::Callable => "callable",
         }
     }
 
-    pub(crate) fn to_naga(self) -> naga::ShaderStage {
+    /// Whether naga's front ends and back ends handle this stage (vertex, fragment, compute).
+    pub fn naga_supports(self) -> bool {
+        self.to_naga().is_some()
+    }
+
+    pub(crate) fn to_naga(self) -> Option<naga::ShaderStage> {
         match self {
-            Self::Vertex => naga::ShaderStage::Vertex,
-            Self::Fragment => naga::ShaderStage::Fragment,
-            Self::Compute => naga::ShaderStage::Compute,
+            Self::Vertex => Some(naga::ShaderStage::Vertex),
+            Self::Fragment => Some(naga::ShaderStage::Fragment),
+            Self::Compute => Some(naga::ShaderStage::Compute),
+            _ => None,
         }
     }
 }
@@ -259,6 +313,11 @@ impl TargetConfig {
         self.target
     }
 
+    /// The SPIR-V version this target asks for, when it is the SPIR-V target.
+    pub fn spirv_version(&self) -> Option<(u16, u16)> {
+        (self.target == Target::Spirv).then_some(self.version)
+    }
+
     /// The canonical spelling of the options, for store namespaces and logs.
     pub fn options_string(&self) -> String {
         match self.target {
@@ -280,7 +339,13 @@ impl TargetConfig {
                 None,
             )
         };
-        let stage = m.stage.to_naga();
+        let stage = m.stage.to_naga().ok_or_else(|| {
+            CompileError::new(
+                CompilePhase::Unsupported,
+                format!("naga cannot emit {} shaders", m.stage),
+                None,
+            )
+        })?;
         match self.target {
             Target::Spirv => {
                 use naga::back::spv;

@@ -208,10 +208,12 @@ impl Query<Services> for PreprocessQ {
         };
         let pass = &spec.passes[pass];
         let keywords: Vec<&str> = variant.keywords.iter().map(|k| &**k).collect();
+        let pass_defines = pass.defines();
         let defines: Vec<(&str, &str)> = spec
             .defines
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
+            .chain(pass_defines.iter().map(|(k, v)| (*k, v.as_str())))
             .collect();
         let loader = |path: &Path| read_source(db, path);
         let request = PreprocessRequest {
@@ -288,6 +290,7 @@ impl CompileJob {
     pub(crate) fn input(&self) -> CompileInput<'_> {
         let pass: &PassSpec = &self.spec.passes[self.pass];
         CompileInput {
+            front_end: pass.front_end,
             language: pass.language,
             stage: pass.stage,
             entry: &pass.entry,

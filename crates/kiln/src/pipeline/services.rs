@@ -4,7 +4,8 @@
 use super::diagnostic::Diagnostic;
 use super::VariantId;
 use crate::compile::{
-    self, CompileError, CompileRequest, Constants, SourceLanguage, Stage, Target, TargetConfig,
+    self, CompileError, CompileRequest, CompilerKind, Constants, FrontEnd, SourceLanguage, Stage,
+    Target, TargetConfig,
 };
 use crate::identity;
 use crate::key::VariantKey;
@@ -87,7 +88,7 @@ pub struct Services {
     /// variant cache owns the bytes; this lets a variant whose source revision moved but
     /// whose compile did not find its artifacts without a trip to the store.
     resident: Mutex<FxHashMap<ContentKey, Weak<VariantArtifacts>>>,
-    namespaces: Mutex<FxHashMap<TargetConfig, Namespace>>,
+    namespaces: Mutex<FxHashMap<(CompilerKind, TargetConfig), Namespace>>,
     pub(crate) build: BuildSession,
 }
 
@@ -124,6 +125,7 @@ const MAX_DEFERRED_BYTES: u64 = 64 << 20;
 
 /// What determines a compile's result besides the target: the compile-input hash.
 pub(crate) struct CompileInput<'a> {
+    pub front_end: FrontEnd,
     pub language: SourceLanguage,
     pub stage: Stage,
     pub entry: &'a str,
@@ -136,6 +138,7 @@ impl CompileInput<'_> {
     /// The store key of this compile within a target's namespace.
     fn compile_key(&self) -> ContentKey {
         identity::compile_key(
+            &self.front_end,
             self.language,
             self.stage,
             self.entry,
@@ -203,12 +206,12 @@ impl Services {
         self.build.reset();
     }
 
-    /// The namespace of a target in the store.
-    pub(crate) fn namespace(&self, target: &TargetConfig) -> Namespace {
+    /// The namespace in the store of a target's artifacts made by a compiler.
+    pub(crate) fn namespace(&self, compiler: CompilerKind, target: &TargetConfig) -> Namespace {
         self.namespaces
             .lock()
-            .entry(target.clone())
-            .or_insert_with(|| identity::namespace(target))
+            .entry((compiler, target.clone()))
+            .or_insert_with(|| identity::namespace(compiler, target))
             .clone()
     }
 
@@ -323,9 +326,10 @@ impl Services {
         input: &CompileInput<'_>,
         targets: &[TargetConfig],
     ) -> ProduceResult {
+        let compiler = input.front_end.kind();
         let mut outputs: Vec<(Target, Option<Arc<[u8]>>)> = Vec::with_capacity(targets.len());
         for target in targets {
-            let ns = self.namespace(target);
+            let ns = self.namespace(compiler, target);
             let bytes = match self.store.load(&ns, key) {
                 Ok(Lookup::Hit(bytes)) => Some(Arc::from(bytes)),
                 Ok(Lookup::Miss) => None,
@@ -370,7 +374,7 @@ impl Services {
             entry: input.entry,
             constants: input.constants,
         };
-        let compiled = compile::compile_targets(&request, &missing)
+        let compiled = compile::compile_with(&input.front_end, &request, &missing)
             .map_err(|e| Failures::from(vec![(None, e)]))?;
         let mut failures = Vec::new();
         let mut done = Vec::with_capacity(outputs.len());
@@ -379,7 +383,7 @@ impl Services {
                 (Some(bytes), _) => bytes,
                 (None, Some(Ok(bytes))) => {
                     let bytes: Arc<[u8]> = Arc::from(bytes);
-                    self.defer_save(self.namespace(config), *key, bytes.clone());
+                    self.defer_save(self.namespace(compiler, config), *key, bytes.clone());
                     bytes
                 }
                 (None, Some(Err(e))) => {

@@ -263,7 +263,8 @@ impl<'l> Driver<'l> {
             "pragma" => {
                 if directive.args == "once" {
                     self.files[file as usize].once = true;
-                } else if self.language == Dialect::Glsl {
+                } else if self.language != Dialect::Wgsl {
+                    // GLSL and HLSL pragmas are the compiler's (`pack_matrix`, `optimize`).
                     self.emit_verbatim(file, line, text);
                 } else {
                     return Err(unsupported(
@@ -277,7 +278,7 @@ impl<'l> Driver<'l> {
                 if self.language != Dialect::Glsl {
                     return Err(unsupported(
                         name,
-                        "GLSL-only, not allowed in WGSL",
+                        "GLSL-only, not allowed in WGSL or HLSL",
                         at(directive.span.clone()),
                     ));
                 }

@@ -151,6 +151,7 @@ impl From<SourceLanguage> for Dialect {
         match language {
             SourceLanguage::Wgsl => Self::Wgsl,
             SourceLanguage::Glsl => Self::Glsl,
+            SourceLanguage::Hlsl => Self::Hlsl,
         }
     }
 }

@@ -1,0 +1,50 @@
+//! For tests of the glslang front end: whether to run them, and `spirv-val`.
+
+use std::process::Command;
+
+/// Whether glslang is linked. Without it the caller skips, saying why, unless
+/// `KILN_REQUIRE_GLSLANG=1` (as in CI), which makes the missing feature a failure.
+pub fn require_glslang() -> bool {
+    if kiln::compile::glslang::AVAILABLE {
+        return true;
+    }
+    assert!(
+        std::env::var("KILN_REQUIRE_GLSLANG").as_deref() != Ok("1"),
+        "KILN_REQUIRE_GLSLANG=1 but kiln was built without the `glslang` feature (run the tests with `--features glslang`)"
+    );
+    eprintln!("skipped: kiln is built without the `glslang` feature (`cargo test -p kiln --features glslang` runs this)");
+    false
+}
+
+/// Checks SPIR-V 1.0 `bytes` with `spirv-val` (Vulkan 1.0), when it is installed (required
+/// with `KILN_REQUIRE_SPIRV_VAL=1`).
+pub fn spirv_val(bytes: &[u8], what: &str) {
+    spirv_val_env(bytes, what, "vulkan1.0");
+}
+
+/// Checks SPIR-V with `spirv-val --target-env env`.
+pub fn spirv_val_env(bytes: &[u8], what: &str, env: &str) {
+    if Command::new("spirv-val").arg("--version").output().is_err() {
+        assert!(
+            std::env::var("KILN_REQUIRE_SPIRV_VAL").as_deref() != Ok("1"),
+            "KILN_REQUIRE_SPIRV_VAL=1 but spirv-val is not on PATH (Debian: spirv-tools)"
+        );
+        eprintln!("spirv-val not found: {what} is not validated");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("module.spv");
+    std::fs::write(&file, bytes).expect("write module");
+    let output = Command::new("spirv-val")
+        .arg("--target-env")
+        .arg(env)
+        .arg(&file)
+        .output()
+        .expect("run spirv-val");
+    assert!(
+        output.status.success(),
+        "spirv-val rejects {what}: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

@@ -1,0 +1,204 @@
+//! glslang as a compiler: GLSL and HLSL (our own test shaders in `tests/shaders/glslang/`)
+//! to SPIR-V that `spirv-val` accepts, every stage naga lacks, located errors, and the clear
+//! error of a build without the `glslang` feature.
+//!
+//! Needs the `glslang` feature; without it each test prints why it is skipped, and fails if
+//! `KILN_REQUIRE_GLSLANG=1` (CI sets it and builds with the feature).
+
+mod common;
+
+use common::glslang::{require_glslang, spirv_val};
+use kiln::compile::{
+    compile_with, CompileError, CompilePhase, CompileRequest, Constants, FrontEnd, GlslangOptions,
+    Optimization, SourceLanguage, Stage, Target, TargetConfig, TargetResult,
+};
+
+/// glslang's results for each of `targets`.
+fn glslang(
+    options: GlslangOptions,
+    language: SourceLanguage,
+    text: &str,
+    stage: Stage,
+    entry: &str,
+    targets: &[TargetConfig],
+) -> Result<Vec<TargetResult>, CompileError> {
+    let constants = Constants::new();
+    let request = CompileRequest {
+        language,
+        text,
+        stage,
+        entry,
+        constants: &constants,
+    };
+    let slots: Vec<Option<&TargetConfig>> = targets.iter().map(Some).collect();
+    let results = compile_with(&FrontEnd::Glslang(options), &request, &slots)?;
+    Ok(results
+        .into_iter()
+        .map(|r| r.expect("every target asked has a result"))
+        .collect())
+}
+
+fn shader(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/shaders/glslang")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn spirv(language: SourceLanguage, text: &str, stage: Stage, entry: &str) -> Vec<u8> {
+    let targets = [TargetConfig::new(Target::Spirv)];
+    let mut results = glslang(
+        GlslangOptions::default(),
+        language,
+        text,
+        stage,
+        entry,
+        &targets,
+    )
+    .unwrap_or_else(|e| panic!("{entry} ({stage}): {e}"));
+    results.remove(0).unwrap_or_else(|e| panic!("{entry}: {e}"))
+}
+
+#[test]
+fn without_the_feature_a_glslang_shader_fails_with_what_to_install() {
+    if kiln::compile::glslang::AVAILABLE {
+        return;
+    }
+    let e = glslang(
+        GlslangOptions::default(),
+        SourceLanguage::Hlsl,
+        "float4 main() : SV_Target { return 1; }",
+        Stage::Fragment,
+        "main",
+        &[TargetConfig::new(Target::Spirv)],
+    )
+    .expect_err("no glslang in this build");
+    assert_eq!(e.phase, CompilePhase::Unsupported);
+    assert!(e.message.contains("libshaderc-dev"), "{e}");
+    assert!(e.message.contains("--features glslang"), "{e}");
+}
+
+#[test]
+fn vulkan_glsl_stages_compile_to_valid_spirv() {
+    if !require_glslang() {
+        return;
+    }
+    let cases = [
+        ("textured.vert", Stage::Vertex),
+        ("textured.frag", Stage::Fragment),
+        ("explode.geom", Stage::Geometry),
+        ("patch.tesc", Stage::TessControl),
+        ("patch.tese", Stage::TessEvaluation),
+        ("histogram.comp", Stage::Compute),
+    ];
+    for (file, stage) in cases {
+        let bytes = spirv(SourceLanguage::Glsl, &shader(file), stage, "main");
+        assert_eq!(
+            &bytes[..4],
+            &0x0723_0203u32.to_le_bytes(),
+            "{file}: SPIR-V magic"
+        );
+        spirv_val(&bytes, file);
+    }
+}
+
+#[test]
+fn hlsl_entry_points_of_one_file_compile_to_valid_spirv() {
+    if !require_glslang() {
+        return;
+    }
+    let text = shader("surface.hlsl");
+    for (entry, stage) in [("VSMain", Stage::Vertex), ("PSMain", Stage::Fragment)] {
+        let bytes = spirv(SourceLanguage::Hlsl, &text, stage, entry);
+        spirv_val(&bytes, entry);
+    }
+}
+
+#[test]
+fn errors_carry_the_line_of_the_compiled_text() {
+    if !require_glslang() {
+        return;
+    }
+    let text = "#version 450\nlayout(location = 0) out vec4 o;\nvoid main() {\n  o = undeclared_thing;\n}\n";
+    let e = glslang(
+        GlslangOptions::default(),
+        SourceLanguage::Glsl,
+        text,
+        Stage::Fragment,
+        "main",
+        &[TargetConfig::new(Target::Spirv)],
+    )
+    .expect_err("undeclared identifier");
+    assert_eq!(e.phase, CompilePhase::Parse);
+    assert!(e.message.contains("undeclared_thing"), "{e}");
+    assert_eq!(e.location.map(|l| l.line), Some(4), "{e:?}");
+}
+
+#[test]
+fn options_reach_glslang() {
+    if !require_glslang() {
+        return;
+    }
+    let text = shader("textured.frag");
+    let compile = |optimization| {
+        let targets = [TargetConfig::new(Target::Spirv)];
+        let options = GlslangOptions {
+            optimization,
+            ..GlslangOptions::default()
+        };
+        let mut results = glslang(
+            options,
+            SourceLanguage::Glsl,
+            &text,
+            Stage::Fragment,
+            "main",
+            &targets,
+        )
+        .expect("compiles");
+        results.remove(0).expect("spirv")
+    };
+    let zero = compile(Optimization::Zero);
+    let fast = compile(Optimization::Performance);
+    assert_ne!(zero, fast, "the optimiser changed nothing");
+    spirv_val(&fast, "optimised");
+    // The SPIR-V target's version reaches glslang (word 1 of the header).
+    let mut options = std::collections::BTreeMap::new();
+    options.insert("version".to_owned(), "1.3".to_owned());
+    let spirv13 = [TargetConfig::parse("spirv", &options).expect("valid")];
+    let bytes = glslang(
+        GlslangOptions::default(),
+        SourceLanguage::Glsl,
+        &text,
+        Stage::Fragment,
+        "main",
+        &spirv13,
+    )
+    .expect("compiles")
+    .remove(0)
+    .expect("spirv");
+    assert_eq!(&bytes[4..8], &0x0001_0300u32.to_le_bytes());
+}
+
+#[test]
+fn other_targets_of_a_glslang_module_fail_for_that_pair_only() {
+    if !require_glslang() {
+        return;
+    }
+    let targets = [
+        TargetConfig::new(Target::Spirv),
+        TargetConfig::new(Target::Msl),
+    ];
+    let results = glslang(
+        GlslangOptions::default(),
+        SourceLanguage::Glsl,
+        &shader("explode.geom"),
+        Stage::Geometry,
+        "main",
+        &targets,
+    )
+    .expect("compiles");
+    assert!(results[0].is_ok());
+    let e = results[1].clone().expect_err("no geometry in msl");
+    assert_eq!(e.phase, CompilePhase::Unsupported);
+    assert!(e.message.contains("unsupported by target msl"), "{e}");
+}
