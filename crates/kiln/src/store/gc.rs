@@ -102,7 +102,12 @@ impl LocalStore {
             // Free pages go back to the file system, and the log is folded into the file
             // and emptied, so the directory really shrinks. A reader in another process can
             // keep the checkpoint from completing; the next one finishes it.
-            conn.execute_batch("PRAGMA incremental_vacuum")?;
+            // Each step of this pragma frees one page: step it to the end.
+            {
+                let mut vacuum = conn.prepare("PRAGMA incremental_vacuum")?;
+                let mut steps = vacuum.query([])?;
+                while steps.next()?.is_some() {}
+            }
             conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
             Ok(report)
         })?;
