@@ -77,14 +77,19 @@ fn round_trip_writes_one_checksummed_row_in_one_database_file() {
     // One database (and SQLite's write-ahead log and its index while it is open); no file
     // per entry.
     let names = names_under(&dir.path().join(".kiln"));
-    assert!(names.iter().all(|n| n.starts_with("store.sqlite")), "{names:?}");
+    assert!(
+        names.iter().all(|n| n.starts_with("store.sqlite")),
+        "{names:?}"
+    );
     let (mode, app, version): (String, i64, i64) = {
         let conn = sql(&store);
         (
-            conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap(),
+            conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))
+                .unwrap(),
             conn.query_row("PRAGMA application_id", [], |r| r.get(0))
                 .unwrap(),
-            conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap(),
+            conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+                .unwrap(),
         )
     };
     assert_eq!(mode, "wal");
@@ -149,10 +154,8 @@ fn namespaces_are_isolated_by_every_field() {
     }
     let usage = store.usage().unwrap();
     assert_eq!(usage.namespaces.len(), others.len() + 1);
-    assert!(usage
-        .namespaces
-        .iter()
-        .all(|ns| ns.entries == 1 && ns.namespace.as_ref().map(Namespace::dir_name) == Some(&ns.dir_name)));
+    assert!(usage.namespaces.iter().all(|ns| ns.entries == 1
+        && ns.namespace.as_ref().map(Namespace::dir_name) == Some(&ns.dir_name)));
 }
 
 #[test]
@@ -181,18 +184,25 @@ fn save_many_writes_every_entry_in_few_transactions() {
         .map(|i| (if i % 2 == 0 { &ns } else { &msl }, &keys[i], &bytes[i][..]))
         .collect();
     let observer = {
-        store.save(&ns, &key(99_999), b"create the database").unwrap();
+        store
+            .save(&ns, &key(99_999), b"create the database")
+            .unwrap();
         sql(&store)
     };
     let version = |conn: &Connection| -> i64 {
-        conn.query_row("PRAGMA data_version", [], |r| r.get(0)).unwrap()
+        conn.query_row("PRAGMA data_version", [], |r| r.get(0))
+            .unwrap()
     };
     let before = version(&observer);
     store.save_many(&entries).unwrap();
     let after = version(&observer);
     assert_ne!(before, after, "the observer saw the commits");
     for (i, (ns, k, b)) in entries.iter().enumerate() {
-        assert_eq!(store.load(ns, k).unwrap(), Lookup::Hit(b.to_vec()), "entry {i}");
+        assert_eq!(
+            store.load(ns, k).unwrap(),
+            Lookup::Hit(b.to_vec()),
+            "entry {i}"
+        );
     }
     assert_eq!(store.usage().unwrap().entries(), 3001);
 }
@@ -226,14 +236,22 @@ fn check_corruption(damage: &str, expected: CorruptReason) {
     // Reported once: the row was dropped.
     assert_eq!(store.load(&ns, &key(0)).unwrap(), Lookup::Miss);
     let rows: i64 = sql(&store)
-        .query_row("SELECT count(*) FROM entries WHERE key = ?1", [&key(0).as_bytes()[..]], |r| {
-            r.get(0)
-        })
+        .query_row(
+            "SELECT count(*) FROM entries WHERE key = ?1",
+            [&key(0).as_bytes()[..]],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(rows, 0);
-    assert_eq!(store.load(&ns, &key(1)).unwrap(), Lookup::Hit(payload(1, 2000)));
+    assert_eq!(
+        store.load(&ns, &key(1)).unwrap(),
+        Lookup::Hit(payload(1, 2000))
+    );
     store.save(&ns, &key(0), &payload(0, 2000)).unwrap();
-    assert_eq!(store.load(&ns, &key(0)).unwrap(), Lookup::Hit(payload(0, 2000)));
+    assert_eq!(
+        store.load(&ns, &key(0)).unwrap(),
+        Lookup::Hit(payload(0, 2000))
+    );
 }
 
 #[test]
@@ -304,10 +322,7 @@ fn a_row_moved_to_another_key_is_a_miss_for_both() {
     let store = LocalStore::new(dir.path());
     store.save(&spirv(), &key(0), &payload(0, 100)).unwrap();
     sql(&store)
-        .execute(
-            "UPDATE entries SET key = ?1",
-            [&key(5).as_bytes()[..]],
-        )
+        .execute("UPDATE entries SET key = ?1", [&key(5).as_bytes()[..]])
         .unwrap();
     assert_eq!(store.load(&spirv(), &key(0)).unwrap(), Lookup::Miss);
 }
@@ -386,7 +401,10 @@ fn a_truncated_database_file_never_serves_bad_bytes_and_recovers() {
                 }
             }
         }
-        assert!(hits < N, "keep {keep}: cut at {cut} of {len} bytes lost nothing");
+        assert!(
+            hits < N,
+            "keep {keep}: cut at {cut} of {len} bytes lost nothing"
+        );
         // Writable again, and sound.
         store.save(&spirv(), &key(0), b"after").unwrap();
         assert_eq!(
@@ -426,7 +444,9 @@ fn another_schema_version_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let store = LocalStore::new(dir.path());
     store.save(&spirv(), &key(1), b"x").unwrap();
-    sql(&store).execute_batch("PRAGMA user_version = 7").unwrap();
+    sql(&store)
+        .execute_batch("PRAGMA user_version = 7")
+        .unwrap();
     let fresh = LocalStore::new(dir.path());
     let err = fresh.load(&spirv(), &key(1)).unwrap_err();
     let text = err.to_string();

@@ -145,8 +145,10 @@ impl LocalStore {
     fn write_entries(&self, entries: &[SaveEntry<'_>]) -> Result<(), SaveManyError> {
         let now = unix_now();
         // Hash outside the write transaction, which other processes may be waiting on.
-        let sums: Vec<[u8; verify::CHECKSUM_LEN]> =
-            entries.iter().map(|(_, _, bytes)| verify::checksum(bytes)).collect();
+        let sums: Vec<[u8; verify::CHECKSUM_LEN]> = entries
+            .iter()
+            .map(|(_, _, bytes)| verify::checksum(bytes))
+            .collect();
         self.forget_vanished_database();
         let mut failure: Option<SaveManyError> = None;
         let mut start = 0;
@@ -188,7 +190,9 @@ impl LocalStore {
             });
             if let Err(first) = written {
                 // Later batches may still fit (a transient lock, a full disk freed).
-                failure.get_or_insert(SaveManyError { failed: 0, first }).failed += end - start;
+                failure
+                    .get_or_insert(SaveManyError { failed: 0, first })
+                    .failed += end - start;
             }
             start = end;
         }
@@ -358,9 +362,9 @@ impl LocalStore {
             let tables: i64 =
                 tx.query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))?;
             if tables != 0 {
-                return Err(OpenError::Store(self.incompatible(
-                    "holds tables of another application".to_owned(),
-                )));
+                return Err(OpenError::Store(
+                    self.incompatible("holds tables of another application".to_owned()),
+                ));
             }
             tx.execute_batch(SCHEMA)?;
             tx.execute_batch(&format!(

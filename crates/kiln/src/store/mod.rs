@@ -84,7 +84,9 @@ pub trait ArtifactStore: Send + Sync {
         let mut failure: Option<SaveManyError> = None;
         for (ns, key, bytes) in entries {
             if let Err(first) = self.save(ns, key, bytes) {
-                failure.get_or_insert(SaveManyError { failed: 0, first }).failed += 1;
+                failure
+                    .get_or_insert(SaveManyError { failed: 0, first })
+                    .failed += 1;
             }
         }
         failure.map_or(Ok(()), Err)
