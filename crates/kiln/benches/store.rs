@@ -384,7 +384,7 @@ fn criterion_benches(c: &mut Criterion, corpus: &Corpus) {
     let mut group = c.benchmark_group("store_save_100");
     group.sample_size(20);
     let mut batch = 0u64;
-    let mut fresh = |batch: &mut u64| -> Vec<ContentKey> {
+    let fresh = |batch: &mut u64| -> Vec<ContentKey> {
         *batch += 1;
         (0..100)
             .map(|j| ContentKey::hash(format!("fresh {batch} {j}").as_bytes()))

@@ -17,7 +17,7 @@ const ROUND_ENV: &str = "KILN_STORE_CRASH_ROUND";
 const KILLS: u64 = 20;
 
 fn ns(i: u64) -> Namespace {
-    if i % 3 == 0 {
+    if i.is_multiple_of(3) {
         Namespace::new("msl", "naga 30.0.0")
     } else {
         Namespace::new("spirv", "naga 30.0.0")
