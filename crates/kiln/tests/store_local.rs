@@ -543,6 +543,36 @@ fn the_file_per_entry_store_of_older_kilns_is_removed() {
 }
 
 #[test]
+fn a_v1_directory_that_is_not_an_old_store_is_left_alone() {
+    // `--cache-dir` may point at a directory with a user's own `v1/`.
+    for (inside, is_dir) in [
+        ("notes.txt", false),
+        ("msl-0123456789abcdef", false),
+        ("photos", true),
+        ("spirv-0123", true),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let v1 = dir.path().join("v1");
+        fs::create_dir_all(v1.join("spirv-0123456789abcdef")).unwrap();
+        if is_dir {
+            fs::create_dir_all(v1.join(inside)).unwrap();
+        } else {
+            fs::write(v1.join(inside), b"mine").unwrap();
+        }
+        let store = LocalStore::new(dir.path());
+        store.save(&spirv(), &key(1), b"new").unwrap();
+        assert!(v1.join(inside).exists(), "{inside}");
+    }
+    // An empty `v1` is not a store either.
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir_all(dir.path().join("v1")).unwrap();
+    LocalStore::new(dir.path())
+        .save(&spirv(), &key(1), b"new")
+        .unwrap();
+    assert!(dir.path().join("v1").exists());
+}
+
+#[test]
 fn a_database_deleted_while_in_use_is_recreated_by_the_next_save() {
     let dir = tempfile::tempdir().unwrap();
     let store = LocalStore::new(dir.path().join(".kiln"));

@@ -432,8 +432,7 @@ impl LocalStore {
             return;
         }
         let old = self.root.join(Self::OLD_LAYOUT_DIR);
-        let is_old_store = fs::symlink_metadata(&old).is_ok_and(|meta| meta.is_dir());
-        if !is_old_store {
+        if !is_old_layout(&old) {
             return;
         }
         match fs::remove_dir_all(&old) {
@@ -450,6 +449,37 @@ impl LocalStore {
             ),
         }
     }
+}
+
+/// Whether `dir` is an older kiln's store: a real directory holding only namespace
+/// directories (`<target>-<16 hex>`), at least one. `--cache-dir` may point anywhere, so a
+/// `v1` that is anything else is somebody's data and is left alone.
+fn is_old_layout(dir: &Path) -> bool {
+    if !fs::symlink_metadata(dir).is_ok_and(|meta| meta.is_dir()) {
+        return false;
+    }
+    let Ok(items) = fs::read_dir(dir) else {
+        return false;
+    };
+    let mut namespaces = 0;
+    for item in items {
+        let Ok(item) = item else { return false };
+        let is_dir = item.file_type().is_ok_and(|kind| kind.is_dir());
+        let name = item.file_name();
+        let looks_like_namespace =
+            name.to_str()
+                .and_then(|n| n.rsplit_once('-'))
+                .is_some_and(|(target, hash)| {
+                    !target.is_empty()
+                        && hash.len() == 16
+                        && hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+                });
+        if !is_dir || !looks_like_namespace {
+            return false;
+        }
+        namespaces += 1;
+    }
+    namespaces > 0
 }
 
 /// The failures of opening a connection, with damage told apart.
