@@ -264,20 +264,35 @@ fn a_corrupt_store_entry_is_detected_reported_and_rebuilt() {
     let p = Project::new();
     p.build();
     let before = hashes(&p.index());
-    let store_files: Vec<PathBuf> = walk(&p.path(".kiln"))
-        .into_iter()
-        .filter(|f| f.file_name().unwrap().len() == 64)
+    // Two rows changed behind kiln's back through a second SQLite connection: one byte
+    // flipped at the end of a payload, one payload truncated.
+    let db = store_db(&p);
+    let ids: Vec<i64> = db
+        .prepare("SELECT id FROM entries ORDER BY id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
         .collect();
-    assert!(store_files.len() >= 10);
-    // One flipped byte at the end, one truncated entry.
-    let flipped = &store_files[0];
-    let mut bytes = std::fs::read(flipped).unwrap();
-    let last = bytes.len() - 1;
-    bytes[last] ^= 0xff;
-    std::fs::write(flipped, bytes).unwrap();
-    let truncated = &store_files[1];
-    let bytes = std::fs::read(truncated).unwrap();
-    std::fs::write(truncated, &bytes[..bytes.len() / 2]).unwrap();
+    assert!(ids.len() >= 10);
+    let mut payload: Vec<u8> = db
+        .query_row("SELECT payload FROM entries WHERE id = ?1", [ids[0]], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let last = payload.len() - 1;
+    payload[last] ^= 0xff;
+    db.execute(
+        "UPDATE entries SET payload = ?2 WHERE id = ?1",
+        (ids[0], &payload),
+    )
+    .unwrap();
+    db.execute(
+        "UPDATE entries SET payload = substr(payload, 1, length(payload) / 2) WHERE id = ?1",
+        [ids[1]],
+    )
+    .unwrap();
+    drop(db);
 
     let (report, code) = p.build_with(&["--out", p.path("out2").to_str().unwrap()]);
     assert_eq!(code, 0, "{report}");
@@ -457,20 +472,15 @@ fn removed_variants_retire_their_outputs() {
     assert!(p.path("out/Post/Main/_.spv").exists());
 }
 
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                out.extend(walk(&path));
-            } else {
-                out.push(path);
-            }
-        }
-    }
-    out.sort();
-    out
+/// A second connection to the project's store database.
+fn store_db(p: &Project) -> rusqlite::Connection {
+    rusqlite::Connection::open(p.path(".kiln/store.sqlite")).unwrap()
+}
+
+fn store_entries(p: &Project) -> i64 {
+    store_db(p)
+        .query_row("SELECT count(*) FROM entries", [], |r| r.get(0))
+        .unwrap()
 }
 
 #[test]
@@ -512,10 +522,7 @@ fn a_manifest_change_with_unchanged_sources_is_not_mistaken_for_up_to_date() {
 fn gc_bounds_the_store_and_the_next_build_refills_it() {
     let p = Project::new();
     p.build();
-    let entries_before = walk(&p.path(".kiln"))
-        .iter()
-        .filter(|f| f.file_name().unwrap().len() == 64)
-        .count();
+    let entries_before = store_entries(&p);
     assert!(entries_before > 0);
     let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
         .args(["gc", "--max-bytes", "0", "--manifest"])
@@ -532,10 +539,7 @@ fn gc_bounds_the_store_and_the_next_build_refills_it() {
         said.contains(&format!("removed {entries_before}")),
         "{said}"
     );
-    let entries_after = walk(&p.path(".kiln"))
-        .iter()
-        .filter(|f| f.file_name().unwrap().len() == 64)
-        .count();
+    let entries_after = store_entries(&p);
     assert_eq!(entries_after, 0);
     // Outputs are untouched; a build into a new directory recompiles from sources.
     let (report, code) = p.build_with(&["--out", p.path("out2").to_str().unwrap()]);
@@ -544,4 +548,53 @@ fn gc_bounds_the_store_and_the_next_build_refills_it() {
         count(&report, "compiled") + count(&report, "deduplicated"),
         VARIANTS
     );
+}
+
+fn gc(p: &Project, max_bytes: &str) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(["gc", "--max-bytes", max_bytes, "--manifest"])
+        .arg(p.path("kiln.toml"))
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn gc_takes_sizes_with_suffixes_and_rejects_others_clearly() {
+    let p = Project::new();
+    p.build();
+    let entries = store_entries(&p);
+    let bytes: i64 = store_db(&p)
+        .query_row("SELECT sum(size) FROM entries", [], |r| r.get(0))
+        .unwrap();
+    assert!(bytes < 500 << 20);
+    for size in ["500M", "2G", "2g", "1T"] {
+        let out = gc(&p, size);
+        assert!(
+            out.status.success(),
+            "{size}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.contains("removed 0 "), "{size}: {said}");
+        assert!(
+            said.contains(&format!("{bytes} bytes remain")),
+            "{size}: {said}"
+        );
+    }
+    assert_eq!(store_entries(&p), entries);
+    for bad in ["2X", "1.5G", "12MBs", "lots"] {
+        let out = gc(&p, bad);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("invalid size \"{bad}\"")),
+            "{bad}: {err}"
+        );
+        assert!(err.contains("500M or 2G"), "{bad}: {err}");
+    }
+    assert_eq!(store_entries(&p), entries);
+    // One entry's worth of room in plain bytes keeps at most that.
+    let out = gc(&p, "1");
+    assert!(out.status.success());
+    assert_eq!(store_entries(&p), 0);
 }

@@ -435,8 +435,8 @@ fn raw_build(
 }
 
 /// The file writes a cold kiln build does beyond the raw loop's plain writes, timed alone
-/// (single-threaded) with the outputs in `out`: every artifact saved to a fresh store
-/// (checksummed header, temp file, rename), and every output written by temp file + rename
+/// (single-threaded) with the outputs in `out`: every artifact saved to a fresh store (one
+/// batched `save_many`, as a build does), and every output written by temp file + rename
 /// instead of in place. Returns (store saves, atomic output writes, plain writes) for the same
 /// bytes.
 fn write_costs(out: &Path, scratch: &Path) -> Result<(Duration, Duration, Duration), String> {
@@ -447,13 +447,23 @@ fn write_costs(out: &Path, scratch: &Path) -> Result<(Duration, Duration, Durati
         files.push((entry.target.clone(), entry.path.clone(), bytes));
     }
     let store = LocalStore::new(scratch.join("store"));
+    let keyed: Vec<(Namespace, ContentKey, &[u8])> = files
+        .iter()
+        .map(|(target, path, bytes)| {
+            (
+                Namespace::new(target.as_str(), compile::NAGA_VERSION),
+                ContentKey::hash(path.as_bytes()),
+                &bytes[..],
+            )
+        })
+        .collect();
+    let entries: Vec<_> = keyed
+        .iter()
+        .map(|(ns, key, bytes)| (ns, key, *bytes))
+        .collect();
+    // One batch, as a build saves its artifacts at its end.
     let started = Instant::now();
-    for (target, path, bytes) in &files {
-        let ns = Namespace::new(target.as_str(), compile::NAGA_VERSION);
-        store
-            .save(&ns, &ContentKey::hash(path.as_bytes()), bytes)
-            .map_err(|e| e.to_string())?;
-    }
+    store.save_many(&entries).map_err(|e| e.to_string())?;
     let saves = started.elapsed();
 
     let write_all = |dir: &Path, atomic: bool| -> Result<Duration, String> {

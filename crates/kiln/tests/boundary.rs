@@ -315,8 +315,8 @@ impl kiln::store::ArtifactStore for ReadOnlyStore {
         _: &kiln::store::ContentKey,
         _: &[u8],
     ) -> Result<(), kiln::store::StoreError> {
-        Err(kiln::store::StoreError::Write {
-            path: PathBuf::from("/read-only/entry"),
+        Err(kiln::store::StoreError::CreateDir {
+            path: PathBuf::from("/read-only/store"),
             source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
         })
     }

@@ -1,14 +1,16 @@
-//! The local disk store: layout, namespaces, corruption handling, atomic writes, recency.
+//! The local SQLite store: layout, namespaces, corruption handling, damaged databases,
+//! batched recency, the old file-per-entry layout.
+//!
+//! Damage is done the way it happens: through a second SQLite connection (a row's bytes
+//! changed behind kiln's back) or by writing the database file itself.
 
-use std::fs::{self, File};
+use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
 
-use kiln::store::entry::{self, FORMAT_VERSION, HEADER_LEN, MAGIC};
 use kiln::store::{
     ArtifactStore, ContentKey, CorruptReason, LocalStore, Lookup, Namespace, StoreError,
 };
-use proptest::prelude::*;
+use rusqlite::Connection;
 
 fn spirv() -> Namespace {
     Namespace::new("spirv", "naga 30.0.0")
@@ -29,40 +31,22 @@ fn payload(i: u32, len: usize) -> Vec<u8> {
     out
 }
 
-/// Every regular file under `dir`, sorted, as paths relative to it.
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
-        let Ok(items) = fs::read_dir(dir) else { return };
-        for item in items {
-            let path = item.unwrap().path();
-            if path.is_dir() {
-                walk(root, &path, out);
-            } else {
-                out.push(path.strip_prefix(root).unwrap().to_path_buf());
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(dir, dir, &mut out);
-    out.sort();
-    out
+/// A second connection to the store's database, as another tool would open it.
+fn sql(store: &LocalStore) -> Connection {
+    Connection::open(store.database_path()).unwrap()
 }
 
-fn set_mtime(path: &Path, time: SystemTime) {
-    File::options()
-        .write(true)
-        .open(path)
+fn names_under(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
         .unwrap()
-        .set_modified(time)
-        .unwrap();
-}
-
-fn mtime(path: &Path) -> SystemTime {
-    fs::metadata(path).unwrap().modified().unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
 }
 
 #[test]
-fn round_trip_writes_one_checksummed_file_at_the_documented_path() {
+fn round_trip_writes_one_checksummed_row_in_one_database_file() {
     let dir = tempfile::tempdir().unwrap();
     let store = LocalStore::new(dir.path().join(".kiln"));
     let ns = spirv();
@@ -72,32 +56,45 @@ fn round_trip_writes_one_checksummed_file_at_the_documented_path() {
     assert_eq!(store.load(&ns, &k).unwrap(), Lookup::Miss);
     store.save(&ns, &k, &bytes).unwrap();
     assert_eq!(store.load(&ns, &k).unwrap(), Lookup::Hit(bytes.clone()));
-
-    let hex = k.to_hex();
-    let expected = dir
-        .path()
-        .join(".kiln/v1")
-        .join(ns.dir_name())
-        .join(&hex[..2])
-        .join(&hex);
-    assert_eq!(store.entry_path(&ns, &k), expected);
-    let on_disk = fs::read(&expected).unwrap();
-    assert_eq!(on_disk.len(), HEADER_LEN + bytes.len());
-    assert_eq!(on_disk[..8], MAGIC);
-    assert_eq!(on_disk[8..12], FORMAT_VERSION.to_le_bytes());
-    assert_eq!(on_disk[12..20], (bytes.len() as u64).to_le_bytes());
-    assert_eq!(on_disk[20..52], *blake3::hash(&bytes).as_bytes());
-    assert_eq!(on_disk[52..84], *k.as_bytes());
-    assert_eq!(on_disk[HEADER_LEN..], bytes[..]);
-
-    let ns_dir = PathBuf::from("v1").join(ns.dir_name());
     assert_eq!(
-        files_under(&dir.path().join(".kiln")),
-        vec![
-            ns_dir.join(&hex[..2]).join(&hex),
-            ns_dir.join("namespace.json"),
-        ]
+        store.database_path(),
+        dir.path().join(".kiln").join("store.sqlite")
     );
+
+    let (size, checksum, stored, description): (i64, Vec<u8>, Vec<u8>, String) = sql(&store)
+        .query_row(
+            "SELECT e.size, e.checksum, e.payload, n.description
+             FROM entries e JOIN namespaces n ON n.id = e.namespace
+             WHERE n.name = ?1 AND e.key = ?2",
+            (ns.dir_name(), &k.as_bytes()[..]),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .unwrap();
+    assert_eq!(size, 1000);
+    assert_eq!(checksum, blake3::hash(&bytes).as_bytes().to_vec());
+    assert_eq!(stored, bytes);
+    assert_eq!(Namespace::from_json(&description).unwrap(), ns);
+    // One database (and SQLite's write-ahead log and its index while it is open); no file
+    // per entry.
+    let names = names_under(&dir.path().join(".kiln"));
+    assert!(
+        names.iter().all(|n| n.starts_with("store.sqlite")),
+        "{names:?}"
+    );
+    let (mode, app, version): (String, i64, i64) = {
+        let conn = sql(&store);
+        (
+            conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))
+                .unwrap(),
+            conn.query_row("PRAGMA application_id", [], |r| r.get(0))
+                .unwrap(),
+            conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+                .unwrap(),
+        )
+    };
+    assert_eq!(mode, "wal");
+    assert_eq!(app, 0x4B49_4C4E);
+    assert_eq!(version, 1);
 }
 
 #[test]
@@ -109,12 +106,6 @@ fn empty_payload_round_trips() {
         store.load(&spirv(), &key(0)).unwrap(),
         Lookup::Hit(Vec::new())
     );
-    assert_eq!(
-        fs::metadata(store.entry_path(&spirv(), &key(0)))
-            .unwrap()
-            .len(),
-        HEADER_LEN as u64
-    );
 }
 
 #[test]
@@ -123,6 +114,8 @@ fn loading_from_a_store_that_does_not_exist_is_a_miss_and_creates_nothing() {
     let root = dir.path().join("never-saved");
     let store = LocalStore::new(&root);
     assert_eq!(store.load(&spirv(), &key(7)).unwrap(), Lookup::Miss);
+    store.flush().unwrap();
+    drop(store);
     assert!(!root.exists());
 }
 
@@ -159,398 +152,442 @@ fn namespaces_are_isolated_by_every_field() {
             Lookup::Hit(format!("artifact {i}").into_bytes())
         );
     }
-    let namespace_dirs = fs::read_dir(dir.path().join("v1")).unwrap().count();
-    assert_eq!(namespace_dirs, others.len() + 1);
+    let usage = store.usage().unwrap();
+    assert_eq!(usage.namespaces.len(), others.len() + 1);
+    assert!(usage.namespaces.iter().all(|ns| ns.entries == 1
+        && ns.namespace.as_ref().map(Namespace::dir_name) == Some(&ns.dir_name)));
 }
 
 #[test]
-fn namespace_json_is_written_once_and_reads_back() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = LocalStore::new(dir.path());
-    let ns = spirv()
-        .with_option("lang_version", "1.5")
-        .with_capability("float64");
-    store.save(&ns, &key(1), b"a").unwrap();
-    let path = store.namespace_dir(&ns).join("namespace.json");
-    let text = fs::read_to_string(&path).unwrap();
-    assert!(text.contains("\"target\": \"spirv\""), "{text}");
-    assert!(text.contains("\"lang_version\": \"1.5\""), "{text}");
-    assert!(text.contains("float64"), "{text}");
-    assert_eq!(Namespace::from_json(&text).unwrap(), ns);
-
-    // A later save (even from a new instance) leaves it alone.
-    let old = SystemTime::now() - Duration::from_secs(3600);
-    set_mtime(&path, old);
-    let before = mtime(&path);
-    LocalStore::new(dir.path())
-        .save(&ns, &key(2), b"b")
-        .unwrap();
-    store.save(&ns, &key(3), b"c").unwrap();
-    assert_eq!(mtime(&path), before);
-}
-
-#[test]
-fn resaving_a_key_replaces_the_entry_atomically() {
+fn resaving_a_key_replaces_the_entry() {
     let dir = tempfile::tempdir().unwrap();
     let store = LocalStore::new(dir.path());
     store.save(&spirv(), &key(1), b"first").unwrap();
-    store.save(&spirv(), &key(1), b"second").unwrap();
+    store.save(&spirv(), &key(1), b"second, longer").unwrap();
     assert_eq!(
         store.load(&spirv(), &key(1)).unwrap(),
-        Lookup::Hit(b"second".to_vec())
+        Lookup::Hit(b"second, longer".to_vec())
     );
-    assert_eq!(files_under(dir.path()).len(), 2);
+    assert_eq!(store.usage().unwrap().entries(), 1);
 }
 
 #[test]
-fn saves_leave_no_temporary_files_behind() {
+fn save_many_writes_every_entry_in_few_transactions() {
     let dir = tempfile::tempdir().unwrap();
     let store = LocalStore::new(dir.path());
     let ns = spirv();
-    for round in 0..2 {
-        for i in 0..300 {
-            store
-                .save(&ns, &key(i), &payload(i, 64 + i as usize))
-                .unwrap();
-        }
-        let files = files_under(dir.path());
+    let msl = Namespace::new("msl", "naga 30.0.0");
+    // 3,000 entries of 4 KiB: more than one batch by count (2,048) and by bytes (8 MiB).
+    let keys: Vec<ContentKey> = (0..3000).map(key).collect();
+    let bytes: Vec<Vec<u8>> = (0..3000).map(|i| payload(i, 4096)).collect();
+    let entries: Vec<_> = (0..3000)
+        .map(|i| (if i % 2 == 0 { &ns } else { &msl }, &keys[i], &bytes[i][..]))
+        .collect();
+    let observer = {
+        store
+            .save(&ns, &key(99_999), b"create the database")
+            .unwrap();
+        sql(&store)
+    };
+    let version = |conn: &Connection| -> i64 {
+        conn.query_row("PRAGMA data_version", [], |r| r.get(0))
+            .unwrap()
+    };
+    let before = version(&observer);
+    store.save_many(&entries).unwrap();
+    let after = version(&observer);
+    assert_ne!(before, after, "the observer saw the commits");
+    for (i, (ns, k, b)) in entries.iter().enumerate() {
         assert_eq!(
-            files.len(),
-            301,
-            "round {round}: 300 entries + namespace.json"
-        );
-        let temps: Vec<_> = files
-            .iter()
-            .filter(|path| {
-                let name = path.file_name().unwrap().to_string_lossy();
-                name.starts_with(LocalStore::TEMP_PREFIX)
-            })
-            .collect();
-        assert!(temps.is_empty(), "{temps:?}");
-    }
-    for i in 0..300 {
-        assert_eq!(
-            store.load(&ns, &key(i)).unwrap(),
-            Lookup::Hit(payload(i, 64 + i as usize))
+            store.load(ns, k).unwrap(),
+            Lookup::Hit(b.to_vec()),
+            "entry {i}"
         );
     }
+    assert_eq!(store.usage().unwrap().entries(), 3001);
 }
 
-/// Saves an entry, damages it with `damage`, and checks the whole recovery: the load reports
-/// `Corrupt` with the entry's path and the expected reason, the file is gone, the next load
-/// is a miss, and a re-save loads fine.
-fn check_corruption(damage: impl FnOnce(&LocalStore, &Path), expected: CorruptReason) {
+/// Saves `n` entries, applies `damage` to entry 0's row through a second connection, and
+/// checks that the damage is reported once with `expected`, the row is gone, and a rebuild
+/// takes its place. Entry 1 is untouched throughout.
+fn check_corruption(damage: &str, expected: CorruptReason) {
     let dir = tempfile::tempdir().unwrap();
     let store = LocalStore::new(dir.path());
     let ns = spirv();
-    let k = key(1);
-    let bytes = payload(1, 500);
-    store.save(&ns, &k, &bytes).unwrap();
-    let path = store.entry_path(&ns, &k);
-    damage(&store, &path);
+    store.save(&ns, &key(0), &payload(0, 2000)).unwrap();
+    store.save(&ns, &key(1), &payload(1, 2000)).unwrap();
+    let changed = sql(&store)
+        .execute(damage, [&key(0).as_bytes()[..]])
+        .unwrap();
+    assert_eq!(changed, 1, "{damage}");
 
-    assert_eq!(
-        store.load(&ns, &k).unwrap(),
+    match store.load(&ns, &key(0)).unwrap() {
         Lookup::Corrupt {
-            path: path.clone(),
-            reason: expected
+            path,
+            entry,
+            reason,
+        } => {
+            assert_eq!(path, store.database_path());
+            assert_eq!(entry, format!("{}/{}", ns.dir_name(), key(0).to_hex()));
+            assert_eq!(reason, expected);
         }
+        other => panic!("expected corrupt, got {other:?}"),
+    }
+    // Reported once: the row was dropped.
+    assert_eq!(store.load(&ns, &key(0)).unwrap(), Lookup::Miss);
+    let rows: i64 = sql(&store)
+        .query_row(
+            "SELECT count(*) FROM entries WHERE key = ?1",
+            [&key(0).as_bytes()[..]],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(rows, 0);
+    assert_eq!(
+        store.load(&ns, &key(1)).unwrap(),
+        Lookup::Hit(payload(1, 2000))
     );
-    assert!(!path.exists(), "the corrupt entry must be removed");
-    assert_eq!(store.load(&ns, &k).unwrap(), Lookup::Miss);
-    store.save(&ns, &k, &bytes).unwrap();
-    assert_eq!(store.load(&ns, &k).unwrap(), Lookup::Hit(bytes));
-}
-
-fn edit(path: &Path, change: impl FnOnce(&mut Vec<u8>)) {
-    let mut bytes = fs::read(path).unwrap();
-    change(&mut bytes);
-    fs::write(path, bytes).unwrap();
+    store.save(&ns, &key(0), &payload(0, 2000)).unwrap();
+    assert_eq!(
+        store.load(&ns, &key(0)).unwrap(),
+        Lookup::Hit(payload(0, 2000))
+    );
 }
 
 #[test]
-fn flipped_payload_byte_is_a_checksum_mismatch() {
+fn a_flipped_payload_byte_is_a_checksum_mismatch() {
+    // SQLite has no byte-level blob update; rebuild the blob with its byte 1000 changed.
     check_corruption(
-        |_, path| edit(path, |b| b[HEADER_LEN + 250] ^= 0x01),
+        "UPDATE entries SET payload = CAST(substr(payload, 1, 1000)
+             || (CASE WHEN substr(payload, 1001, 1) = x'00' THEN x'01' ELSE x'00' END)
+             || substr(payload, 1002) AS BLOB)
+         WHERE key = ?1",
         CorruptReason::ChecksumMismatch,
     );
 }
 
 #[test]
-fn flipped_magic_byte_is_bad_magic() {
+fn a_truncated_payload_is_a_length_mismatch() {
     check_corruption(
-        |_, path| edit(path, |b| b[0] ^= 0x20),
-        CorruptReason::BadMagic,
-    );
-}
-
-#[test]
-fn another_format_version_is_rejected() {
-    check_corruption(
-        |_, path| edit(path, |b| b[8..12].copy_from_slice(&2u32.to_le_bytes())),
-        CorruptReason::UnsupportedVersion { found: 2 },
-    );
-}
-
-#[test]
-fn flipped_length_byte_is_a_length_mismatch() {
-    check_corruption(
-        |_, path| edit(path, |b| b[12] ^= 0x01),
+        "UPDATE entries SET payload = substr(payload, 1, 1500) WHERE key = ?1",
         CorruptReason::LengthMismatch {
-            declared: 501,
-            actual: 500,
+            declared: 2000,
+            actual: 1500,
         },
     );
 }
 
 #[test]
-fn huge_declared_length_is_a_length_mismatch_without_allocating_it() {
+fn a_changed_size_is_a_length_mismatch() {
     check_corruption(
-        |_, path| edit(path, |b| b[12..20].copy_from_slice(&u64::MAX.to_le_bytes())),
+        "UPDATE entries SET size = 1999 WHERE key = ?1",
         CorruptReason::LengthMismatch {
-            declared: u64::MAX,
-            actual: 500,
+            declared: 1999,
+            actual: 2000,
         },
     );
 }
 
 #[test]
-fn flipped_checksum_byte_is_a_checksum_mismatch() {
+fn a_damaged_checksum_field_is_reported() {
     check_corruption(
-        |_, path| edit(path, |b| b[30] ^= 0x80),
+        "UPDATE entries SET checksum = x'0102' WHERE key = ?1",
+        CorruptReason::BadChecksumField,
+    );
+    check_corruption(
+        "UPDATE entries SET checksum = randomblob(32) WHERE key = ?1",
         CorruptReason::ChecksumMismatch,
     );
 }
 
 #[test]
-fn flipped_key_byte_is_a_wrong_key() {
-    let mut found = *key(1).as_bytes();
-    found[0] ^= 0x01;
+fn a_payload_of_another_type_is_reported() {
     check_corruption(
-        |_, path| edit(path, |b| b[52] ^= 0x01),
-        CorruptReason::WrongKey {
-            found: ContentKey::from_bytes(found),
+        "UPDATE entries SET payload = 'some text' WHERE key = ?1",
+        CorruptReason::NotABlob { found: "text" },
+    );
+    check_corruption(
+        "UPDATE entries SET payload = 42 WHERE key = ?1",
+        CorruptReason::NotABlob {
+            found: "an integer",
         },
     );
 }
 
 #[test]
-fn truncated_payload_is_a_length_mismatch() {
-    check_corruption(
-        |_, path| edit(path, |b| b.truncate(HEADER_LEN + 490)),
-        CorruptReason::LengthMismatch {
-            declared: 500,
-            actual: 490,
-        },
-    );
+fn a_row_moved_to_another_key_is_a_miss_for_both() {
+    // The key is the row's index, not something the row echoes: a row whose key column
+    // changed simply answers for the other key, and its checksum still vouches for it.
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::new(dir.path());
+    store.save(&spirv(), &key(0), &payload(0, 100)).unwrap();
+    sql(&store)
+        .execute("UPDATE entries SET key = ?1", [&key(5).as_bytes()[..]])
+        .unwrap();
+    assert_eq!(store.load(&spirv(), &key(0)).unwrap(), Lookup::Miss);
+}
+
+/// A database file full of garbage (or of zeros) is removed with a warning and the store
+/// starts empty: never a panic, never an error on every build.
+#[test]
+fn a_garbage_database_file_is_replaced_by_an_empty_store() {
+    for garbage in [
+        b"this is not a database, it is a text file that happens to be here".repeat(100),
+        vec![0u8; 8192],
+        payload(3, 10_000),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::new(dir.path());
+        fs::write(store.database_path(), &garbage).unwrap();
+        assert_eq!(store.load(&spirv(), &key(1)).unwrap(), Lookup::Miss);
+        store.save(&spirv(), &key(1), b"rebuilt").unwrap();
+        assert_eq!(
+            store.load(&spirv(), &key(1)).unwrap(),
+            Lookup::Hit(b"rebuilt".to_vec())
+        );
+        // A new instance (a new process) finds a sound database.
+        let again = LocalStore::new(dir.path());
+        assert_eq!(
+            again.load(&spirv(), &key(1)).unwrap(),
+            Lookup::Hit(b"rebuilt".to_vec())
+        );
+    }
+}
+
+/// Truncating the database file (a full disk, a copy cut short) loses entries; every load
+/// still answers a verified hit, a miss, or a typed error, and the store recovers.
+#[test]
+fn a_truncated_database_file_never_serves_bad_bytes_and_recovers() {
+    const N: u32 = 300;
+    for keep in [0.9, 0.5, 0.1, 0.01] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = {
+            let store = LocalStore::new(dir.path());
+            for chunk in (0..N).collect::<Vec<_>>().chunks(50) {
+                let keys: Vec<ContentKey> = chunk.iter().map(|&i| key(i)).collect();
+                let bytes: Vec<Vec<u8>> = chunk.iter().map(|&i| payload(i, 3000)).collect();
+                let ns = spirv();
+                let entries: Vec<_> = keys
+                    .iter()
+                    .zip(&bytes)
+                    .map(|(k, b)| (&ns, k, &b[..]))
+                    .collect();
+                store.save_many(&entries).unwrap();
+            }
+            store.gc(u64::MAX).unwrap(); // folds the log into the file
+            store.database_path().to_path_buf()
+        };
+        let len = fs::metadata(&path).unwrap().len();
+        let cut = (len as f64 * keep) as u64;
+        fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(cut)
+            .unwrap();
+
+        let store = LocalStore::new(dir.path());
+        let mut hits = 0;
+        for i in 0..N {
+            match store.load(&spirv(), &key(i)) {
+                Ok(Lookup::Hit(bytes)) => {
+                    assert!(bytes == payload(i, 3000), "entry {i}: wrong bytes");
+                    hits += 1;
+                }
+                Ok(Lookup::Miss | Lookup::Corrupt { .. }) => {}
+                Err(err) => {
+                    // Typed, and naming the database.
+                    assert!(err.to_string().contains("store.sqlite"), "{err}");
+                }
+            }
+        }
+        assert!(
+            hits < N,
+            "keep {keep}: cut at {cut} of {len} bytes lost nothing"
+        );
+        // Writable again, and sound.
+        store.save(&spirv(), &key(0), b"after").unwrap();
+        assert_eq!(
+            store.load(&spirv(), &key(0)).unwrap(),
+            Lookup::Hit(b"after".to_vec())
+        );
+        let check: String = sql(&store)
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(check, "ok", "keep {keep}");
+    }
 }
 
 #[test]
-fn extended_payload_is_a_length_mismatch() {
-    check_corruption(
-        |_, path| edit(path, |b| b.extend_from_slice(b"trailing")),
-        CorruptReason::LengthMismatch {
-            declared: 500,
-            actual: 508,
-        },
-    );
+fn a_foreign_sqlite_database_is_a_clear_error_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::new(dir.path());
+    {
+        let conn = Connection::open(store.database_path()).unwrap();
+        conn.execute_batch("CREATE TABLE photos (name TEXT); INSERT INTO photos VALUES ('cat');")
+            .unwrap();
+    }
+    let err = store.save(&spirv(), &key(1), b"x").unwrap_err();
+    assert!(matches!(err, StoreError::Incompatible { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("store.sqlite"), "{text}");
+    assert!(text.contains("another application"), "{text}");
+    assert!(store.load(&spirv(), &key(1)).is_err());
+    let cats: i64 = sql(&store)
+        .query_row("SELECT count(*) FROM photos", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(cats, 1, "the user's database is untouched");
 }
 
 #[test]
-fn file_truncated_inside_the_header_is_truncated() {
-    check_corruption(
-        |_, path| edit(path, |b| b.truncate(40)),
-        CorruptReason::TruncatedHeader { len: 40 },
-    );
+fn another_schema_version_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::new(dir.path());
+    store.save(&spirv(), &key(1), b"x").unwrap();
+    sql(&store)
+        .execute_batch("PRAGMA user_version = 7")
+        .unwrap();
+    let fresh = LocalStore::new(dir.path());
+    let err = fresh.load(&spirv(), &key(1)).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("schema version 7"), "{text}");
+    assert!(text.contains("reads version 1"), "{text}");
 }
 
+/// A hit never writes: recency is buffered and written by `flush` (or the next save, or
+/// drop), once per entry per [`LocalStore::TOUCH_INTERVAL`].
 #[test]
-fn empty_file_is_truncated() {
-    check_corruption(
-        |_, path| fs::write(path, b"").unwrap(),
-        CorruptReason::TruncatedHeader { len: 0 },
-    );
-}
-
-#[test]
-fn another_keys_entry_under_this_name_is_a_wrong_key() {
-    check_corruption(
-        |store, path| {
-            store.save(&spirv(), &key(2), b"other").unwrap();
-            fs::copy(store.entry_path(&spirv(), &key(2)), path).unwrap();
-        },
-        CorruptReason::WrongKey { found: key(2) },
-    );
-}
-
-#[test]
-fn every_single_bit_flip_anywhere_in_the_file_is_detected_and_removed() {
+fn hits_write_nothing_until_flushed() {
     let dir = tempfile::tempdir().unwrap();
     let store = LocalStore::new(dir.path());
     let ns = spirv();
-    let k = key(9);
-    let bytes = payload(9, 40);
-    store.save(&ns, &k, &bytes).unwrap();
-    let path = store.entry_path(&ns, &k);
-    let good = fs::read(&path).unwrap();
-    let mut detected = 0;
-    for offset in 0..good.len() {
-        for bit in [0x01u8, 0x80] {
-            let mut bad = good.clone();
-            bad[offset] ^= bit;
-            fs::write(&path, &bad).unwrap();
-            match store.load(&ns, &k).unwrap() {
-                Lookup::Corrupt { path: reported, .. } => assert_eq!(reported, path),
-                other => panic!("flip of bit {bit:#x} at {offset} gave {other:?}"),
-            }
-            assert!(!path.exists());
-            detected += 1;
+    for i in 0..100 {
+        store.save(&ns, &key(i), &payload(i, 100)).unwrap();
+    }
+    let observer = sql(&store);
+    let last_used = |i: u32| -> i64 {
+        observer
+            .query_row(
+                "SELECT last_used FROM entries WHERE key = ?1",
+                [&key(i).as_bytes()[..]],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    let version = || -> i64 {
+        observer
+            .query_row("PRAGMA data_version", [], |r| r.get(0))
+            .unwrap()
+    };
+    // Fresh entries: hits have nothing to refresh.
+    let before = version();
+    for i in 0..100 {
+        assert!(matches!(store.load(&ns, &key(i)).unwrap(), Lookup::Hit(_)));
+    }
+    store.flush().unwrap();
+    assert_eq!(version(), before, "fresh hits wrote something");
+
+    // Entries last used a day ago: hits queue a refresh, written by one flush.
+    observer
+        .execute("UPDATE entries SET last_used = last_used - 86400", [])
+        .unwrap();
+    let day_ago = last_used(5);
+    let before = version();
+    for _ in 0..3 {
+        for i in 0..100 {
+            assert!(matches!(store.load(&ns, &key(i)).unwrap(), Lookup::Hit(_)));
         }
     }
-    assert_eq!(detected, 2 * (HEADER_LEN + 40));
-    fs::write(&path, &good).unwrap();
-    assert_eq!(store.load(&ns, &k).unwrap(), Lookup::Hit(bytes));
+    assert_eq!(version(), before, "a hit wrote to the database");
+    assert_eq!(last_used(5), day_ago);
+    store.flush().unwrap();
+    assert_ne!(version(), before);
+    assert!(last_used(5) >= day_ago + 86400);
+    let untouched: i64 = observer
+        .query_row(
+            "SELECT count(*) FROM entries WHERE last_used < ?1",
+            [day_ago + 86400],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(untouched, 0);
+
+    // Drop flushes too.
+    observer
+        .execute("UPDATE entries SET last_used = last_used - 86400", [])
+        .unwrap();
+    assert!(matches!(store.load(&ns, &key(5)).unwrap(), Lookup::Hit(_)));
+    assert!(matches!(store.load(&ns, &key(6)).unwrap(), Lookup::Hit(_)));
+    drop(store);
+    assert!(last_used(5) > day_ago);
+    assert!(last_used(6) > day_ago);
+    assert!(last_used(7) <= day_ago);
 }
 
 #[test]
-fn a_hit_refreshes_an_old_modification_time() {
+fn the_file_per_entry_store_of_older_kilns_is_removed() {
     let dir = tempfile::tempdir().unwrap();
+    let old: PathBuf = dir.path().join("v1/spirv-0123456789abcdef/ab");
+    fs::create_dir_all(&old).unwrap();
+    fs::write(old.join("ab".repeat(32)), b"KILNSTOR old entry").unwrap();
+    fs::write(dir.path().join("user-notes.txt"), b"mine").unwrap();
     let store = LocalStore::new(dir.path());
-    store.save(&spirv(), &key(1), b"x").unwrap();
-    let path = store.entry_path(&spirv(), &key(1));
-    let day_ago = SystemTime::now() - Duration::from_secs(24 * 3600);
-    set_mtime(&path, day_ago);
-    assert!(mtime(&path) < SystemTime::now() - Duration::from_secs(23 * 3600));
-
-    assert!(matches!(
-        store.load(&spirv(), &key(1)).unwrap(),
-        Lookup::Hit(_)
-    ));
-    let age = SystemTime::now()
-        .duration_since(mtime(&path))
-        .unwrap_or_default();
-    assert!(
-        age < Duration::from_secs(3600),
-        "mtime not refreshed: {age:?} old"
-    );
-}
-
-#[test]
-fn a_hit_leaves_a_recent_modification_time_alone() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = LocalStore::new(dir.path());
-    store.save(&spirv(), &key(1), b"x").unwrap();
-    let path = store.entry_path(&spirv(), &key(1));
-    // Recent (inside TOUCH_INTERVAL) but distinguishable from "now".
-    set_mtime(&path, SystemTime::now() - LocalStore::TOUCH_INTERVAL / 2);
-    let before = mtime(&path);
-    assert!(matches!(
-        store.load(&spirv(), &key(1)).unwrap(),
-        Lookup::Hit(_)
-    ));
-    assert_eq!(mtime(&path), before);
-}
-
-#[test]
-fn errors_name_the_path_that_failed() {
-    let dir = tempfile::tempdir().unwrap();
-    let not_a_dir = dir.path().join("file");
-    fs::write(&not_a_dir, b"not a directory").unwrap();
-    let store = LocalStore::new(&not_a_dir);
-    let err = store.save(&spirv(), &key(1), b"x").unwrap_err();
-    let message = err.to_string();
-    assert!(
-        message.contains(&*not_a_dir.to_string_lossy()),
-        "error does not name the path: {message}"
-    );
-    let err = store.load(&spirv(), &key(1)).unwrap_err();
-    assert!(err.to_string().contains(&*not_a_dir.to_string_lossy()));
-}
-
-#[test]
-fn sync_writes_round_trip() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = LocalStore::new(dir.path()).with_sync_writes(true);
-    store.save(&spirv(), &key(1), b"durable").unwrap();
-    assert_eq!(
-        store.load(&spirv(), &key(1)).unwrap(),
-        Lookup::Hit(b"durable".to_vec())
-    );
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(200))]
-
-    /// Arbitrary bytes at an entry's path never panic and never come back as a hit.
-    #[test]
-    fn arbitrary_bytes_on_disk_are_corrupt(garbage in proptest::collection::vec(any::<u8>(), 0..400)) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = LocalStore::new(dir.path());
-        let path = store.entry_path(&spirv(), &key(1));
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(&path, &garbage).unwrap();
-        let corrupt = matches!(store.load(&spirv(), &key(1)).unwrap(), Lookup::Corrupt { .. });
-        prop_assert!(corrupt);
-        prop_assert!(!path.exists());
-    }
-
-    /// A well-formed header for this key followed by anything but its payload is corrupt.
-    #[test]
-    fn valid_header_with_wrong_payload_is_corrupt(
-        payload in proptest::collection::vec(any::<u8>(), 0..200),
-        tail in proptest::collection::vec(any::<u8>(), 0..200),
-    ) {
-        prop_assume!(tail != payload);
-        let dir = tempfile::tempdir().unwrap();
-        let store = LocalStore::new(dir.path());
-        let path = store.entry_path(&spirv(), &key(1));
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        let mut bytes = entry::encode_header(&key(1), &payload).to_vec();
-        bytes.extend_from_slice(&tail);
-        fs::write(&path, &bytes).unwrap();
-        let corrupt = matches!(store.load(&spirv(), &key(1)).unwrap(), Lookup::Corrupt { .. });
-        prop_assert!(corrupt);
-        prop_assert_eq!(entry::decode(&bytes, &key(1)).is_err(), true);
-    }
-}
-
-#[test]
-fn a_store_deleted_under_a_running_instance_is_recreated_on_save() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join(".kiln");
-    let store = LocalStore::new(&root);
-    store.save(&spirv(), &key(1), b"one").unwrap();
-    fs::remove_dir_all(&root).unwrap();
     assert_eq!(store.load(&spirv(), &key(1)).unwrap(), Lookup::Miss);
-    store.save(&spirv(), &key(2), b"two").unwrap();
+    assert!(!dir.path().join("v1").exists());
+    assert!(dir.path().join("user-notes.txt").exists());
+    store.save(&spirv(), &key(1), b"new").unwrap();
     assert_eq!(
-        store.load(&spirv(), &key(2)).unwrap(),
+        store.load(&spirv(), &key(1)).unwrap(),
+        Lookup::Hit(b"new".to_vec())
+    );
+}
+
+#[test]
+fn a_v1_directory_that_is_not_an_old_store_is_left_alone() {
+    // `--cache-dir` may point at a directory with a user's own `v1/`.
+    for (inside, is_dir) in [
+        ("notes.txt", false),
+        ("msl-0123456789abcdef", false),
+        ("photos", true),
+        ("spirv-0123", true),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let v1 = dir.path().join("v1");
+        fs::create_dir_all(v1.join("spirv-0123456789abcdef")).unwrap();
+        if is_dir {
+            fs::create_dir_all(v1.join(inside)).unwrap();
+        } else {
+            fs::write(v1.join(inside), b"mine").unwrap();
+        }
+        let store = LocalStore::new(dir.path());
+        store.save(&spirv(), &key(1), b"new").unwrap();
+        assert!(v1.join(inside).exists(), "{inside}");
+    }
+    // An empty `v1` is not a store either.
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir_all(dir.path().join("v1")).unwrap();
+    LocalStore::new(dir.path())
+        .save(&spirv(), &key(1), b"new")
+        .unwrap();
+    assert!(dir.path().join("v1").exists());
+}
+
+#[test]
+fn a_database_deleted_while_in_use_is_recreated_by_the_next_save() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::new(dir.path().join(".kiln"));
+    store.save(&spirv(), &key(1), b"one").unwrap();
+    fs::remove_dir_all(dir.path().join(".kiln")).unwrap();
+    // Pooled connections may still read the unlinked file: verified bytes, or a miss.
+    assert!(matches!(
+        store.load(&spirv(), &key(1)).unwrap(),
+        Lookup::Miss | Lookup::Hit(_)
+    ));
+    store.save(&spirv(), &key(2), b"two").unwrap();
+    // A new process sees what was saved after the deletion.
+    let other = LocalStore::new(dir.path().join(".kiln"));
+    assert_eq!(
+        other.load(&spirv(), &key(2)).unwrap(),
         Lookup::Hit(b"two".to_vec())
     );
-    assert!(store
-        .namespace_dir(&spirv())
-        .join("namespace.json")
-        .is_file());
-}
-
-#[test]
-fn a_save_that_cannot_land_reports_the_entry_and_leaves_no_temporary_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = LocalStore::new(dir.path());
-    let path = store.entry_path(&spirv(), &key(1));
-    // A non-empty directory squatting on the entry's name makes the rename fail.
-    fs::create_dir_all(path.join("squatter")).unwrap();
-    match store.save(&spirv(), &key(1), b"bytes") {
-        Err(StoreError::Write { path: reported, .. }) => assert_eq!(reported, path),
-        other => panic!("expected a write error, got {other:?}"),
-    }
-    let shard = path.parent().unwrap();
-    let names: Vec<_> = fs::read_dir(shard)
-        .unwrap()
-        .map(|item| item.unwrap().file_name())
-        .collect();
-    assert_eq!(names, vec![path.file_name().unwrap().to_owned()]);
-    // Loading it is an error naming the path, not a panic and not a hit.
-    let err = store.load(&spirv(), &key(1)).unwrap_err();
-    assert!(err.to_string().contains(&*path.to_string_lossy()));
 }

@@ -62,10 +62,10 @@ pub(crate) fn removable_output(out_dir: &Path, entry: &IndexEntry) -> io::Result
 
 /// One warning for every artifact a build could not save to the store, with the count and the
 /// first error (a read-only store would otherwise print one warning per artifact).
-pub(crate) fn store_save_warning(failed: &[crate::store::StoreError]) -> Option<Diagnostic> {
-    let first = failed.first()?;
-    Some(Diagnostic::warning(match failed.len() {
+pub(crate) fn store_save_warning(failure: &crate::store::SaveManyError) -> Diagnostic {
+    let first = &failure.first;
+    Diagnostic::warning(match failure.failed {
         1 => format!("could not save an artifact to the store: {first}"),
         n => format!("could not save {n} artifacts to the store (the first: {first})"),
-    }))
+    })
 }

@@ -179,23 +179,32 @@ impl Services {
         self.save_all(overflow);
     }
 
-    /// Writes every deferred artifact to the store (in parallel when called from a pool).
+    /// Writes every deferred artifact to the store, and what the store buffered (recency).
     pub(crate) fn flush_saves(&self) {
         let pending = std::mem::take(&mut self.build.deferred.lock().0);
         self.build.deferred.lock().1 = 0;
         self.save_all(pending);
+        if let Err(error) = self.store.flush() {
+            // Only recency is lost: garbage collection may evict these entries earlier.
+            tracing::debug!(%error, "cannot write store recency");
+        }
     }
 
+    /// One batched save: the store writes it in a few transactions, not one per entry.
     fn save_all(&self, pending: Vec<PendingSave>) {
-        use rayon::prelude::*;
-        let failed: Vec<crate::store::StoreError> = pending
-            .par_iter()
-            .filter_map(|(ns, key, bytes)| self.store.save(ns, key, bytes).err())
+        if pending.is_empty() {
+            return;
+        }
+        let entries: Vec<crate::store::SaveEntry<'_>> = pending
+            .iter()
+            .map(|(ns, key, bytes)| (ns, key, &bytes[..]))
             .collect();
-        self.build
-            .warnings
-            .lock()
-            .extend(super::safe_output::store_save_warning(&failed));
+        if let Err(failure) = self.store.save_many(&entries) {
+            self.build
+                .warnings
+                .lock()
+                .push(super::safe_output::store_save_warning(&failure));
+        }
     }
 
     /// Forgets what belongs to one build only.
@@ -333,9 +342,13 @@ impl Services {
             let bytes = match self.store.load(&ns, key) {
                 Ok(Lookup::Hit(bytes)) => Some(Arc::from(bytes)),
                 Ok(Lookup::Miss) => None,
-                Ok(Lookup::Corrupt { path, reason }) => {
+                Ok(Lookup::Corrupt {
+                    path,
+                    entry,
+                    reason,
+                }) => {
                     self.build.warnings.lock().push(Diagnostic::warning(format!(
-                        "corrupt store entry {} ({reason}): discarded and rebuilt",
+                        "corrupt store entry {entry} in {} ({reason}): discarded and rebuilt",
                         path.display()
                     )));
                     None

@@ -33,7 +33,7 @@ impl ContentKey {
         &self.0
     }
 
-    /// Lowercase hex, 64 digits: the entry's file name on disk.
+    /// Lowercase hex, 64 digits: how logs and messages name an entry.
     pub fn to_hex(&self) -> String {
         hex_lower(&self.0)
     }
@@ -96,12 +96,6 @@ pub(crate) fn hex_lower(bytes: &[u8]) -> String {
         out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
     }
     out
-}
-
-/// True for a file name that [`ContentKey::to_hex`] could have produced.
-pub(crate) fn is_key_file_name(name: &str) -> bool {
-    name.len() == ContentKey::HEX_LEN
-        && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 fn hex_value(digit: u8) -> Option<u8> {

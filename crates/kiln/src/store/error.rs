@@ -1,4 +1,4 @@
-//! Errors of the artifact store: an operation that failed, the path, and the io error.
+//! Errors of the artifact store: an operation that failed, the path, and the cause.
 
 use std::io;
 use std::path::PathBuf;
@@ -16,36 +16,38 @@ pub enum StoreError {
         /// The underlying error.
         source: io::Error,
     },
-    /// An entry or metadata file exists but could not be read.
-    #[error("cannot read store file {path}: {source}")]
-    Read {
-        /// The file.
+    /// The store database could not be opened, read or written.
+    #[error("store database {path}: {source}")]
+    Database {
+        /// The database file.
         path: PathBuf,
-        /// The underlying error.
-        source: io::Error,
+        /// What SQLite reported.
+        source: rusqlite::Error,
     },
-    /// An entry or metadata file could not be written or moved into place.
-    #[error("cannot write store file {path}: {source}")]
-    Write {
-        /// The file being written (its final path, not the temporary one).
+    /// The file is a SQLite database, but not one this kiln can use as its store.
+    #[error("store database {path} {problem}; delete it to start an empty store")]
+    Incompatible {
+        /// The database file.
         path: PathBuf,
-        /// The underlying error.
-        source: io::Error,
+        /// What is wrong with it (a schema version, a foreign application).
+        problem: String,
     },
-    /// A file could not be removed by garbage collection.
-    #[error("cannot remove store file {path}: {source}")]
+    /// A damaged database file could not be removed to start afresh.
+    #[error("cannot remove damaged store file {path}: {source}")]
     Remove {
         /// The file.
         path: PathBuf,
         /// The underlying error.
         source: io::Error,
     },
-    /// A store directory could not be listed.
-    #[error("cannot list store directory {path}: {source}")]
-    Scan {
-        /// The directory.
-        path: PathBuf,
-        /// The underlying error.
-        source: io::Error,
-    },
+}
+
+/// The entries an [`super::ArtifactStore::save_many`] could not save.
+#[derive(Debug, thiserror::Error)]
+#[error("{failed} entries not saved (the first error: {first})")]
+pub struct SaveManyError {
+    /// How many entries were not saved.
+    pub failed: usize,
+    /// Why the first of them was not.
+    pub first: StoreError,
 }

@@ -1,16 +1,13 @@
-//! Garbage collection and usage of the local store: the only code that lists its directories.
+//! Garbage collection and usage of the local store.
 //!
-//! Recency is each entry file's modification time: a save sets it, and a hit refreshes it
-//! (see [`LocalStore::TOUCH_INTERVAL`]). Collection runs while other processes use the store:
-//! an entry removed under a reader is a miss for it, and files vanishing during the scan are
-//! skipped.
+//! Recency is each row's `last_used` (seconds): a save sets it, and a hit refreshes it in a
+//! later batch (see [`LocalStore::TOUCH_INTERVAL`]). Collection runs in one write
+//! transaction while other processes use the store: their loads of a removed entry miss.
 
 use std::fs;
-use std::io;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
 
-use super::content_key::is_key_file_name;
+use rusqlite::TransactionBehavior;
+
 use super::{LocalStore, Namespace, StoreError};
 
 /// What one [`LocalStore::gc`] did.
@@ -20,31 +17,32 @@ pub struct GcReport {
     pub scanned: u64,
     /// Entries removed, least recently used first.
     pub removed: u64,
-    /// Bytes of the removed entries and stale temporary files.
+    /// Payload bytes of the removed entries.
     pub freed_bytes: u64,
-    /// Bytes of the entries kept (at most the bound asked for).
+    /// Payload bytes of the entries kept (at most the bound asked for).
     pub remaining_bytes: u64,
-    /// Stale temporary files removed (left by writers that crashed or were killed).
-    pub temps_removed: u64,
+    /// Size of the database file (and its write-ahead log) afterwards: the payloads plus
+    /// SQLite's pages and indexes.
+    pub database_bytes: u64,
 }
 
 /// Entries and bytes of one namespace.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NamespaceUsage {
-    /// The namespace's directory name.
+    /// The namespace's name ([`Namespace::dir_name`]).
     pub dir_name: String,
-    /// The namespace, read back from its `namespace.json` (`None` if missing or unreadable).
+    /// The namespace, read back from its stored description (`None` if unreadable).
     pub namespace: Option<Namespace>,
     /// Number of entries.
     pub entries: u64,
-    /// Bytes of the entry files (headers included).
+    /// Payload bytes of the entries.
     pub bytes: u64,
 }
 
-/// What a [`LocalStore::usage`] found, namespace by namespace (sorted by directory name).
+/// What a [`LocalStore::usage`] found, namespace by namespace (sorted by name).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StoreUsage {
-    /// One line per namespace directory.
+    /// One line per namespace.
     pub namespaces: Vec<NamespaceUsage>,
 }
 
@@ -60,174 +58,96 @@ impl StoreUsage {
     }
 }
 
-/// A file found by the scan.
-struct ScannedFile {
-    path: PathBuf,
-    bytes: u64,
-    modified: SystemTime,
-}
-
-/// One namespace directory's entries and temporary files.
-struct ScannedNamespace {
-    dir_name: String,
-    dir: PathBuf,
-    entries: Vec<ScannedFile>,
-    temps: Vec<ScannedFile>,
-}
-
 impl LocalStore {
-    /// Temporary files older than this belong to a writer that died; gc removes them.
-    /// (A live write takes milliseconds.)
-    pub const TEMP_MAX_AGE: Duration = Duration::from_secs(15 * 60);
-
-    /// Bounds the store to `max_bytes` of entry files by removing the least recently used
-    /// entries across all namespaces, and removes stale temporary files.
+    /// Bounds the store to `max_bytes` of payload by removing the least recently used
+    /// entries across all namespaces (ties: oldest row first), then gives the freed pages
+    /// back to the file system.
     pub fn gc(&self, max_bytes: u64) -> Result<GcReport, StoreError> {
-        let now = SystemTime::now();
-        let mut report = GcReport::default();
-        let mut entries = Vec::new();
-        for namespace in self.scan()? {
-            for temp in namespace.temps {
-                let stale = now
-                    .duration_since(temp.modified)
-                    .is_ok_and(|age| age >= Self::TEMP_MAX_AGE);
-                if stale && remove(&temp.path)? {
-                    report.temps_removed += 1;
-                    report.freed_bytes += temp.bytes;
+        // This instance's own hits count as uses before anything is ordered by recency.
+        self.flush_recency()?;
+        let max = i64::try_from(max_bytes).unwrap_or(i64::MAX);
+        let report = self.with_connection(false, |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let (count, mut total): (i64, i64) = tx.query_row(
+                "SELECT count(*), coalesce(sum(size), 0) FROM entries",
+                [],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )?;
+            let mut report = GcReport {
+                scanned: count.unsigned_abs(),
+                ..GcReport::default()
+            };
+            if total > max {
+                let mut victims = Vec::new();
+                {
+                    let mut oldest =
+                        tx.prepare("SELECT id, size FROM entries ORDER BY last_used, id")?;
+                    let mut rows = oldest.query([])?;
+                    while total > max {
+                        let Some(row) = rows.next()? else { break };
+                        let (id, size): (i64, i64) = (row.get(0)?, row.get(1)?);
+                        victims.push(id);
+                        total -= size;
+                        report.freed_bytes += size.unsigned_abs();
+                    }
                 }
+                let mut delete = tx.prepare("DELETE FROM entries WHERE id = ?1")?;
+                for id in &victims {
+                    delete.execute([id])?;
+                }
+                report.removed = victims.len() as u64;
             }
-            entries.extend(namespace.entries);
-        }
-        report.scanned = entries.len() as u64;
-        let mut total: u64 = entries.iter().map(|entry| entry.bytes).sum();
-        // Oldest first; the path breaks ties so equal mtimes evict in a stable order.
-        entries.sort_unstable_by(|a, b| (a.modified, &a.path).cmp(&(b.modified, &b.path)));
-        for entry in &entries {
-            if total <= max_bytes {
-                break;
+            report.remaining_bytes = total.unsigned_abs();
+            tx.commit()?;
+            // Free pages go back to the file system, and the log is folded into the file
+            // and emptied, so the directory really shrinks. A reader in another process can
+            // keep the checkpoint from completing; the next one finishes it.
+            // Each step of this pragma frees one page: step it to the end.
+            {
+                let mut vacuum = conn.prepare("PRAGMA incremental_vacuum")?;
+                let mut steps = vacuum.query([])?;
+                while steps.next()?.is_some() {}
             }
-            if remove(&entry.path)? {
-                report.removed += 1;
-                report.freed_bytes += entry.bytes;
-            }
-            // Removed by us or by someone else: either way it no longer counts.
-            total -= entry.bytes;
-        }
-        report.remaining_bytes = total;
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+            Ok(report)
+        })?;
+        let mut report = report.unwrap_or_default();
+        report.database_bytes = self.database_bytes();
         Ok(report)
     }
 
-    /// Entries and bytes per namespace. Lists every directory: not for the build's hot path.
+    /// Entries and payload bytes per namespace.
     pub fn usage(&self) -> Result<StoreUsage, StoreError> {
-        let namespaces = self
-            .scan()?
-            .into_iter()
-            .map(|namespace| NamespaceUsage {
-                namespace: fs::read_to_string(namespace.dir.join(Self::NAMESPACE_FILE))
-                    .ok()
-                    .and_then(|text| Namespace::from_json(&text).ok()),
-                entries: namespace.entries.len() as u64,
-                bytes: namespace.entries.iter().map(|entry| entry.bytes).sum(),
-                dir_name: namespace.dir_name,
-            })
-            .collect();
-        Ok(StoreUsage { namespaces })
+        let namespaces = self.with_connection(false, |conn| {
+            let mut query = conn.prepare(
+                "SELECT n.name, n.description, count(e.id), coalesce(sum(e.size), 0)
+                 FROM namespaces n LEFT JOIN entries e ON e.namespace = n.id
+                 GROUP BY n.id ORDER BY n.name",
+            )?;
+            let rows = query.query_map([], |row| {
+                let description: String = row.get(1)?;
+                Ok(NamespaceUsage {
+                    dir_name: row.get(0)?,
+                    namespace: Namespace::from_json(&description).ok(),
+                    entries: row.get::<_, i64>(2)?.unsigned_abs(),
+                    bytes: row.get::<_, i64>(3)?.unsigned_abs(),
+                })
+            })?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })?;
+        Ok(StoreUsage {
+            namespaces: namespaces.unwrap_or_default(),
+        })
     }
 
-    /// Lists every namespace's entries and temporary files; anything else is left alone.
-    fn scan(&self) -> Result<Vec<ScannedNamespace>, StoreError> {
-        let mut namespaces = Vec::new();
-        for (dir_name, dir, is_dir) in list(&self.layout_dir())? {
-            if !is_dir {
-                continue;
-            }
-            let mut namespace = ScannedNamespace {
-                dir_name,
-                dir,
-                entries: Vec::new(),
-                temps: Vec::new(),
-            };
-            for (name, path, is_dir) in list(&namespace.dir)? {
-                if is_dir && is_shard_name(&name) {
-                    for (name, path, is_dir) in list(&path)? {
-                        if !is_dir {
-                            classify(name, path, &mut namespace);
-                        }
-                    }
-                } else if !is_dir {
-                    // Only temporaries of namespace.json live here.
-                    classify(name, path, &mut namespace);
-                }
-            }
-            namespaces.push(namespace);
-        }
-        namespaces.sort_unstable_by(|a, b| a.dir_name.cmp(&b.dir_name));
-        Ok(namespaces)
-    }
-}
-
-/// Files as `(name, path, is_dir)`; a directory that vanished lists as empty. Names that are
-/// not UTF-8 cannot be kiln's and are skipped.
-fn list(dir: &Path) -> Result<Vec<(String, PathBuf, bool)>, StoreError> {
-    let scan_err = |source| StoreError::Scan {
-        path: dir.to_path_buf(),
-        source,
-    };
-    let reader = match fs::read_dir(dir) {
-        Ok(reader) => reader,
-        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => return Err(scan_err(source)),
-    };
-    let mut found = Vec::new();
-    for item in reader {
-        let item = item.map_err(scan_err)?;
-        let Ok(name) = item.file_name().into_string() else {
-            continue;
-        };
-        let is_dir = match item.file_type() {
-            Ok(kind) => kind.is_dir(),
-            Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
-            Err(source) => return Err(scan_err(source)),
-        };
-        found.push((name, item.path(), is_dir));
-    }
-    Ok(found)
-}
-
-/// Files an entry or a temporary file under its namespace; ignores anything else and
-/// anything that vanished since it was listed.
-fn classify(name: String, path: PathBuf, namespace: &mut ScannedNamespace) {
-    let is_entry = is_key_file_name(&name);
-    if !is_entry && !name.starts_with(LocalStore::TEMP_PREFIX) {
-        return;
-    }
-    let Ok(meta) = fs::metadata(&path) else {
-        return;
-    };
-    let file = ScannedFile {
-        path,
-        bytes: meta.len(),
-        modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-    };
-    if is_entry {
-        namespace.entries.push(file);
-    } else {
-        namespace.temps.push(file);
-    }
-}
-
-fn is_shard_name(name: &str) -> bool {
-    name.len() == 2 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-}
-
-/// Removes a file; `false` if it was already gone.
-fn remove(path: &Path) -> Result<bool, StoreError> {
-    match fs::remove_file(path) {
-        Ok(()) => Ok(true),
-        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(source) => Err(StoreError::Remove {
-            path: path.to_path_buf(),
-            source,
-        }),
+    /// Bytes of the database file and its write-ahead log on disk (0 when absent).
+    pub fn database_bytes(&self) -> u64 {
+        let mut wal = self.database_path().as_os_str().to_owned();
+        wal.push("-wal");
+        [self.database_path().to_path_buf(), wal.into()]
+            .iter()
+            .filter_map(|path| fs::metadata(path).ok())
+            .map(|meta| meta.len())
+            .sum()
     }
 }

@@ -1,69 +1,133 @@
-//! The local disk store: one checksummed file per entry, written by atomic rename.
+//! The local disk store: one SQLite database per cache directory.
 //!
-//! Layout: `<root>/v1/<namespace dir>/<first 2 hex of key>/<64 hex of key>`, plus
-//! `<root>/v1/<namespace dir>/namespace.json` describing the namespace to humans. `v1` is the
-//! layout version: a future layout gets a sibling directory instead of misreading this one.
+//! Layout: `<root>/store.sqlite` (with SQLite's `-wal` and `-shm` companions while it is in
+//! use). One row per entry holds the namespace, the content key, the payload, its length and
+//! blake3 checksum, and the time it was last used. The schema version is SQLite's
+//! `user_version`, and `application_id` marks the file as kiln's.
+//!
+//! Why SQLite rather than a file per entry: on ext4 under load, creating, renaming and
+//! opening thousands of small files was the slowest thing a build did; SQLite packs small
+//! blobs into pages, writes a build's entries in a few transactions, and gives atomicity,
+//! crash safety and multi-process sharing (WAL mode, busy timeout) that the file store had to
+//! hand-build with temporary files and renames.
 
-use std::fs::{self, File, Metadata};
-use std::io::{self, Read, Write};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
-use rustc_hash::FxHashSet;
-use tempfile::NamedTempFile;
+use rusqlite::types::{Value, ValueRef};
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
+use rustc_hash::FxHashMap;
 
-use super::entry::{self, CorruptReason, HEADER_LEN};
-use super::{ArtifactStore, ContentKey, Lookup, Namespace, StoreError};
+use super::verify::{self, CorruptReason};
+use super::{ArtifactStore, ContentKey, Lookup, Namespace, SaveEntry, SaveManyError, StoreError};
 
-/// A store in a directory on local disk, shareable by any number of threads and processes.
+/// A store in one SQLite database on local disk, shareable by any number of threads and
+/// processes.
 ///
-/// No locks are taken, on disk or in memory, on the load path. Concurrent processes are safe
-/// because an entry's content is a function of its key and an entry appears by `rename`:
-/// writers of one key race to rename identical bytes into place, and readers see either no
-/// file or a whole one.
+/// Threads each borrow a connection from a small pool, so loads run in parallel (WAL mode
+/// lets readers proceed while a writer commits). Saves are batched: [`ArtifactStore::save_many`]
+/// writes many entries per short `BEGIN IMMEDIATE` transaction, and other processes wait for
+/// it through SQLite's busy timeout.
 ///
-/// Durability: by default a save does not `fsync`. A crash can then leave an entry empty or
-/// partly written, but the checksum detects it on the next load, which reports
-/// [`Lookup::Corrupt`] and the caller rebuilds: for a cache, that is cheaper than an fsync per
-/// artifact. [`LocalStore::with_sync_writes`] turns fsync on for stores that must survive
-/// crashes intact (e.g. one shared by a build farm).
+/// Durability: `synchronous=NORMAL` in WAL mode. A killed process loses nothing it committed;
+/// a power loss may lose the last transactions but never leaves a damaged database. For a
+/// cache, losing recent entries costs a rebuild, which is cheaper than an fsync per commit.
 #[derive(Debug)]
 pub struct LocalStore {
     root: PathBuf,
-    sync_writes: bool,
-    /// Namespace directories this instance has created (with their `namespace.json`), so
-    /// saves do not re-check them.
-    prepared: Mutex<FxHashSet<String>>,
+    path: PathBuf,
+    pool: Mutex<Pool>,
+    /// Row ids of hits whose recency is stale, refreshed in one transaction by the next
+    /// save, [`ArtifactStore::flush`], or drop: a load never writes.
+    touched: Mutex<Vec<i64>>,
+    /// Whether this instance looked for a file-per-entry store of older kilns.
+    old_layout_checked: AtomicBool,
 }
 
+#[derive(Debug, Default)]
+struct Pool {
+    idle: Vec<Connection>,
+    /// Bumped when the database file is replaced: connections of an older generation still
+    /// point at the old file and are closed instead of returned.
+    generation: u64,
+}
+
+/// Connections kept open between uses; more threads than this open and close their own.
+const MAX_IDLE: usize = 16;
+
+/// How long a connection waits for another process's write transaction before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One transaction writes at most this many payload bytes (and [`MAX_BATCH_ENTRIES`]
+/// entries), so that other processes' writers are not kept waiting long.
+const MAX_BATCH_BYTES: usize = 8 << 20;
+const MAX_BATCH_ENTRIES: usize = 2048;
+
+/// Pending recency refreshes above this many are written at once.
+const MAX_TOUCHED: usize = 4096;
+
+/// The schema this build reads and writes (SQLite's `user_version`).
+const SCHEMA_VERSION: i64 = 1;
+/// `PRAGMA application_id`: "KILN" in ASCII.
+const APPLICATION_ID: i64 = 0x4B49_4C4E;
+
+const SCHEMA: &str = "
+CREATE TABLE namespaces (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    description TEXT NOT NULL
+);
+-- The payload comes last so that reading the other columns never walks its overflow pages.
+CREATE TABLE entries (
+    id INTEGER PRIMARY KEY,
+    namespace INTEGER NOT NULL REFERENCES namespaces (id),
+    key BLOB NOT NULL,
+    size INTEGER NOT NULL,
+    checksum BLOB NOT NULL,
+    last_used INTEGER NOT NULL,
+    payload BLOB NOT NULL,
+    UNIQUE (namespace, key)
+);
+CREATE INDEX entries_by_last_use ON entries (last_used);
+";
+
+const LOAD: &str = "SELECT e.id, e.size, e.checksum, e.last_used, e.payload
+    FROM entries e JOIN namespaces n ON n.id = e.namespace
+    WHERE n.name = ?1 AND e.key = ?2";
+
+/// Identical content (another process saved the same key) is not rewritten.
+const UPSERT: &str = "INSERT INTO entries (namespace, key, size, checksum, last_used, payload)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+    ON CONFLICT (namespace, key) DO UPDATE SET
+        size = excluded.size, checksum = excluded.checksum,
+        last_used = excluded.last_used, payload = excluded.payload
+    WHERE entries.checksum IS NOT excluded.checksum OR entries.size IS NOT excluded.size";
+
 impl LocalStore {
-    /// The layout version directory under the root.
-    pub const LAYOUT_DIR: &'static str = "v1";
-    /// The human-readable description inside each namespace directory.
-    pub const NAMESPACE_FILE: &'static str = "namespace.json";
-    /// Prefix of temporary files; garbage collection removes stale ones.
-    pub const TEMP_PREFIX: &'static str = ".tmp-";
-    /// A hit refreshes its entry's modification time (the recency that garbage collection
-    /// orders by) only when it is older than this, so a warm build that loads thousands of
-    /// entries twice within a minute pays one `futimens` per entry, not one per load. Garbage
-    /// collection therefore sees recency to within this interval.
+    /// The database file under the root.
+    pub const DATABASE_FILE: &'static str = "store.sqlite";
+    /// The directory of the file-per-entry store of older kilns, removed when found.
+    pub const OLD_LAYOUT_DIR: &'static str = "v1";
+    /// A hit refreshes its entry's recency (what garbage collection orders by) only when it
+    /// is older than this, so a warm build that loads thousands of entries writes recency
+    /// once a minute at most, in one transaction. Recency is kept to the second.
     pub const TOUCH_INTERVAL: Duration = Duration::from_secs(60);
 
     /// A store rooted at `root` (for kiln, `.kiln/` beside the manifest). Nothing is created
     /// until the first save, so loading from a store that does not exist yet is a miss.
     pub fn new(root: impl Into<PathBuf>) -> Self {
+        let root = root.into();
         LocalStore {
-            root: root.into(),
-            sync_writes: false,
-            prepared: Mutex::new(FxHashSet::default()),
+            path: root.join(Self::DATABASE_FILE),
+            root,
+            pool: Mutex::default(),
+            touched: Mutex::default(),
+            old_layout_checked: AtomicBool::new(false),
         }
-    }
-
-    /// Whether saves `fsync` the entry and its directory before returning (default: no).
-    pub fn with_sync_writes(mut self, sync: bool) -> Self {
-        self.sync_writes = sync;
-        self
     }
 
     /// The root directory.
@@ -71,254 +135,502 @@ impl LocalStore {
         &self.root
     }
 
-    /// `<root>/v1`: the directory holding every namespace.
-    pub fn layout_dir(&self) -> PathBuf {
-        self.root.join(Self::LAYOUT_DIR)
+    /// The database file.
+    pub fn database_path(&self) -> &Path {
+        &self.path
     }
 
-    /// The directory of `ns`.
-    pub fn namespace_dir(&self, ns: &Namespace) -> PathBuf {
-        self.layout_dir().join(ns.dir_name())
+    /// Stores many entries: one transaction per batch of up to 8 MiB, instead of one per
+    /// entry. Also writes pending recency refreshes.
+    fn write_entries(&self, entries: &[SaveEntry<'_>]) -> Result<(), SaveManyError> {
+        let now = unix_now();
+        // Hash outside the write transaction, which other processes may be waiting on.
+        let sums: Vec<[u8; verify::CHECKSUM_LEN]> = entries
+            .iter()
+            .map(|(_, _, bytes)| verify::checksum(bytes))
+            .collect();
+        self.forget_vanished_database();
+        let mut failure: Option<SaveManyError> = None;
+        let mut start = 0;
+        while start < entries.len() {
+            let mut end = start;
+            let mut bytes = 0;
+            while end < entries.len()
+                && end - start < MAX_BATCH_ENTRIES
+                && (end == start || bytes + entries[end].2.len() <= MAX_BATCH_BYTES)
+            {
+                bytes += entries[end].2.len();
+                end += 1;
+            }
+            let touched = std::mem::take(&mut *self.touched.lock());
+            let batch = &entries[start..end];
+            let written = self.with_connection(true, |conn| {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let mut namespaces: FxHashMap<&str, i64> = FxHashMap::default();
+                for ((ns, key, payload), sum) in batch.iter().zip(&sums[start..end]) {
+                    let ns_id = match namespaces.get(ns.dir_name()) {
+                        Some(&id) => id,
+                        None => {
+                            let id = namespace_id(&tx, ns)?;
+                            namespaces.insert(ns.dir_name(), id);
+                            id
+                        }
+                    };
+                    tx.prepare_cached(UPSERT)?.execute(rusqlite::params![
+                        ns_id,
+                        &key.as_bytes()[..],
+                        payload.len() as i64,
+                        &sum[..],
+                        now,
+                        payload,
+                    ])?;
+                }
+                write_recency(&tx, &touched, now)?;
+                tx.commit()
+            });
+            if let Err(first) = written {
+                // Later batches may still fit (a transient lock, a full disk freed).
+                failure
+                    .get_or_insert(SaveManyError { failed: 0, first })
+                    .failed += end - start;
+            }
+            start = end;
+        }
+        failure.map_or(Ok(()), Err)
     }
 
-    /// The file an entry lives in (whether or not it exists).
-    pub fn entry_path(&self, ns: &Namespace, key: &ContentKey) -> PathBuf {
-        let hex = key.to_hex();
-        let mut path = self.namespace_dir(ns);
-        path.push(&hex[..2]);
-        path.push(hex);
-        path
+    /// If the database file was deleted (someone cleared `.kiln/` while `kiln watch` ran),
+    /// pooled connections would go on writing to the unlinked file: drop them, so this
+    /// save creates a new one. One `stat` per batch of saves.
+    fn forget_vanished_database(&self) {
+        if self.path.exists() {
+            return;
+        }
+        let mut pool = self.pool.lock();
+        if !pool.idle.is_empty() {
+            pool.idle.clear();
+            pool.generation += 1;
+        }
     }
 
-    /// Creates the namespace directory and its `namespace.json`, once per instance unless
-    /// `force`d (after the directory vanished under us).
-    fn prepare_namespace(&self, ns: &Namespace, force: bool) -> Result<(), StoreError> {
-        if !force && self.prepared.lock().contains(ns.dir_name()) {
+    /// Writes pending recency refreshes now.
+    pub(crate) fn flush_recency(&self) -> Result<(), StoreError> {
+        let touched = std::mem::take(&mut *self.touched.lock());
+        if touched.is_empty() {
             return Ok(());
         }
-        let dir = self.namespace_dir(ns);
-        create_dir_all(&dir)?;
-        let description = dir.join(Self::NAMESPACE_FILE);
-        if !description.is_file() {
-            // Racing processes write identical text; the last rename wins harmlessly.
-            let mut temp = self.create_temp(&dir).map_err(|source| StoreError::Write {
-                path: description.clone(),
-                source,
-            })?;
-            self.write_parts(&mut temp, &[ns.to_json().as_bytes()])
-                .and_then(|()| persist(temp, &description, self.sync_writes, &dir))
-                .map_err(|source| StoreError::Write {
-                    path: description.clone(),
+        let now = unix_now();
+        self.with_connection(false, |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            write_recency(&tx, &touched, now)?;
+            tx.commit()
+        })
+        .map(|_| ())
+    }
+
+    /// Deletes a row that failed verification, so the rebuilt artifact can take its place
+    /// and the damage is reported once. Only the row as it was read goes: if another process
+    /// replaced it with good content meanwhile (a new checksum), that stays.
+    fn discard_row(&self, id: i64, checksum: &Value, reason: &CorruptReason) {
+        // The caller reports the corrupt entry (`Lookup::Corrupt`); only a failure to remove
+        // it is news.
+        tracing::debug!(path = %self.path.display(), id, %reason, "discarding corrupt store entry");
+        let deleted = self.with_connection(false, |conn| {
+            conn.prepare_cached("DELETE FROM entries WHERE id = ?1 AND checksum IS ?2")?
+                .execute((id, checksum))
+        });
+        if let Err(error) = deleted {
+            tracing::warn!(path = %self.path.display(), %error, "cannot remove corrupt store entry");
+        }
+    }
+
+    /// Runs `f` on a pooled connection. With `create`, the database (and its directory) is
+    /// created if missing; without, a missing database answers `Ok(None)`.
+    ///
+    /// A database that SQLite finds damaged (not a database, malformed pages) is removed
+    /// with a warning and `f` runs once more on a fresh one: a cache that cannot be read is
+    /// worth nothing, and keeping it would fail every build.
+    pub(crate) fn with_connection<T>(
+        &self,
+        create: bool,
+        mut f: impl FnMut(&mut Connection) -> rusqlite::Result<T>,
+    ) -> Result<Option<T>, StoreError> {
+        self.remove_old_layout_once();
+        let mut retried = false;
+        loop {
+            let Some((mut conn, generation)) = self.checkout(create)? else {
+                return Ok(None);
+            };
+            match f(&mut conn) {
+                Ok(value) => {
+                    self.give_back(conn, generation);
+                    return Ok(Some(value));
+                }
+                Err(err) if is_damage(&err) && !retried => {
+                    drop(conn);
+                    self.discard_damaged(&err, generation)?;
+                    retried = true;
+                }
+                Err(source) => {
+                    return Err(StoreError::Database {
+                        path: self.path.clone(),
+                        source,
+                    })
+                }
+            }
+        }
+    }
+
+    /// An idle connection, or a new one.
+    fn checkout(&self, create: bool) -> Result<Option<(Connection, u64)>, StoreError> {
+        let generation = {
+            let mut pool = self.pool.lock();
+            if let Some(conn) = pool.idle.pop() {
+                return Ok(Some((conn, pool.generation)));
+            }
+            pool.generation
+        };
+        if !create && !self.path.exists() {
+            return Ok(None);
+        }
+        let mut retried = false;
+        loop {
+            match self.open(create) {
+                Ok(conn) => return Ok(Some((conn, generation))),
+                Err(OpenError::Damaged(err)) if !retried => {
+                    self.discard_damaged(&err, generation)?;
+                    if !create {
+                        return Ok(None);
+                    }
+                    retried = true;
+                }
+                Err(OpenError::Damaged(source) | OpenError::Sqlite(source)) => {
+                    return Err(StoreError::Database {
+                        path: self.path.clone(),
+                        source,
+                    })
+                }
+                Err(OpenError::Store(err)) => return Err(err),
+            }
+        }
+    }
+
+    fn give_back(&self, conn: Connection, generation: u64) {
+        let mut pool = self.pool.lock();
+        if pool.generation == generation && pool.idle.len() < MAX_IDLE {
+            pool.idle.push(conn);
+        }
+    }
+
+    /// Opens the database, creating it and its schema if needed.
+    fn open(&self, create: bool) -> Result<Connection, OpenError> {
+        if create {
+            fs::create_dir_all(&self.root).map_err(|source| {
+                OpenError::Store(StoreError::CreateDir {
+                    path: self.root.clone(),
                     source,
-                })?;
+                })
+            })?;
         }
-        self.prepared.lock().insert(ns.dir_name().to_owned());
+        let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        if create {
+            flags |= OpenFlags::SQLITE_OPEN_CREATE;
+        }
+        let mut conn = Connection::open_with_flags(&self.path, flags).map_err(OpenError::from)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(OpenError::from)?;
+        self.prepare_schema(&mut conn)?;
+        Ok(conn)
+    }
+
+    fn prepare_schema(&self, conn: &mut Connection) -> Result<(), OpenError> {
+        // Must precede the first table; ignored afterwards. Lets gc give pages back.
+        conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL")?;
+        // WAL is recorded in the file; setting it again is a no-op.
+        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            tracing::debug!(path = %self.path.display(), mode, "store database not in WAL mode");
+        }
+        conn.execute_batch("PRAGMA synchronous = NORMAL")?;
+        if self.schema_version(conn)? == SCHEMA_VERSION {
+            return Ok(());
+        }
+        // Racing processes: the first to take the write lock creates the schema, the others
+        // find it done.
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let version = self.schema_version(&tx)?;
+        if version == 0 {
+            let tables: i64 =
+                tx.query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))?;
+            if tables != 0 {
+                return Err(OpenError::Store(
+                    self.incompatible("holds tables of another application".to_owned()),
+                ));
+            }
+            tx.execute_batch(SCHEMA)?;
+            tx.execute_batch(&format!(
+                "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION};"
+            ))?;
+        } else if version != SCHEMA_VERSION {
+            return Err(OpenError::Store(self.incompatible(format!(
+                "has schema version {version}; this kiln reads version {SCHEMA_VERSION}"
+            ))));
+        }
+        tx.commit()?;
         Ok(())
     }
 
-    fn create_temp(&self, dir: &Path) -> io::Result<NamedTempFile> {
-        let mut builder = tempfile::Builder::new();
-        builder.prefix(Self::TEMP_PREFIX);
-        // tempfile's default 0600 would keep other users sharing the cache from reading it;
-        // 0666 is narrowed by the umask like any other new file.
-        #[cfg(unix)]
-        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
-        builder.tempfile_in(dir)
+    /// `user_version`, after checking the file is kiln's.
+    fn schema_version(&self, conn: &Connection) -> Result<i64, OpenError> {
+        let app: i64 = conn.query_row("PRAGMA application_id", [], |row| row.get(0))?;
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+        if app != APPLICATION_ID && !(app == 0 && version == 0) {
+            return Err(OpenError::Store(self.incompatible(format!(
+                "belongs to another application (application_id {app:#x})"
+            ))));
+        }
+        Ok(version)
     }
 
-    /// Writes `parts` to `temp`, fsyncing the file if this store syncs writes.
-    fn write_parts(&self, temp: &mut NamedTempFile, parts: &[&[u8]]) -> io::Result<()> {
-        for part in parts {
-            temp.write_all(part)?;
+    fn incompatible(&self, problem: String) -> StoreError {
+        StoreError::Incompatible {
+            path: self.path.clone(),
+            problem,
         }
-        if self.sync_writes {
-            temp.as_file().sync_all()?;
+    }
+
+    /// Removes a damaged database so the next connection starts an empty one. Only the
+    /// first thread to see generation `seen` removes it; later ones use the new file.
+    fn discard_damaged(&self, err: &rusqlite::Error, seen: u64) -> Result<(), StoreError> {
+        let mut pool = self.pool.lock();
+        if pool.generation != seen {
+            return Ok(());
+        }
+        pool.idle.clear();
+        pool.generation += 1;
+        tracing::warn!(
+            path = %self.path.display(),
+            error = %err,
+            "the store database is damaged; starting an empty store (its artifacts will be rebuilt)"
+        );
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut name = self.path.clone().into_os_string();
+            name.push(suffix);
+            let path = PathBuf::from(name);
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(source) => return Err(StoreError::Remove { path, source }),
+            }
         }
         Ok(())
+    }
+
+    /// Older kilns kept one file per entry under `<root>/v1/`. Those entries are not read
+    /// any more; the directory is removed (once, with one message) to give its space back.
+    fn remove_old_layout_once(&self) {
+        if self.old_layout_checked.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let old = self.root.join(Self::OLD_LAYOUT_DIR);
+        if !is_old_layout(&old) {
+            return;
+        }
+        match fs::remove_dir_all(&old) {
+            Ok(()) => tracing::warn!(
+                path = %old.display(),
+                "removed the file-per-entry store of an older kiln; artifacts now live in {}",
+                self.path.display()
+            ),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(error) => tracing::warn!(
+                path = %old.display(),
+                %error,
+                "cannot remove the file-per-entry store of an older kiln; it is ignored"
+            ),
+        }
     }
 }
 
+/// Whether `dir` is an older kiln's store: a real directory holding only namespace
+/// directories (`<target>-<16 hex>`), at least one. `--cache-dir` may point anywhere, so a
+/// `v1` that is anything else is somebody's data and is left alone.
+fn is_old_layout(dir: &Path) -> bool {
+    if !fs::symlink_metadata(dir).is_ok_and(|meta| meta.is_dir()) {
+        return false;
+    }
+    let Ok(items) = fs::read_dir(dir) else {
+        return false;
+    };
+    let mut namespaces = 0;
+    for item in items {
+        let Ok(item) = item else { return false };
+        let is_dir = item.file_type().is_ok_and(|kind| kind.is_dir());
+        let name = item.file_name();
+        let looks_like_namespace =
+            name.to_str()
+                .and_then(|n| n.rsplit_once('-'))
+                .is_some_and(|(target, hash)| {
+                    !target.is_empty()
+                        && hash.len() == 16
+                        && hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+                });
+        if !is_dir || !looks_like_namespace {
+            return false;
+        }
+        namespaces += 1;
+    }
+    namespaces > 0
+}
+
+/// The failures of opening a connection, with damage told apart.
+enum OpenError {
+    Damaged(rusqlite::Error),
+    Sqlite(rusqlite::Error),
+    Store(StoreError),
+}
+
+impl From<rusqlite::Error> for OpenError {
+    fn from(err: rusqlite::Error) -> Self {
+        if is_damage(&err) {
+            OpenError::Damaged(err)
+        } else {
+            OpenError::Sqlite(err)
+        }
+    }
+}
+
+/// SQLite's verdict that the file is not (or no longer) a sound database.
+fn is_damage(err: &rusqlite::Error) -> bool {
+    matches!(
+        err.sqlite_error_code(),
+        Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase)
+    )
+}
+
+/// The id of `ns`, inserting it (and its description for humans) if new.
+fn namespace_id(conn: &Connection, ns: &Namespace) -> rusqlite::Result<i64> {
+    conn.prepare_cached("INSERT OR IGNORE INTO namespaces (name, description) VALUES (?1, ?2)")?
+        .execute((ns.dir_name(), ns.to_json()))?;
+    conn.prepare_cached("SELECT id FROM namespaces WHERE name = ?1")?
+        .query_row([ns.dir_name()], |row| row.get(0))
+}
+
+fn write_recency(conn: &Connection, ids: &[i64], now: i64) -> rusqlite::Result<()> {
+    // A row id reused since the hit (gc removed the entry, a save reused the id) gets a
+    // fresh recency it did not earn: harmless, it only delays its eviction.
+    let mut update =
+        conn.prepare_cached("UPDATE entries SET last_used = ?1 WHERE id = ?2 AND last_used < ?1")?;
+    for id in ids {
+        update.execute((now, id))?;
+    }
+    Ok(())
+}
+
+/// Seconds since the epoch (0 for a clock before 1970).
+pub(crate) fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// What a load read from a row, before verification.
+struct Row {
+    id: i64,
+    size: i64,
+    /// As stored, whatever its type, so that a corrupt row can be deleted by its value.
+    checksum: Value,
+    last_used: i64,
+    payload: Result<Vec<u8>, &'static str>,
+}
+
 impl ArtifactStore for LocalStore {
-    /// Four system calls for a hit (`open`, `fstat`, one `read`, `close`), plus one
-    /// `futimens` for an entry not used within [`LocalStore::TOUCH_INTERVAL`]; one (`open`)
-    /// for a miss. No directory is listed and no lock is taken.
+    /// One indexed `SELECT` on a pooled connection; no write (recency is batched).
     fn load(&self, ns: &Namespace, key: &ContentKey) -> Result<Lookup, StoreError> {
-        let path = self.entry_path(ns, key);
-        let mut file = match File::open(&path) {
-            Ok(file) => file,
-            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(Lookup::Miss),
-            Err(source) => return Err(StoreError::Read { path, source }),
+        let found = self.with_connection(false, |conn| {
+            conn.prepare_cached(LOAD)?
+                .query_row((ns.dir_name(), &key.as_bytes()[..]), |row| {
+                    let payload = match row.get_ref(4)? {
+                        ValueRef::Blob(bytes) => Ok(bytes.to_vec()),
+                        ValueRef::Null => Err("NULL"),
+                        ValueRef::Integer(_) => Err("an integer"),
+                        ValueRef::Real(_) => Err("a real number"),
+                        ValueRef::Text(_) => Err("text"),
+                    };
+                    Ok(Row {
+                        id: row.get(0)?,
+                        size: row.get(1)?,
+                        checksum: row.get(2)?,
+                        last_used: row.get(3)?,
+                        payload,
+                    })
+                })
+                .optional()
+        })?;
+        let Some(Some(row)) = found else {
+            return Ok(Lookup::Miss);
         };
-        let verified = file
-            .metadata()
-            .and_then(|meta| Ok((read_verified(&mut file, meta.len(), key)?, meta)));
-        match verified {
-            Ok((Ok(payload), meta)) => {
-                refresh_recency(&file, &meta, &path);
+        let verdict = match &row.payload {
+            Ok(payload) => {
+                let recorded = match &row.checksum {
+                    Value::Blob(bytes) => bytes.as_slice(),
+                    _ => &[],
+                };
+                verify::verify(
+                    u64::try_from(row.size).unwrap_or(u64::MAX),
+                    recorded,
+                    payload,
+                )
+            }
+            Err(found) => Err(CorruptReason::NotABlob { found }),
+        };
+        match (verdict, row.payload) {
+            (Err(reason), _) => {
+                self.discard_row(row.id, &row.checksum, &reason);
+                Ok(Lookup::Corrupt {
+                    path: self.path.clone(),
+                    entry: format!("{}/{}", ns.dir_name(), key.to_hex()),
+                    reason,
+                })
+            }
+            (Ok(()), payload) => {
+                // `verify` passed, so the payload was a blob.
+                let payload = payload.unwrap_or_default();
+                let now = unix_now();
+                if now.saturating_sub(row.last_used) >= Self::TOUCH_INTERVAL.as_secs() as i64 {
+                    let flush = {
+                        let mut touched = self.touched.lock();
+                        touched.push(row.id);
+                        touched.len() >= MAX_TOUCHED
+                    };
+                    if flush {
+                        if let Err(error) = self.flush_recency() {
+                            tracing::debug!(%error, "cannot refresh store recency");
+                        }
+                    }
+                }
                 Ok(Lookup::Hit(payload))
             }
-            Ok((Err(reason), _)) => {
-                drop(file);
-                discard(&path, &reason);
-                Ok(Lookup::Corrupt { path, reason })
-            }
-            Err(source) => Err(StoreError::Read { path, source }),
         }
     }
 
     fn save(&self, ns: &Namespace, key: &ContentKey, bytes: &[u8]) -> Result<(), StoreError> {
-        let path = self.entry_path(ns, key);
-        let Some(shard) = path.parent().map(Path::to_path_buf) else {
-            // entry_path always has a parent; keep the error typed rather than panic.
-            return Err(StoreError::Write {
-                path,
-                source: io::Error::other("entry path has no parent directory"),
-            });
-        };
-        let write_err = |source| StoreError::Write {
-            path: path.clone(),
-            source,
-        };
-        self.prepare_namespace(ns, false)?;
-        let mut temp = match self.create_temp(&shard) {
-            Ok(temp) => temp,
-            Err(err) if err.kind() == io::ErrorKind::NotFound => {
-                // First entry of this shard, or the store was deleted under us.
-                self.prepare_namespace(ns, true)?;
-                create_dir_all(&shard)?;
-                self.create_temp(&shard).map_err(write_err)?
-            }
-            Err(source) => return Err(write_err(source)),
-        };
-        let header = entry::encode_header(key, bytes);
-        self.write_parts(&mut temp, &[&header, bytes])
-            .map_err(write_err)?;
-        match persist(temp, &path, self.sync_writes, &shard) {
-            Ok(()) => Ok(()),
-            // Where rename cannot replace a file (Windows, while a reader holds it open),
-            // another writer got there first; its bytes are ours if they verify.
-            Err(source) if holds_valid_entry(&path, key) => {
-                tracing::debug!(
-                    path = %path.display(),
-                    error = %source,
-                    "store entry already written by another writer"
-                );
-                Ok(())
-            }
-            Err(source) => Err(write_err(source)),
-        }
+        self.write_entries(&[(ns, key, bytes)])
+            .map_err(|failure| failure.first)
+    }
+
+    fn save_many(&self, entries: &[SaveEntry<'_>]) -> Result<(), SaveManyError> {
+        self.write_entries(entries)
+    }
+
+    fn flush(&self) -> Result<(), StoreError> {
+        self.flush_recency()
     }
 }
 
-/// Renames `temp` to `path`, then (if `sync`) fsyncs `dir` so the rename itself is durable.
-fn persist(temp: NamedTempFile, path: &Path, sync: bool, dir: &Path) -> io::Result<()> {
-    // On failure the returned temp file is dropped, which deletes it.
-    temp.persist(path).map_err(|err| err.error)?;
-    if sync {
-        sync_dir(dir)?;
-    }
-    Ok(())
-}
-
-#[cfg(unix)]
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
-#[cfg(not(unix))]
-fn sync_dir(_dir: &Path) -> io::Result<()> {
-    // Directories cannot be opened for syncing here; the rename is as durable as the OS makes it.
-    Ok(())
-}
-
-fn create_dir_all(dir: &Path) -> Result<(), StoreError> {
-    fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
-        path: dir.to_path_buf(),
-        source,
-    })
-}
-
-/// Reads an entry of `file_len` bytes and verifies it against `key`. The outer error is an
-/// io failure; the inner one is a verdict on the bytes.
-///
-/// The whole file is read with one `read` into one buffer sized by `fstat` (never by the
-/// header's claims), and the header is then shifted out: a `memmove` is cheaper than the
-/// extra `read` calls of reading header and payload separately.
-fn read_verified(
-    file: &mut File,
-    file_len: u64,
-    key: &ContentKey,
-) -> io::Result<Result<Vec<u8>, CorruptReason>> {
-    // A file too large to hold in memory is an io failure (reported with its path), not an
-    // allocation abort.
-    let too_large = || io::Error::new(io::ErrorKind::OutOfMemory, "store entry too large to load");
-    let capacity = usize::try_from(file_len).map_err(|_| too_large())?;
-    let mut bytes = Vec::new();
-    bytes.try_reserve_exact(capacity).map_err(|_| too_large())?;
-    bytes.resize(capacity, 0);
-    let read = read_up_to(file, &mut bytes)?;
-    bytes.truncate(read);
-    if let Err(reason) = entry::decode(&bytes, key) {
-        return Ok(Err(reason));
-    }
-    bytes.drain(..HEADER_LEN);
-    Ok(Ok(bytes))
-}
-
-/// Fills as much of `buf` as the file has, returning how much that was.
-fn read_up_to(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match file.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
-            Err(err) => return Err(err),
-        }
-    }
-    Ok(filled)
-}
-
-fn holds_valid_entry(path: &Path, key: &ContentKey) -> bool {
-    let Ok(mut file) = File::open(path) else {
-        return false;
-    };
-    let Ok(meta) = file.metadata() else {
-        return false;
-    };
-    matches!(read_verified(&mut file, meta.len(), key), Ok(Ok(_)))
-}
-
-/// Marks a hit entry as recently used, for garbage collection, unless it already is.
-/// Best effort: a store shared with other users may not let us touch their files.
-fn refresh_recency(file: &File, meta: &Metadata, path: &Path) {
-    let now = SystemTime::now();
-    let stale = meta
-        .modified()
-        .ok()
-        .and_then(|modified| now.duration_since(modified).ok())
-        .is_some_and(|age| age >= LocalStore::TOUCH_INTERVAL);
-    if stale {
-        if let Err(error) = file.set_modified(now) {
-            tracing::debug!(path = %path.display(), %error, "cannot refresh store entry mtime");
-        }
-    }
-}
-
-/// Removes a corrupt entry so the rebuilt artifact can take its place.
-///
-/// Another process may have removed it already (fine), or replaced it with a valid entry
-/// between our read and this removal; then that good entry is lost too, which costs one
-/// rebuild and never serves bad bytes.
-fn discard(path: &Path, reason: &CorruptReason) {
-    // The caller reports the corrupt entry (`Lookup::Corrupt`); only a failure to remove it
-    // is news.
-    tracing::debug!(path = %path.display(), %reason, "discarding corrupt store entry");
-    match fs::remove_file(path) {
-        Ok(()) => {}
-        Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-        Err(error) => {
-            tracing::warn!(path = %path.display(), %error, "cannot remove corrupt store entry")
+impl Drop for LocalStore {
+    fn drop(&mut self) {
+        if let Err(error) = self.flush_recency() {
+            tracing::debug!(%error, "cannot refresh store recency");
         }
     }
 }

@@ -4,36 +4,37 @@
 //! determines it) inside a [`Namespace`] (kiln version, compiler version, target, target
 //! options, capabilities), so two builds that could produce different bytes never share an
 //! entry. The [`ArtifactStore`] trait is all the pipeline sees: [`LocalStore`] keeps entries
-//! on disk, [`MemoryStore`] in memory; a shared remote cache, a build farm's cache or a
-//! compile server are further implementations, not rewrites.
+//! in a SQLite database on disk, [`MemoryStore`] in memory; a shared remote cache, a build
+//! farm's cache or a compile server are further implementations, not rewrites.
 //!
 //! Design decisions:
-//! - A store never serves bytes it cannot vouch for: every disk entry carries a versioned,
-//!   checksummed header ([`entry`]), and a bad entry is removed and reported as
-//!   [`Lookup::Corrupt`] so the caller rebuilds it.
-//! - Sharing needs no locks: an entry's content is a function of its key, and writes land by
-//!   atomic rename, so concurrent writers of one key write identical bytes and readers see a
-//!   whole file or none.
-//! - The load path is one open and one read per entry; anything that scans directories
-//!   (garbage collection, usage) is a separate, explicit call.
+//! - A store never serves bytes it cannot vouch for: every entry carries its length and
+//!   blake3 checksum ([`verify`]), checked on every read, and a bad entry is removed and
+//!   reported as [`Lookup::Corrupt`] so the caller rebuilds it.
+//! - Atomicity, crash safety and sharing between processes are SQLite's (WAL mode, short
+//!   write transactions, a busy timeout); an entry's content is a function of its key, so
+//!   concurrent writers of one key write identical bytes.
+//! - Saves come in batches ([`ArtifactStore::save_many`]): a build defers its saves to the
+//!   end and writes them in a few transactions. Loads never write: the recency a hit earns
+//!   is buffered and written with the next batch ([`ArtifactStore::flush`]).
 
 mod content_key;
-pub mod entry;
 mod error;
 mod gc;
 mod local;
 mod memory;
 mod namespace;
+pub mod verify;
 
 use std::sync::Arc;
 
 pub use content_key::{ContentKey, ParseContentKeyError};
-pub use entry::CorruptReason;
-pub use error::StoreError;
+pub use error::{SaveManyError, StoreError};
 pub use gc::{GcReport, NamespaceUsage, StoreUsage};
 pub use local::LocalStore;
 pub use memory::MemoryStore;
 pub use namespace::{Namespace, KILN_VERSION};
+pub use verify::CorruptReason;
 
 /// What a [`ArtifactStore::load`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,12 +46,17 @@ pub enum Lookup {
     /// An entry existed but failed verification. It has been discarded; the caller should
     /// report it and rebuild (saving the rebuilt artifact replaces it).
     Corrupt {
-        /// Where the bad entry was.
+        /// The file the bad entry was in (for [`LocalStore`], its database).
         path: std::path::PathBuf,
+        /// Which entry it was: `<namespace>/<content key hex>`.
+        entry: String,
         /// What was wrong with it.
         reason: CorruptReason,
     },
 }
+
+/// One entry to save: namespace, content key, bytes.
+pub type SaveEntry<'a> = (&'a Namespace, &'a ContentKey, &'a [u8]);
 
 /// A place to keep compiled artifacts by content key.
 ///
@@ -67,6 +73,30 @@ pub trait ArtifactStore: Send + Sync {
     /// Callers must only ever save one content per key (the key is a hash of everything that
     /// determines the artifact), which is what makes concurrent saves of one key harmless.
     fn save(&self, ns: &Namespace, key: &ContentKey, bytes: &[u8]) -> Result<(), StoreError>;
+
+    /// Stores many entries, as [`ArtifactStore::save`] does each; a store may write them
+    /// together (one transaction per batch). On error, some entries may have been stored
+    /// and others not, and each is stored whole or not at all; the error counts those not
+    /// stored.
+    ///
+    /// The default saves them one by one, going on after a failure.
+    fn save_many(&self, entries: &[SaveEntry<'_>]) -> Result<(), SaveManyError> {
+        let mut failure: Option<SaveManyError> = None;
+        for (ns, key, bytes) in entries {
+            if let Err(first) = self.save(ns, key, bytes) {
+                failure
+                    .get_or_insert(SaveManyError { failed: 0, first })
+                    .failed += 1;
+            }
+        }
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// Writes what the store buffered (the recency of recent hits); called at the end of a
+    /// build. The default has nothing to write.
+    fn flush(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 impl<S: ArtifactStore + ?Sized> ArtifactStore for Arc<S> {
@@ -77,6 +107,14 @@ impl<S: ArtifactStore + ?Sized> ArtifactStore for Arc<S> {
     fn save(&self, ns: &Namespace, key: &ContentKey, bytes: &[u8]) -> Result<(), StoreError> {
         (**self).save(ns, key, bytes)
     }
+
+    fn save_many(&self, entries: &[SaveEntry<'_>]) -> Result<(), SaveManyError> {
+        (**self).save_many(entries)
+    }
+
+    fn flush(&self) -> Result<(), StoreError> {
+        (**self).flush()
+    }
 }
 
 impl<S: ArtifactStore + ?Sized> ArtifactStore for &S {
@@ -86,5 +124,13 @@ impl<S: ArtifactStore + ?Sized> ArtifactStore for &S {
 
     fn save(&self, ns: &Namespace, key: &ContentKey, bytes: &[u8]) -> Result<(), StoreError> {
         (**self).save(ns, key, bytes)
+    }
+
+    fn save_many(&self, entries: &[SaveEntry<'_>]) -> Result<(), SaveManyError> {
+        (**self).save_many(entries)
+    }
+
+    fn flush(&self) -> Result<(), StoreError> {
+        (**self).flush()
     }
 }
