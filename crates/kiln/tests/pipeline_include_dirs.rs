@@ -15,6 +15,7 @@ include_dirs = ["common"]
 [[shader]]
 name = "Fill"
 source = "shaders/fill.comp"
+compiler = "naga"
 include_dirs = ["shaders/local"]
 axes = [["_", "DOUBLE"]]
 
