@@ -1,4 +1,5 @@
-//! Reads the exact version of naga this build links from the workspace's `Cargo.lock`, so that
+//! Reads the exact versions of naga (and, with the `glslang` feature, SPIRV-Cross) this build
+//! links from the workspace's `Cargo.lock`, so that
 //! the compiler identity in every artifact key follows `cargo update` instead of a literal
 //! written by hand.
 
@@ -26,6 +27,20 @@ fn main() {
                 lock.display()
             );
             std::process::exit(1);
+        }
+    }
+    // SPIRV-Cross, built with the `glslang` feature: `spirv-cross-sys`'s version names the
+    // vendored SPIRV-Cross commit (e.g. `0.7.4+aa217ae`).
+    if std::env::var_os("CARGO_FEATURE_GLSLANG").is_some() {
+        match locked_version(&text, "spirv-cross-sys") {
+            Some(version) => println!("cargo:rustc-env=KILN_SPIRV_CROSS_VERSION={version}"),
+            None => {
+                println!(
+                    "cargo:error={} names no single `spirv-cross-sys` package",
+                    lock.display()
+                );
+                std::process::exit(1);
+            }
         }
     }
 }

@@ -9,8 +9,10 @@ pub enum CompilePhase {
     Validate,
     /// A back end could not write the module for a target.
     Emit,
-    /// naga panicked; the panic was contained.
+    /// A compiler panicked; the panic was contained.
     Panic,
+    /// The target has no way to express the shader (e.g. a geometry stage for Metal).
+    Unsupported,
 }
 
 impl std::fmt::Display for CompilePhase {
@@ -20,6 +22,7 @@ impl std::fmt::Display for CompilePhase {
             Self::Validate => "validation",
             Self::Emit => "emit",
             Self::Panic => "panic",
+            Self::Unsupported => "unsupported",
         })
     }
 }
