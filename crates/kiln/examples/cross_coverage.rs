@@ -141,7 +141,11 @@ fn read_words(path: &Path) -> Option<Vec<u32>> {
 fn normalise(message: &str) -> String {
     let mut out = String::with_capacity(message.len());
     let mut chars = message.chars().peekable();
+    let mut previous = ' ';
     while let Some(c) = chars.next() {
+        // A quote opens a name only after a space or bracket (not an apostrophe).
+        let opens = matches!(previous, ' ' | '(' | '[');
+        previous = c;
         match c {
             '0'..='9' => {
                 while chars.peek().is_some_and(|c| c.is_ascii_alphanumeric()) {
@@ -149,7 +153,7 @@ fn normalise(message: &str) -> String {
                 }
                 out.push('N');
             }
-            '`' | '"' => {
+            '`' | '"' | '\'' if c != '\'' || opens => {
                 for next in chars.by_ref() {
                     if next == c {
                         break;

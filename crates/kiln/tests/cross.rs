@@ -477,3 +477,28 @@ fn stages_naga_lacks_translate_where_the_target_has_them() {
         assert!(geometry.contains("EmitVertex()"), "{geometry}");
     }
 }
+
+/// Direct3D has no point size: the HLSL of a shader that writes `gl_PointSize` drops it, and
+/// the targets that have one keep it.
+#[test]
+fn point_size_is_dropped_only_where_the_target_has_none() {
+    if !cfg!(feature = "glslang") {
+        return;
+    }
+    let Some(spirv) = glslc("sprite.vert") else {
+        return;
+    };
+    let run = |target| {
+        text(
+            cross::from_spirv(&spirv, Stage::Vertex, "main", &TargetConfig::new(target)),
+            &format!("sprite.vert -> {target}"),
+        )
+    };
+    let hlsl = run(Target::Hlsl);
+    assert!(
+        hlsl.contains("SV_Position") && !hlsl.contains("PSIZE"),
+        "{hlsl}"
+    );
+    assert!(run(Target::Msl).contains("[[point_size]]"));
+    assert!(run(Target::Glsl).contains("gl_PointSize = a_size"));
+}

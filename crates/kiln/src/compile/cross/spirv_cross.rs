@@ -36,6 +36,10 @@ pub(super) fn translate(
             select_entry(&mut compiler, entry, stage, target)?;
             let mut options = hlsl::CompilerOptions::default();
             options.shader_model = shader_model(target)?;
+            // Direct3D 10 and later have no point size (points are one pixel): writes to
+            // `gl_PointSize` are dropped instead of failing the shader (21 of the public
+            // Vulkan GLSL samples write it).
+            options.point_size_compat = true;
             compiler.compile(&options).map_err(error)?.to_string()
         }
         Target::Glsl => {
