@@ -112,6 +112,7 @@ pub fn report_json(report: &BuildReport) -> serde_json::Value {
         "cached": report.cached,
         "deduplicated": report.deduplicated,
         "failed": report.failed,
+        "failed_outputs": report.failed_outputs,
         "outputs_written": report.outputs_written,
         "outputs_removed": report.outputs_removed,
         "elapsed_ms": report.elapsed.as_secs_f64() * 1000.0,
@@ -134,12 +135,13 @@ fn print_report(project: &Project, report: &BuildReport, json: bool) {
     }
     render::diagnostics(&project.manifest().root, &report.diagnostics);
     eprintln!(
-        "{} variants: {} compiled, {} from cache, {} deduplicated, {} failed; {} outputs written, {} removed in {:.1} ms",
+        "{} variants: {} compiled, {} from cache, {} deduplicated, {} failed ({} outputs); {} outputs written, {} removed in {:.1} ms",
         report.variants,
         report.compiled,
         report.cached,
         report.deduplicated,
         report.failed,
+        report.failed_outputs,
         report.outputs_written,
         report.outputs_removed,
         report.elapsed.as_secs_f64() * 1000.0

@@ -150,9 +150,19 @@ struct ClaimRecord {
     /// Whether the memo is being executed (else it is being verified: its stored edges
     /// are walked, and it executes only if one of them changed).
     executing: bool,
-    /// Set when the attempt made under this claim took part in a cycle: it must fail
-    /// with this error whatever its `execute` returns (the cycle rule, see `lib.rs`).
-    cycle: Option<QueryError>,
+    /// Set when the attempt made under this claim took part in a cycle (boxed: rare, and
+    /// a small record keeps taking and releasing a claim cheap).
+    cycle: Option<Box<CycleMark>>,
+}
+
+/// The cycle an attempt took part in.
+struct CycleMark {
+    /// The attempt must fail with this error whatever its `execute` returns (the cycle
+    /// rule, see `lib.rs`); taken by [`take_cycle_mark`].
+    error: Option<QueryError>,
+    /// The memos of the cycle, handed to the threads waiting for this claim with its
+    /// failure (see `sync.rs`).
+    members: Vec<Edge>,
 }
 
 thread_local! {
@@ -171,11 +181,17 @@ pub(crate) fn push_claim(database: u64, edge: Edge) {
     });
 }
 
-/// Forgets the innermost claim (it was released).
-pub(crate) fn pop_claim() {
+/// Forgets the innermost claim (it was released); returns the members of the cycle its
+/// attempt was marked to fail with (empty if none).
+pub(crate) fn pop_claim() -> Vec<Edge> {
     CLAIMS.with(|claims| {
-        claims.borrow_mut().pop();
-    });
+        claims
+            .borrow_mut()
+            .pop()
+            .and_then(|record| record.cycle)
+            .map(|mark| mark.members)
+            .unwrap_or_default()
+    })
 }
 
 /// The claims of `database` from the one on `start` to the innermost, in the order they
@@ -200,7 +216,7 @@ pub(crate) fn claim_path(database: u64, start: Edge) -> Vec<Edge> {
 
 /// Applies the cycle rule after this thread met the cycle `error` while asking for a
 /// memo: `reading` when an execution asked (a read), not when a verification walked a
-/// stored edge. `is_member` tells the memos of the cycle.
+/// stored edge. `members`: the memos of the cycle.
 ///
 /// Executions from this thread's outermost claim on the cycle to the innermost are marked
 /// to fail with `error` whatever they return (see [`take_cycle_mark`]): each reads the
@@ -210,12 +226,8 @@ pub(crate) fn claim_path(database: u64, start: Edge) -> Vec<Edge> {
 /// takes their failure as a change and runs the memo again, which meets the cycle (then
 /// through executions only) or not. A walk that asked marks nothing: it absorbs the error
 /// the same way.
-pub(crate) fn mark_cycle(
-    database: u64,
-    error: &QueryError,
-    reading: bool,
-    is_member: impl Fn(Edge) -> bool,
-) {
+pub(crate) fn mark_cycle(database: u64, error: &QueryError, reading: bool, members: &[Edge]) {
+    let is_member = |edge: Edge| members.contains(&edge);
     if !reading {
         return;
     }
@@ -232,8 +244,15 @@ pub(crate) fn mark_cycle(
             .rposition(|record| record.database == database && !record.executing)
             .map_or(first, |verifying| first + verifying + 1);
         for record in &mut claims[from..] {
-            if record.database == database && record.cycle.is_none() {
-                record.cycle = Some(error.clone());
+            let marked = record
+                .cycle
+                .as_ref()
+                .is_some_and(|mark| mark.error.is_some());
+            if record.database == database && !marked {
+                record.cycle = Some(Box::new(CycleMark {
+                    error: Some(error.clone()),
+                    members: members.to_vec(),
+                }));
             }
         }
     });
@@ -253,5 +272,5 @@ pub(crate) fn begin_attempt() {
 
 /// The cycle the attempt under the innermost claim took part in, if any.
 pub(crate) fn take_cycle_mark() -> Option<QueryError> {
-    CLAIMS.with(|claims| claims.borrow_mut().last_mut()?.cycle.take())
+    CLAIMS.with(|claims| claims.borrow_mut().last_mut()?.cycle.as_mut()?.error.take())
 }

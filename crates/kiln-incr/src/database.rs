@@ -12,7 +12,7 @@ use crate::error::{QueryError, QueryFrame};
 use crate::event::{Event, EventKind, Listener};
 use crate::ingredient::{invariant_broken, Ingredient, IngredientCache, IngredientSlot};
 use crate::input::InputTable;
-use crate::memo::{verified_at_of, Edge, PRESENT};
+use crate::memo::{verified_at_of, Edge, FAILED_READ, PRESENT};
 use crate::query::{Input, Query};
 use crate::revision::{DurabilityClock, Revision};
 use crate::sync::{Failure, WaitTable};
@@ -168,6 +168,7 @@ impl<C: Send + Sync + 'static> Database<C> {
                 .edges()
                 .as_slice()
                 .iter()
+                .filter(|edge| **edge != FAILED_READ)
                 .map(|edge| self.frame_of(*edge))
                 .collect(),
         })
@@ -345,11 +346,20 @@ impl<C: Send + Sync + 'static> Database<C> {
     ) -> Result<bool, Failure> {
         let mut rest = edges;
         while let Some(first) = rest.first() {
-            let run = rest
-                .iter()
-                .position(|edge| edge.query != first.query)
-                .unwrap_or(rest.len());
+            // Most runs are one edge long (reads alternate between queries): one compare
+            // tells, without scanning.
+            let run = if rest.get(1).is_some_and(|next| next.query == first.query) {
+                rest.iter()
+                    .position(|edge| edge.query != first.query)
+                    .unwrap_or(rest.len())
+            } else {
+                1
+            };
             let Some(ingredient) = self.ingredient_by_id(first.query) else {
+                if *first == FAILED_READ {
+                    // The reader handled a failure here: run it again.
+                    return Ok(true);
+                }
                 invariant_broken("an edge names an unknown query");
             };
             // A lone edge (the common case: a query's reads alternate between queries) skips
@@ -376,6 +386,17 @@ impl<C: Send + Sync + 'static> Database<C> {
     #[inline]
     pub(crate) fn record_read(&self, edge: Edge, durability: Durability, changed_at: Revision) {
         active::record_read(self.id, edge, durability, changed_at);
+    }
+
+    /// Records that the executing query read `edge` and got an error: it may handle the
+    /// error and return a value, which depends on the failure. Conservatively (any write
+    /// may matter, and it changed now), followed by [`FAILED_READ`], so that the reader
+    /// runs again in every later revision until it reads no failure.
+    #[cold]
+    pub(crate) fn record_failed_read(&self, edge: Edge) {
+        let current = self.current_revision();
+        active::record_read(self.id, edge, Durability::Low, current);
+        active::record_read(self.id, FAILED_READ, Durability::Low, current);
     }
 
     /// Sends an event if a listener is installed.

@@ -20,7 +20,8 @@ pub enum EventKind {
     DidDeepVerify,
     /// A re-executed query produced a value equal to its previous one (compared by value,
     /// or by fingerprint when the old value had been evicted): its `changed_at` was kept,
-    /// so its dependents are not re-executed.
+    /// so its dependents are not re-executed. Sent once the new value is published: a
+    /// listener that reads the memo sees it.
     Backdated,
     /// LRU dropped the memo's value; its edges, revisions and fingerprint are kept.
     Evicted,

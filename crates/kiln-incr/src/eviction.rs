@@ -137,20 +137,25 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
                 continue;
             };
             // User code (`size_bytes`, `fingerprint`, `Drop`) is contained: a value whose
-            // size cannot be measured is evicted; one whose fingerprint cannot be taken is
-            // evicted without one (its next execution is then not backdated).
-            let size = panic::catch_unwind(AssertUnwindSafe(|| Q::size_bytes(value))).ok();
-            let fits = size.is_some_and(|size| {
-                (capacity == 0 || kept < capacity)
-                    && (budget == 0 || kept_bytes.saturating_add(size) <= budget)
-            });
-            if let (true, false, Some(size)) = (fits, evicting, size) {
-                kept += 1;
-                kept_bytes += size;
-                continue;
+            // size cannot be measured is evicted, alone (the older ones are judged by their
+            // own sizes); one whose fingerprint cannot be taken is evicted without one (its
+            // next execution is then not backdated).
+            match panic::catch_unwind(AssertUnwindSafe(|| Q::size_bytes(value))) {
+                Ok(size) => {
+                    let fits = (capacity == 0 || kept < capacity)
+                        && (budget == 0 || kept_bytes.saturating_add(size) <= budget);
+                    if fits && !evicting {
+                        kept += 1;
+                        kept_bytes += size;
+                        continue;
+                    }
+                    // Strict LRU: once one value does not fit, every older one goes too.
+                    evicting = true;
+                }
+                Err(payload) => {
+                    drop_contained(payload);
+                }
             }
-            // Strict LRU: once one value does not fit, every older one goes too.
-            evicting = true;
             match panic::catch_unwind(AssertUnwindSafe(|| Q::fingerprint(value))) {
                 Ok(fingerprint) => {
                     self.fingerprints

@@ -10,16 +10,18 @@ use crate::database::Database;
 use crate::derived::DerivedTable;
 use crate::error::QueryError;
 use crate::event::EventKind;
+use crate::ingredient::invariant_broken;
 use crate::memo::{verified_at_of, DerivedSlot, PRESENT};
 use crate::query::Query;
 use crate::revision::Revision;
 use crate::sync::Failure;
 
 impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
-    /// Runs `Q::execute` for the key at `index` and stores the result.
+    /// Runs `Q::execute` for the key at `index` and stores the result; returns a copy of
+    /// the value.
     ///
-    /// Preconditions: this thread holds the memo's claim (see `sync.rs`); `verified_at` is the revision the
-    /// memo was last verified at (`NEVER` if it was never computed).
+    /// Preconditions: this thread holds the memo's claim (see `sync.rs`); `verified_at` is
+    /// the revision the memo was last verified at (`NEVER` if it was never computed).
     pub(crate) fn execute(
         &self,
         db: &Database<C>,
@@ -27,6 +29,37 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         slot: &DerivedSlot<Q::Key, Q::Value>,
         verified_at: Revision,
     ) -> Result<Q::Value, Failure> {
+        match self.execute_and_store(db, index, slot, verified_at, true)? {
+            Some(value) => Ok(value),
+            None => invariant_broken("an execution asked for its value kept none"),
+        }
+    }
+
+    /// Runs `Q::execute` and stores the result, keeping no copy: what a verification
+    /// needs, which reads only `changed_at` afterwards. (A copy would be one more value
+    /// whose `Drop`, user code, runs under the claim.)
+    ///
+    /// Preconditions: as for [`DerivedTable::execute`].
+    pub(crate) fn execute_in_place(
+        &self,
+        db: &Database<C>,
+        index: u32,
+        slot: &DerivedSlot<Q::Key, Q::Value>,
+        verified_at: Revision,
+    ) -> Result<(), Failure> {
+        self.execute_and_store(db, index, slot, verified_at, false)
+            .map(drop)
+    }
+
+    /// `copy`: whether the caller wants a copy of the value (else `Ok(None)`).
+    fn execute_and_store(
+        &self,
+        db: &Database<C>,
+        index: u32,
+        slot: &DerivedSlot<Q::Key, Q::Value>,
+        verified_at: Revision,
+        copy: bool,
+    ) -> Result<Option<Q::Value>, Failure> {
         db.emit(EventKind::WillExecute, Q::NAME, &slot.key);
         active::begin_attempt();
         let (outcome, reads) = active::record_reads(db.id, || {
@@ -68,9 +101,10 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
                 && self.can_backdate(index, slot, &value, slot.durability(), reads.durability);
             // SAFETY: we hold the claim.
             let old_size = unsafe { slot.claimed_value() }.map(Q::size_bytes);
-            (backdated, value.clone(), Q::size_bytes(&value), old_size)
+            let copied = copy.then(|| value.clone());
+            (backdated, copied, Q::size_bytes(&value), old_size)
         }));
-        let (backdated, stored, new_size, old_size) = match prepared {
+        let (backdated, copied, new_size, old_size) = match prepared {
             Ok(prepared) => prepared,
             Err(payload) => {
                 let failure = self.contained_panic(db, index, &*payload);
@@ -84,31 +118,31 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         loop {
             let stamp = slot.stamp.load(Ordering::Acquire);
             if verified_at_of(stamp) == current {
-                return self.keep_verified(db, index, slot, stamp, stored, value, new_size);
+                return self.keep_verified(db, index, slot, stamp, value, copied, new_size);
             }
             if slot.begin_commit(stamp) {
                 break;
             }
         }
-        // The commit: between `BUSY` and the published stamp only the `Backdated` event
-        // runs user code (the listener).
-        if backdated {
-            db.emit(EventKind::Backdated, Q::NAME, &slot.key);
-        }
+        // The commit: no user code runs between `BUSY` and the published stamp.
         if let Some(retired) = slot.replace_edges(reads.edges) {
             self.retired_edges.lock().push(retired);
         }
         slot.set_history(changed_at, reads.durability, reads.untracked);
         // SAFETY: we hold the claim and set `BUSY`, so the stamp is not `current | PRESENT`.
-        let old = unsafe { slot.publish_value(stored, current) };
+        let old = unsafe { slot.publish_value(value, current) };
         self.account(slot, old_size, was_untracked, new_size, reads.untracked);
-        // The old value's `Drop` is user code too; the new value is committed by now.
+        // The old value's `Drop` is user code too. The new value is committed by now and
+        // this fetch succeeded: a panic there is absorbed, as during eviction (failing the
+        // fetch would hand an error to waiters for a memo that holds a valid value).
         if let Some(payload) = old.and_then(drop_contained) {
-            let failure = self.contained_panic(db, index, &*payload);
-            drop_contained(value);
-            return Err(failure);
+            drop_contained(payload);
         }
-        Ok(value)
+        // After the publication, so that a listener reading the memo sees the new value.
+        if backdated {
+            db.emit(EventKind::Backdated, Q::NAME, &slot.key);
+        }
+        Ok(copied)
     }
 
     /// The end of an execution whose memo is already verified at the current revision
@@ -124,27 +158,33 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         index: u32,
         slot: &DerivedSlot<Q::Key, Q::Value>,
         stamp: u64,
-        stored: Q::Value,
         value: Q::Value,
+        copied: Option<Q::Value>,
         new_size: usize,
-    ) -> Result<Q::Value, Failure> {
+    ) -> Result<Option<Q::Value>, Failure> {
         let current = verified_at_of(stamp);
         if stamp & PRESENT != 0 {
-            let stored_drop = drop_contained(stored);
+            let copy = copied.is_some();
             let value_drop = drop_contained(value);
-            if let Some(payload) = stored_drop.or(value_drop) {
+            let copy_drop = copied.and_then(drop_contained);
+            if let Some(payload) = value_drop.or(copy_drop) {
                 return Err(self.contained_panic(db, index, &*payload));
             }
+            if !copy {
+                return Ok(None);
+            }
             // SAFETY: we observed `stamp == current | PRESENT`.
-            return self.clone_contained(db, index, unsafe { slot.value_unchecked() });
+            return self
+                .clone_contained(db, index, unsafe { slot.value_unchecked() })
+                .map(Some);
         }
         let was_untracked = slot.is_untracked();
         // SAFETY: we hold the claim; the stamp is `current` without a value, which only
         // the claim holder changes.
-        let old = unsafe { slot.publish_value(stored, current) };
+        let old = unsafe { slot.publish_value(value, current) };
         debug_assert!(old.is_none());
         self.account(slot, None, was_untracked, new_size, was_untracked);
-        Ok(value)
+        Ok(copied)
     }
 
     /// A clone of `value` (user code) for a claim holder: a panic becomes an error.

@@ -6,7 +6,6 @@ use std::sync::atomic::Ordering;
 
 use crate::database::Database;
 use crate::derived::DerivedTable;
-use crate::durability::Durability;
 use crate::event::EventKind;
 use crate::memo::{verified_at_of, DerivedSlot, PRESENT};
 use crate::query::Query;
@@ -89,9 +88,8 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             }
             Err(failure) => {
                 // The caller may handle the error and return a value anyway: that value
-                // depends on this memo's failure, so record the read, conservatively (any
-                // write may matter, and it changed now), for the caller to be re-checked.
-                db.record_read(edge, Durability::Low, db.current_revision());
+                // depends on this memo's failure.
+                db.record_failed_read(edge);
                 Err(failure)
             }
         }

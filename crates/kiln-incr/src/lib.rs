@@ -44,11 +44,14 @@
 //!   [`Query::fingerprint`] for backdating, [`Query::size_bytes`], `Clone` and `Drop` of
 //!   values): nothing unwinds past a claim. During eviction such a panic is absorbed (the
 //!   value is evicted anyway, without a fingerprint if that is what failed, so its next
-//!   execution is not backdated). Only the `Clone` on the lock-free hit path, which holds
-//!   no claim and changes nothing, unwinds to the caller. A cycle becomes
+//!   execution is not backdated; one whose size cannot be measured is evicted alone), and
+//!   so is a panic in the `Drop` of a value replaced by a commit (the new value is
+//!   published by then and the fetch succeeds). Only the `Clone` on the lock-free hit path,
+//!   which holds no claim and changes nothing, unwinds to the caller. A cycle becomes
 //!   [`QueryError::Cycle`] naming its members, from the first re-entered query to the one
 //!   that closed it (a per-thread list of held claims names a same-thread cycle at once;
-//!   the wait-for graph names a cross-thread one). No error is memoized: the memo keeps
+//!   the wait-for graph names a cross-thread one, and hands its members to the waiting
+//!   threads as memos, so that each tells its own members by identity, never by text). No error is memoized: the memo keeps
 //!   its last good state and a later fetch retries.
 //! - **The cycle rule** (issue 10): *every member of a cycle fails with the cycle's
 //!   error, also a member whose `execute` handles that error and returns a value*; a query
@@ -63,8 +66,11 @@
 //!   it reads the same edges up to there) or not.
 //! - **A failure counts as a change.** A query that handles a dependency's error depends
 //!   on that dependency like on any other read. When a memo's attempt fails, its next
-//!   value is never backdated and it is not validated without executing, so every reader
-//!   that handled the failure runs again once the dependency succeeds.
+//!   value is never backdated and it is not validated without executing. A reader that
+//!   handled a failure records, after the failed read, an edge that always counts as
+//!   changed: it runs again in every later revision until it reads no failure, also when
+//!   the dependency failed and then succeeded within one revision (its `changed_at` is
+//!   then the reader's `verified_at`, which the ordinary edge cannot tell apart).
 //! - **Single flight.** `&Database` is `Sync`. Each `(query, key)` is executed by one
 //!   thread at a time; other threads block and then share its result (or its error).
 //!   Claims live in a sharded side table; claiming, waiting and releasing happen under

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::durability::Durability;
 use crate::query::Fingerprint;
 use crate::revision::Revision;
-use crate::table::Keyed;
+use crate::table::{allocate_array, free_array, Keyed};
 
 /// Bit of [`DerivedSlot::stamp`] set while the memo holds a value.
 pub(crate) const PRESENT: u64 = 1 << 63;
@@ -48,13 +48,25 @@ fn durability_of(history: u64) -> Durability {
 }
 
 /// One dependency: the query (or input) id and the key's dense index in that query.
+/// `repr(C)`: two `u32`s, 4-aligned, so that edge lists are arrays of `u32` (see
+/// [`EdgeList`]).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[repr(C)]
 pub(crate) struct Edge {
     /// Index of the query or input in the database's ingredient table.
     pub(crate) query: u32,
     /// Index of the key in that query's slot table.
     pub(crate) key: u32,
 }
+
+/// The edge recorded right after a read that failed (the reader handled the error): it
+/// always counts as changed, so the reader runs again in any later revision whatever the
+/// failed memo's revisions say. (That memo may fail and then succeed within one revision,
+/// its `changed_at` then equal to the reader's `verified_at`.) No query has this id.
+pub(crate) const FAILED_READ: Edge = Edge {
+    query: u32::MAX,
+    key: 0,
+};
 
 /// A memo's dependency edges, in the order they were read. A single edge (the common
 /// one-input query) is stored inline, without an allocation.
@@ -101,24 +113,22 @@ pub(crate) struct EdgeList(std::ptr::NonNull<u32>);
 unsafe impl Send for EdgeList {}
 
 impl EdgeList {
-    fn layout(len: usize) -> std::alloc::Layout {
-        match std::alloc::Layout::new::<u32>()
-            .extend(std::alloc::Layout::array::<Edge>(len).unwrap_or_else(|_| edge_list_too_long()))
-        {
-            Ok((layout, _)) => layout.pad_to_align(),
-            Err(_) => edge_list_too_long(),
-        }
+    /// The list's size in `u32`s: the length, then two per edge. (The allocation is an
+    /// array of `u32`, through `table.rs`'s helpers.)
+    fn words(len: usize) -> usize {
+        len.checked_mul(2)
+            .and_then(|edges| edges.checked_add(1))
+            .unwrap_or_else(|| edge_list_too_long())
     }
 
     fn new(edges: &[Edge]) -> EdgeList {
         let Ok(len) = u32::try_from(edges.len()) else {
             edge_list_too_long();
         };
-        let layout = Self::layout(edges.len());
-        // SAFETY: the layout is never zero-sized (it holds the length).
-        let base = unsafe { std::alloc::alloc(layout) }.cast::<u32>();
+        let base = allocate_array::<u32>(Self::words(edges.len()));
+        // Never dangling: the array holds at least the length.
         let Some(base) = std::ptr::NonNull::new(base) else {
-            std::alloc::handle_alloc_error(layout);
+            edge_list_too_long();
         };
         // SAFETY: the allocation holds a `u32` and then `len` edges (`Edge` is two
         // `u32`s, so its alignment is the length's and it starts right after it).
@@ -153,11 +163,9 @@ impl EdgeList {
     /// # Safety
     /// `base` comes from [`EdgeList::into_raw`], is freed once, and nobody reads it after.
     unsafe fn free(base: *mut u32) {
-        // SAFETY: per the caller; the layout is the one it was allocated with.
-        unsafe {
-            let len = *base as usize;
-            std::alloc::dealloc(base.cast(), Self::layout(len));
-        }
+        // SAFETY: per the caller, a live list: its first word is its length.
+        let len = unsafe { *base } as usize;
+        free_array(base, Self::words(len));
     }
 }
 

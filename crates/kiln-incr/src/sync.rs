@@ -19,8 +19,19 @@
 //! pinning the owner: a releasing owner could go on to block elsewhere and close a
 //! "cycle" with an edge that no longer held.) The `loom_model` tests below check the
 //! protocol exhaustively within a preemption bound; `tests/false_cycle.rs` stresses it.
+//!
+//! # Cost
+//!
+//! A claim is paid only by an execution or a claimed verification, never by a cache hit
+//! or an unclaimed verification. It is not free: under callgrind, executing a trivial
+//! one-input query costs about 1,430 instructions, of which taking and releasing the claim
+//! (shard lock, map insert and remove, the per-thread claim record) is about 410, where the
+//! claim word it replaced took about 66 (issue 10 review, item i). Against any real query
+//! (a preprocess, a compile) that is noise; a lock-free fast path would need a claim word
+//! in every memo (8 bytes each) and a new model-checked protocol, so it is not taken.
 
 use std::collections::hash_map::Entry;
+use std::panic::{self, AssertUnwindSafe};
 
 use rustc_hash::FxHashMap;
 
@@ -33,8 +44,10 @@ use crate::prims::{self, Arc, Condvar, Mutex};
 
 const SHARDS: usize = 16;
 
-/// How one attempt ended, as seen by the threads that waited for it.
-type Outcome = Result<(), QueryError>;
+/// How one attempt ended, as seen by the threads that waited for it: success, or its error
+/// and, when it failed as a member of a cycle, the cycle's memos (so that a waiter tells
+/// its own members by identity, never by their names and keys' text).
+type Outcome = Result<(), (QueryError, Vec<Edge>)>;
 
 struct Waiting {
     outcome: Mutex<Option<Outcome>>,
@@ -63,8 +76,9 @@ pub(crate) struct WaitTable {
 pub(crate) enum Contended {
     /// The claim was released successfully: try again.
     Retry,
-    /// The holder's attempt failed with this error.
-    Failed(QueryError),
+    /// The holder's attempt failed with this error; the memos of the cycle it failed in
+    /// as a member (empty if it did not).
+    Failed(QueryError, Vec<Edge>),
     /// This thread holds the claim itself, further up its stack.
     SameThread,
     /// Waiting would close a cycle of threads: the memos of the cycle, starting with the
@@ -135,7 +149,17 @@ impl WaitTable {
         // The event runs user code: not under the shard lock. The outcome is kept in
         // `entry`, so a release meanwhile is not missed.
         drop(claims);
-        will_block();
+        if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(will_block)) {
+            // This thread will not wait after all: its wait-for edge must go, or a later
+            // wait by another thread would find a false cycle through it.
+            let claims = shard.claims.lock();
+            let mut graph = self.graph.lock();
+            if graph.get(&me).is_some_and(|(_, waited)| *waited == edge) {
+                graph.remove(&me);
+            }
+            drop((graph, claims));
+            panic::resume_unwind(payload);
+        }
         let mut claims = shard.claims.lock();
         let outcome = loop {
             if let Some(outcome) = entry.outcome.lock().clone() {
@@ -147,13 +171,13 @@ impl WaitTable {
         drop(claims);
         match outcome {
             Ok(()) => Err(Contended::Retry),
-            Err(error) => Err(Contended::Failed(error)),
+            Err((error, members)) => Err(Contended::Failed(error, members)),
         }
     }
 
     /// Releases the claim on `edge` (held by this thread) and hands `failure` (if any) to
-    /// its waiters.
-    pub(crate) fn release(&self, edge: Edge, failure: Option<&QueryError>) {
+    /// its waiters, with `members`: the memos of the cycle it failed in as a member.
+    pub(crate) fn release(&self, edge: Edge, failure: Option<&QueryError>, members: &[Edge]) {
         let shard = self.shard(edge);
         let mut claims = shard.claims.lock();
         let Some(waiting) = claims.remove(&edge).and_then(|held| held.waiting) else {
@@ -162,7 +186,7 @@ impl WaitTable {
         self.graph.lock().retain(|_, (_, waited)| *waited != edge);
         *waiting.outcome.lock() = Some(match failure {
             None => Ok(()),
-            Some(error) => Err(error.clone()),
+            Some(error) => Err((error.clone(), members.to_vec())),
         });
         drop(claims);
         shard.wake.notify_all();
@@ -230,8 +254,8 @@ impl ClaimGuard<'_> {
             Ok(_) => None,
             Err(error) => Some(&**error),
         };
-        active::pop_claim();
-        self.waits.release(self.edge, outcome);
+        let members = active::pop_claim();
+        self.waits.release(self.edge, outcome, &members);
         std::mem::forget(self);
         result
     }
@@ -240,7 +264,7 @@ impl ClaimGuard<'_> {
 impl Drop for ClaimGuard<'_> {
     fn drop(&mut self) {
         active::pop_claim();
-        self.waits.release(self.edge, None);
+        self.waits.release(self.edge, None, &[]);
     }
 }
 
@@ -276,27 +300,26 @@ impl<C: Send + Sync + 'static> Database<C> {
     ) -> Result<Claimed<'_>, Failure> {
         let error = match contended {
             Contended::Retry => return Ok(Claimed::Retry),
-            Contended::Failed(error @ QueryError::Cycle { .. }) => {
-                // A cycle through threads, reported by the thread that closed it: the
-                // claims this thread holds on it fail with it too.
-                if let Some(members) = error.cycle_members() {
-                    active::mark_cycle(self.id, &error, reading, |held| {
-                        members.contains(&self.frame_of(held))
-                    });
+            Contended::Failed(error, members) => {
+                // The memo waited for failed as a member of a cycle through threads: the
+                // claims this thread holds on that cycle fail with it too. (Its members
+                // are memos, compared as such: two queries may share a name, and keys of
+                // one query may print alike.)
+                if !members.is_empty() {
+                    active::mark_cycle(self.id, &error, reading, &members);
                 }
                 error
             }
-            Contended::Failed(error) => error,
             Contended::SameThread => {
                 // Every claim from the one on `edge` up is on the cycle.
                 let members = active::claim_path(self.id, edge);
                 let error = self.cycle_error(members.clone());
-                active::mark_cycle(self.id, &error, reading, |held| members.contains(&held));
+                active::mark_cycle(self.id, &error, reading, &members);
                 error
             }
             Contended::Cycle(members) => {
                 let error = self.cycle_error(members.clone());
-                active::mark_cycle(self.id, &error, reading, |held| members.contains(&held));
+                active::mark_cycle(self.id, &error, reading, &members);
                 error
             }
         };
@@ -374,14 +397,14 @@ mod loom_model {
                 let waits = Arc::clone(&waits);
                 thread::spawn(move || {
                     let got = acquire(&waits, A, 1);
-                    waits.release(A, None);
-                    waits.release(B, None);
+                    waits.release(A, None, &[]);
+                    waits.release(B, None, &[]);
                     got
                 })
             };
-            waits.release(A, None);
+            waits.release(A, None, &[]);
             let two = acquire(&waits, B, 2);
-            waits.release(B, None);
+            waits.release(B, None, &[]);
             let one = one.join().unwrap();
             assert!(one.is_ok(), "thread 1 got {one:?}");
             assert!(two.is_ok(), "thread 2 got {two:?}");
@@ -402,18 +425,18 @@ mod loom_model {
                     let got = acquire(&waits, B, 1);
                     let failure = got.as_ref().err().map(|_| cycle_error());
                     if got.is_ok() {
-                        waits.release(B, None);
+                        waits.release(B, None, &[]);
                     }
-                    waits.release(A, failure.as_ref());
+                    waits.release(A, failure.as_ref(), &[]);
                     got
                 })
             };
             let two = acquire(&waits, A, 2);
             let failure = two.as_ref().err().map(|_| cycle_error());
             if two.is_ok() {
-                waits.release(A, None);
+                waits.release(A, None, &[]);
             }
-            waits.release(B, failure.as_ref());
+            waits.release(B, failure.as_ref(), &[]);
             let one = one.join().unwrap();
             let cycles = [&one, &two]
                 .iter()
@@ -426,7 +449,7 @@ mod loom_model {
                         assert_eq!(members.len(), 2);
                         assert!(members.contains(&A) && members.contains(&B));
                     }
-                    Ok(()) | Err(Contended::Failed(QueryError::Cycle { .. })) => {}
+                    Ok(()) | Err(Contended::Failed(QueryError::Cycle { .. }, _)) => {}
                     other => panic!("unexpected {other:?}"),
                 }
             }
@@ -450,14 +473,14 @@ mod loom_model {
                         Ok(()) => {
                             assert!(!inside.swap(true, Ordering::SeqCst), "two holders");
                             inside.store(false, Ordering::SeqCst);
-                            waits.release(A, None);
+                            waits.release(A, None, &[]);
                         }
-                        Err(Contended::Failed(error)) => assert_eq!(error, panicked()),
+                        Err(Contended::Failed(error, _)) => assert_eq!(error, panicked()),
                         Err(other) => panic!("thread {me} got {other:?}"),
                     })
                 })
                 .collect();
-            waits.release(A, Some(&panicked()));
+            waits.release(A, Some(&panicked()), &[]);
             for waiter in waiters {
                 waiter.join().unwrap();
             }
@@ -482,7 +505,7 @@ mod loom_model {
                         assert!(got.is_ok(), "thread {me} got {got:?}");
                         assert!(!inside.swap(true, Ordering::SeqCst), "two holders");
                         inside.store(false, Ordering::SeqCst);
-                        waits.release(A, None);
+                        waits.release(A, None, &[]);
                     })
                 })
                 .collect();

@@ -211,7 +211,9 @@ fn array_layout<T>(len: usize) -> Layout {
     Layout::array::<T>(len).unwrap_or_else(|_| alloc::handle_alloc_error(Layout::new::<T>()))
 }
 
-fn allocate_array<T>(len: usize) -> *mut T {
+/// Allocates room for `len` values of `T` (uninitialized); aborts like `Vec` when the
+/// allocator fails. Shared with `memo.rs`'s edge lists.
+pub(crate) fn allocate_array<T>(len: usize) -> *mut T {
     let layout = array_layout::<T>(len);
     if layout.size() == 0 {
         return ptr::NonNull::<T>::dangling().as_ptr();
@@ -224,7 +226,8 @@ fn allocate_array<T>(len: usize) -> *mut T {
     base
 }
 
-fn free_array<T>(base: *mut T, len: usize) {
+/// Frees what [`allocate_array`] returned for the same `len`.
+pub(crate) fn free_array<T>(base: *mut T, len: usize) {
     let layout = array_layout::<T>(len);
     if !base.is_null() && layout.size() != 0 {
         // SAFETY: allocated by `allocate_array` with this same layout.

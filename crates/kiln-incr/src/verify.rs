@@ -169,7 +169,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         let stamp = slot.stamp.load(Ordering::Acquire);
         let verified_at = verified_at_of(stamp);
         if stale == Some(stamp) {
-            self.execute(db, index, slot, verified_at)?;
+            self.execute_in_place(db, index, slot, verified_at)?;
             return Ok(slot.changed_at() > after);
         }
         if verified_at == current {
@@ -185,7 +185,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             db.emit_for(EventKind::DidValidateMemoizedValue, self.edge(index));
             return Ok(slot.changed_at() > after);
         }
-        self.execute(db, index, slot, verified_at)?;
+        self.execute_in_place(db, index, slot, verified_at)?;
         Ok(slot.changed_at() > after)
     }
 }

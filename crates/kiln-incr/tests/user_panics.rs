@@ -110,8 +110,10 @@ fn fetch_armed(db: &Database, key: u8, hook: Hook) -> Result<u64, QueryError> {
 fn assert_panicked_in(result: Result<u64, QueryError>, hook: Hook) {
     match result {
         Err(QueryError::Panicked { frame, message }) => {
-            // Under `Drop`, the reader's own `execute` drops its copy of `half` too.
-            let readers_too = hook == Hook::Drop && frame.query == "next";
+            // Under `Drop`, the reader's own `execute` drops its copy of `half` too. Under
+            // `Clone`, the verification that re-executes `half` keeps no copy of it: the
+            // first clone is the reader's read, contained by the reader's `execute`.
+            let readers_too = matches!(hook, Hook::Drop | Hook::Clone) && frame.query == "next";
             assert!(frame.query == "half" || readers_too, "{frame}");
             assert_eq!(message, format!("{hook:?} panicked"));
         }
@@ -153,6 +155,26 @@ fn a_panicking_eq_during_backdating_is_contained() {
 #[test]
 fn a_panicking_clone_of_a_new_value_is_contained() {
     reexecution_contains(Hook::Clone, 8);
+}
+
+/// Fetched directly, the execution hands back a copy of the new value: its `Clone` runs
+/// under the claim, contained.
+#[test]
+fn a_panicking_clone_of_a_fetched_value_is_contained() {
+    let mut db = Database::default();
+    db.set_input::<Num>(1, 4, Durability::Low);
+    assert_eq!(db.get::<Half>(&1).map(|half| half.0), Ok(2));
+    db.set_input::<Num>(1, 8, Durability::Low);
+    arm(Some(Hook::Clone));
+    let got = panic::catch_unwind(AssertUnwindSafe(|| db.get::<Half>(&1).map(|half| half.0)));
+    arm(None);
+    match got.unwrap_or_else(|_| panic!("a panic in Clone unwound out of `get`")) {
+        Err(QueryError::Panicked { frame, message }) => {
+            assert_eq!((frame.query, message.as_str()), ("half", "Clone panicked"));
+        }
+        other => panic!("expected a contained panic, got {other:?}"),
+    }
+    assert_eq!(db.get::<Next>(&1), Ok(5));
 }
 
 #[test]

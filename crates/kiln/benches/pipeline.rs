@@ -402,9 +402,14 @@ fn raw_build(
         let text = variant.preprocess(project.language, &loader)?;
         let parsed = Instant::now();
         phases.preprocess += parsed - started;
-        let module =
-            compile::parse_and_validate(project.language, &text, variant.stage, variant.entry)
-                .map_err(|e| format!("{}/{}: {e}", variant.shader, variant.pass))?;
+        let module = compile::parse_and_validate(
+            project.language,
+            &text,
+            variant.stage,
+            variant.entry,
+            compile::common_capabilities(targets),
+        )
+        .map_err(|e| format!("{}/{}: {e}", variant.shader, variant.pass))?;
         phases.parse_validate += parsed.elapsed();
         for target in targets {
             let emitting = Instant::now();

@@ -690,8 +690,14 @@ fn raw_loop(
             .ok_or_else(|| format!("kiln built {id}, which the project does not have"))?;
         let language = project.generated.language;
         let text = variant.preprocess(language, &loader)?;
-        let module = compile::parse_and_validate(language, &text, variant.stage, variant.entry)
-            .map_err(|e| format!("{id}: {e}"))?;
+        let module = compile::parse_and_validate(
+            language,
+            &text,
+            variant.stage,
+            variant.entry,
+            compile::common_capabilities(targets),
+        )
+        .map_err(|e| format!("{id}: {e}"))?;
         for target in targets {
             let bytes = compile::emit(&module, target).map_err(|e| format!("{id}: {e}"))?;
             let path = out.join(output_path(

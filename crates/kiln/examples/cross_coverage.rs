@@ -7,8 +7,8 @@
 //! ```
 //!
 //! Every `*.spv` under `SPV_DIR` is translated through kiln's own entry points
-//! (`cross::translate_with`), entry point `main` of whatever stage the module declares. naga is
-//! run twice: with the capabilities kiln grants the target today, and with all of naga's
+//! (`cross::translate`), entry point `main` of whatever stage the module declares. naga is
+//! run twice: with the capabilities kiln grants the target by default, and with all of naga's
 //! capabilities (the most naga's SPIR-V front end can reach). Failures are grouped by their
 //! message with numbers, IDs and names blanked, most frequent first.
 
@@ -82,15 +82,11 @@ fn main() {
                 if !column.translator.writes(target) {
                     continue;
                 }
-                let capabilities = column.all_capabilities.then(naga::valid::Capabilities::all);
-                let result = cross::translate_with(
-                    column.translator,
-                    &words,
-                    "main",
-                    None,
-                    &TargetConfig::new(target),
-                    capabilities,
-                );
+                let mut config = TargetConfig::new(target);
+                if column.all_capabilities {
+                    config = config.with_capabilities(naga::valid::Capabilities::all());
+                }
+                let result = cross::translate(column.translator, &words, "main", None, &config);
                 let tally = tallies.entry((group.clone(), column, target)).or_default();
                 tally.total += 1;
                 match result {

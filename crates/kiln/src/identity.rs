@@ -17,7 +17,7 @@
 //! Encodings destructure the manifest types exhaustively, so a field added to a shader,
 //! a pass or a target fails to compile here until it is hashed.
 
-use crate::compile::{self, SourceLanguage, Stage, TargetConfig};
+use crate::compile::{self, Constants, SourceLanguage, Stage, TargetConfig};
 use crate::manifest::{PassSpec, ShaderSpec};
 use crate::store::{ContentKey, Namespace, KILN_VERSION};
 use std::path::Path;
@@ -45,7 +45,7 @@ impl Compiler {
 }
 
 /// Version of the encodings below; bump it whenever one of them changes.
-const ENCODING: &str = "kiln.identity.v2";
+const ENCODING: &str = "kiln.identity.v3";
 
 /// Length-prefixed fields into blake3, so that no two field lists share an encoding.
 struct Encoder(blake3::Hasher);
@@ -97,6 +97,14 @@ impl Encoder {
             .str(&capabilities(target))
     }
 
+    fn constants(&mut self, constants: &Constants) -> &mut Self {
+        self.count(constants.len());
+        for (name, value) in constants {
+            self.str(name).bytes(&value.0.to_bits().to_le_bytes());
+        }
+        self
+    }
+
     fn language(&mut self, language: SourceLanguage) -> &mut Self {
         self.str(match language {
             SourceLanguage::Wgsl => "wgsl",
@@ -115,12 +123,14 @@ impl Encoder {
             entry,
             source,
             language,
+            constants,
         } = pass;
         self.str(name)
             .stage(*stage)
             .str(entry)
             .path(source)
             .language(*language)
+            .constants(constants)
     }
 
     fn shader(&mut self, shader: &ShaderSpec) -> &mut Self {
@@ -130,6 +140,8 @@ impl Encoder {
             variants,
             passes,
             defines,
+            constants,
+            keyword_constants,
         } = shader;
         self.str(name).count(keywords.len());
         for keyword in keywords {
@@ -150,13 +162,17 @@ impl Encoder {
         for (name, value) in defines {
             self.str(name).str(value);
         }
+        self.constants(constants).count(keyword_constants.len());
+        for (keyword, constants) in keyword_constants {
+            self.str(keyword).constants(constants);
+        }
         self
     }
 }
 
 /// The validator capabilities artifacts of `target` are checked against, spelled for keys.
 pub fn capabilities(target: &TargetConfig) -> String {
-    format!("naga-valid-{:#x}", compile::capabilities_for(target).bits())
+    format!("naga-valid-{:#x}", target.capabilities().bits())
 }
 
 /// The store namespace of `target`'s artifacts: kiln's version, the compiler, the target,
@@ -217,19 +233,22 @@ pub fn input_stamp<'a>(
     e.finish().to_hex()[..32].to_owned()
 }
 
-/// The target-independent part of a compile: language, stage, entry point and the hash of
-/// the preprocessed text. With a target's [`namespace`], it names one artifact in the store.
+/// The target-independent part of a compile: language, stage, entry point, the hash of the
+/// preprocessed text and the specialization constants' values (which are not in the text).
+/// With a target's [`namespace`], it names one artifact in the store.
 pub fn compile_key(
     language: SourceLanguage,
     stage: Stage,
     entry: &str,
     text_hash: &ContentKey,
+    constants: &Constants,
 ) -> ContentKey {
     Encoder::new("compile")
         .language(language)
         .stage(stage)
         .str(entry)
         .key(text_hash)
+        .constants(constants)
         .finish()
 }
 
@@ -246,7 +265,7 @@ pub fn job_key(compile_key: &ContentKey, targets: &[TargetConfig]) -> ContentKey
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compile::Target;
+    use crate::compile::{ConstantValue, Target};
     use std::collections::{BTreeMap, BTreeSet};
     use std::path::PathBuf;
 
@@ -261,8 +280,11 @@ mod tests {
                 entry: "fs_main".into(),
                 source: PathBuf::from("lit.wgsl"),
                 language: SourceLanguage::Wgsl,
+                constants: Constants::new(),
             }],
             defines: BTreeMap::from([("Q".to_owned(), "1".to_owned())]),
+            constants: Constants::from([("EXPOSURE".to_owned(), ConstantValue(1.0))]),
+            keyword_constants: BTreeMap::new(),
         }
     }
 
@@ -293,6 +315,18 @@ mod tests {
                 s.keywords.insert("SKIN".into());
             }),
             ("variants", |s| s.variants.pop().map(drop).unwrap_or(())),
+            ("shader constants", |s| {
+                s.constants.insert("EXPOSURE".into(), ConstantValue(2.0));
+            }),
+            ("pass constants", |s| {
+                s.passes[0].constants.insert("7".into(), ConstantValue(1.0));
+            }),
+            ("keyword constants", |s| {
+                s.keyword_constants.insert(
+                    "FOG".into(),
+                    Constants::from([("DENSITY".to_owned(), ConstantValue(0.5))]),
+                );
+            }),
         ];
         for (what, edit) in edits {
             let mut s = shader();
@@ -307,6 +341,12 @@ mod tests {
         options.insert("version".to_owned(), "1.3".to_owned());
         let spirv13 = TargetConfig::parse("spirv", &options).expect("valid options");
         check(revision(&shader(), &[spirv13], "a"), "target options");
+        let immediates_only =
+            TargetConfig::new(Target::Spirv).with_capabilities(compile::Capabilities::IMMEDIATES);
+        check(
+            revision(&shader(), &[immediates_only], "a"),
+            "target capabilities",
+        );
         check(
             shader_revision(&shader(), &targets, [(Path::new("lit.wgsl"), None)]),
             "a missing file",
@@ -323,33 +363,65 @@ mod tests {
     }
 
     #[test]
-    fn compile_keys_cover_language_stage_entry_and_text() {
+    fn compile_keys_cover_language_stage_entry_text_and_constants() {
         let text = ContentKey::hash(b"x");
-        let base = compile_key(SourceLanguage::Wgsl, Stage::Fragment, "main", &text);
-        assert_ne!(
-            base,
-            compile_key(SourceLanguage::Glsl, Stage::Fragment, "main", &text)
-        );
-        assert_ne!(
-            base,
-            compile_key(SourceLanguage::Wgsl, Stage::Vertex, "main", &text)
-        );
-        assert_ne!(
-            base,
-            compile_key(SourceLanguage::Wgsl, Stage::Fragment, "main2", &text)
-        );
-        assert_ne!(
-            base,
-            compile_key(
+        let none = Constants::new();
+        let key = |language, stage, entry, text: &ContentKey, constants: &Constants| {
+            compile_key(language, stage, entry, text, constants)
+        };
+        let base = key(SourceLanguage::Wgsl, Stage::Fragment, "main", &text, &none);
+        let others = [
+            key(SourceLanguage::Glsl, Stage::Fragment, "main", &text, &none),
+            key(SourceLanguage::Wgsl, Stage::Vertex, "main", &text, &none),
+            key(SourceLanguage::Wgsl, Stage::Fragment, "main2", &text, &none),
+            key(
                 SourceLanguage::Wgsl,
                 Stage::Fragment,
                 "main",
-                &ContentKey::hash(b"y")
-            )
-        );
+                &ContentKey::hash(b"y"),
+                &none,
+            ),
+            key(
+                SourceLanguage::Wgsl,
+                Stage::Fragment,
+                "main",
+                &text,
+                &Constants::from([("3".to_owned(), ConstantValue(1.0))]),
+            ),
+            key(
+                SourceLanguage::Wgsl,
+                Stage::Fragment,
+                "main",
+                &text,
+                &Constants::from([("3".to_owned(), ConstantValue(2.0))]),
+            ),
+        ];
+        for (i, other) in others.iter().enumerate() {
+            assert_ne!(base, *other, "variation {i} kept the key");
+        }
         let spirv = [TargetConfig::new(Target::Spirv)];
         let msl = [TargetConfig::new(Target::Msl)];
         assert_ne!(job_key(&base, &spirv), job_key(&base, &msl));
+    }
+
+    #[test]
+    fn capabilities_are_in_the_namespace_and_the_job_key() {
+        let default = TargetConfig::new(Target::Msl);
+        let narrowed = default
+            .clone()
+            .with_capabilities(compile::Capabilities::IMMEDIATES);
+        assert_ne!(namespace(&default), namespace(&narrowed));
+        assert_ne!(capabilities(&default), capabilities(&narrowed));
+        let key = ContentKey::hash(b"k");
+        assert_ne!(
+            job_key(&key, std::slice::from_ref(&default)),
+            job_key(&key, &[narrowed])
+        );
+        // By default a target validates with what naga's back end for it supports.
+        assert_eq!(
+            default.capabilities(),
+            naga::back::msl::supported_capabilities()
+        );
     }
 
     #[test]

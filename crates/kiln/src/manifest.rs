@@ -2,7 +2,9 @@
 //! checked into a [`Manifest`] whose every error points at a line of the file.
 
 use crate::boundary::check_name;
-use crate::compile::{SourceLanguage, Stage, TargetConfig};
+use crate::compile::{
+    parse_capability, Capabilities, ConstantValue, Constants, SourceLanguage, Stage, TargetConfig,
+};
 use crate::preprocess::normalize_entry;
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -55,6 +57,31 @@ pub struct ShaderSpec {
     pub passes: Vec<PassSpec>,
     /// Extra `#define`s for every variant of this shader.
     pub defines: BTreeMap<String, String>,
+    /// Specialization constant values (by name or `constant_id`) for every variant.
+    pub constants: Constants,
+    /// Specialization constant values for the variants holding a keyword, by keyword; they
+    /// take precedence over the shader's and the pass's.
+    pub keyword_constants: BTreeMap<String, Constants>,
+}
+
+impl ShaderSpec {
+    /// The specialization constants of one variant: the shader's, then the pass's, then
+    /// those of the variant's keywords, each overriding the one before (the manifest refuses
+    /// two keywords of one variant that disagree).
+    pub fn constants_for<'k>(
+        &self,
+        pass: &PassSpec,
+        keywords: impl IntoIterator<Item = &'k str>,
+    ) -> Constants {
+        let mut constants = self.constants.clone();
+        constants.extend(pass.constants.iter().map(|(k, v)| (k.clone(), *v)));
+        for keyword in keywords {
+            if let Some(values) = self.keyword_constants.get(keyword) {
+                constants.extend(values.iter().map(|(k, v)| (k.clone(), *v)));
+            }
+        }
+        constants
+    }
 }
 
 /// One pass of a shader: an entry point of a stage in a source file.
@@ -70,6 +97,8 @@ pub struct PassSpec {
     pub source: PathBuf,
     /// Language, from the source's extension.
     pub language: SourceLanguage,
+    /// Specialization constant values for this pass (over the shader's).
+    pub constants: Constants,
 }
 
 #[derive(Deserialize)]
@@ -86,6 +115,7 @@ struct RawProject {
     targets: Spanned<Vec<Spanned<RawTarget>>>,
     max_variants: Option<Spanned<u64>>,
     max_source_bytes: Option<Spanned<u64>>,
+    capabilities: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 #[derive(Deserialize)]
@@ -109,6 +139,10 @@ struct RawShader {
     defines: BTreeMap<String, Spanned<toml::Value>>,
     #[serde(default)]
     passes: BTreeMap<String, Spanned<RawPass>>,
+    #[serde(default)]
+    constants: BTreeMap<String, Spanned<toml::Value>>,
+    #[serde(default)]
+    keyword_constants: BTreeMap<String, Spanned<BTreeMap<String, Spanned<toml::Value>>>>,
 }
 
 #[derive(Deserialize)]
@@ -117,6 +151,8 @@ struct RawPass {
     stage: Spanned<String>,
     entry: Spanned<String>,
     source: Option<Spanned<String>>,
+    #[serde(default)]
+    constants: BTreeMap<String, Spanned<toml::Value>>,
 }
 
 /// At most this many variants per shader: a product of axes can explode, and a typo should
@@ -175,7 +211,8 @@ impl Manifest {
         let raw: RawManifest =
             toml::from_str(text).map_err(|e| cx.error(e.span(), e.message().to_owned()))?;
         let limits = cx.limits(&raw.project)?;
-        let targets = cx.targets(&raw.project.targets)?;
+        let capabilities = cx.project_capabilities(&raw.project)?;
+        let targets = cx.targets(&raw.project.targets, capabilities)?;
         let mut shaders: Vec<ShaderSpec> = Vec::new();
         let mut total: usize = 0;
         for shader in &raw.shader {
@@ -267,18 +304,40 @@ impl Context<'_> {
         Ok(limits)
     }
 
+    /// `[project] capabilities`: the validator capabilities of every target without its own.
+    fn project_capabilities(
+        &self,
+        project: &RawProject,
+    ) -> Result<Option<Capabilities>, ManifestError> {
+        let Some(names) = &project.capabilities else {
+            return Ok(None);
+        };
+        let mut capabilities = Capabilities::empty();
+        for name in names.get_ref() {
+            capabilities |= parse_capability(name.get_ref())
+                .map_err(|e| self.error(Some(name.span()), e.to_string()))?;
+        }
+        Ok(Some(capabilities))
+    }
+
     fn targets(
         &self,
         raw: &Spanned<Vec<Spanned<RawTarget>>>,
+        project_capabilities: Option<Capabilities>,
     ) -> Result<Vec<TargetConfig>, ManifestError> {
         let mut targets = Vec::new();
         for target in raw.get_ref() {
+            let mut own_capabilities = None;
             let config = match target.get_ref() {
                 RawTarget::Name(name) => TargetConfig::parse(name, &BTreeMap::new()),
                 RawTarget::WithOptions(table) => {
                     let mut options = BTreeMap::new();
                     let mut name = None;
                     for (k, v) in table {
+                        if k == "capabilities" {
+                            own_capabilities = Some(self.capability_list(v, target.span())?);
+                            continue;
+                        }
                         let value = match v {
                             toml::Value::String(s) => s.clone(),
                             other => other.to_string(),
@@ -296,7 +355,13 @@ impl Context<'_> {
                 }
             }
             .map_err(|e| self.error(Some(target.span()), e.to_string()))?;
-            if targets.contains(&config) {
+            let config = match own_capabilities.or(project_capabilities) {
+                Some(capabilities) => config.with_capabilities(capabilities),
+                None => config,
+            };
+            if targets.iter().any(|t: &TargetConfig| {
+                t.target() == config.target() && t.options_string() == config.options_string()
+            }) {
                 return Err(self.error(
                     Some(target.span()),
                     format!("target `{}` is listed twice", config.target()),
@@ -308,6 +373,130 @@ impl Context<'_> {
             return Err(self.error(Some(raw.span()), "`targets` is empty".into()));
         }
         Ok(targets)
+    }
+
+    /// A target table's `capabilities = [...]` (inline tables carry no spans of their own:
+    /// errors point at the target).
+    fn capability_list(
+        &self,
+        value: &toml::Value,
+        span: Range<usize>,
+    ) -> Result<Capabilities, ManifestError> {
+        let toml::Value::Array(names) = value else {
+            return Err(self.error(
+                Some(span),
+                "`capabilities` must be a list of capability names".into(),
+            ));
+        };
+        let mut capabilities = Capabilities::empty();
+        for name in names {
+            let toml::Value::String(name) = name else {
+                return Err(self.error(
+                    Some(span),
+                    "`capabilities` must be a list of capability names".into(),
+                ));
+            };
+            capabilities |= parse_capability(name)
+                .map_err(|e| self.error(Some(span.clone()), e.to_string()))?;
+        }
+        Ok(capabilities)
+    }
+
+    /// A `constants` table: name or `constant_id` -> number or boolean.
+    fn constants(
+        &self,
+        raw: &BTreeMap<String, Spanned<toml::Value>>,
+        whose: &str,
+    ) -> Result<Constants, ManifestError> {
+        let mut constants = Constants::new();
+        for (key, value) in raw {
+            let is_id = !key.is_empty() && key.bytes().all(|b| b.is_ascii_digit());
+            if is_id {
+                key.parse::<u16>().map_err(|_| {
+                    self.error(
+                        Some(value.span()),
+                        format!("constant id `{key}` of {whose} is out of range (0 ..= 65535)"),
+                    )
+                })?;
+            } else {
+                check_keyword(key).map_err(|why| {
+                    self.error(
+                        Some(value.span()),
+                        format!(
+                            "constant `{key}` of {whose}: a name {why}, or an id must be a number"
+                        ),
+                    )
+                })?;
+            }
+            let number = match value.get_ref() {
+                toml::Value::Integer(i) => {
+                    let f = *i as f64;
+                    // Beyond 2^53 an integer has no exact f64, naga's pipeline-constant type.
+                    if f as i64 != *i || i.unsigned_abs() > 1 << 53 {
+                        return Err(self.error(
+                            Some(value.span()),
+                            format!(
+                                "constant `{key}` of {whose}: {i} cannot be represented exactly"
+                            ),
+                        ));
+                    }
+                    f
+                }
+                toml::Value::Float(f) if f.is_finite() => *f,
+                toml::Value::Boolean(b) => f64::from(u8::from(*b)),
+                _ => {
+                    return Err(self.error(
+                        Some(value.span()),
+                        format!("constant `{key}` of {whose} must be a finite number or a boolean"),
+                    ))
+                }
+            };
+            constants.insert(key.clone(), ConstantValue(number));
+        }
+        Ok(constants)
+    }
+
+    /// Per-keyword constants, and no variant whose keywords disagree on a constant.
+    fn keyword_constants(
+        &self,
+        shader: &RawShader,
+        keywords: &BTreeSet<String>,
+        variants: &[Vec<String>],
+    ) -> Result<BTreeMap<String, Constants>, ManifestError> {
+        let name = shader.name.get_ref();
+        let mut by_keyword = BTreeMap::new();
+        for (keyword, table) in &shader.keyword_constants {
+            if !keywords.contains(keyword) {
+                return Err(self.error(
+                    Some(table.span()),
+                    format!(
+                        "`keyword_constants` of shader `{name}` names unknown keyword `{keyword}` (declared: {})",
+                        list(keywords)
+                    ),
+                ));
+            }
+            let whose = format!("shader `{name}` with keyword `{keyword}`");
+            by_keyword.insert(keyword.clone(), self.constants(table.get_ref(), &whose)?);
+        }
+        for variant in variants {
+            let mut seen: BTreeMap<&str, (&str, ConstantValue)> = BTreeMap::new();
+            for keyword in variant {
+                for (constant, value) in by_keyword.get(keyword).into_iter().flatten() {
+                    if let Some((other, v)) = seen.insert(constant, (keyword, *value)) {
+                        if v != *value {
+                            return Err(self.error(
+                                shader.keyword_constants.get(keyword).map(|t| t.span()),
+                                format!(
+                                    "shader `{name}`, variant [{}]: keywords `{other}` and `{keyword}` give constant `{constant}` different values ({v} and {value})",
+                                    variant.join(";")
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(by_keyword)
     }
 
     fn shader(&self, shader: &RawShader, limits: &Limits) -> Result<ShaderSpec, ManifestError> {
@@ -322,12 +511,16 @@ impl Context<'_> {
         let variants = self.variants(shader, &keywords, limits)?;
         let defines = self.defines(shader)?;
         let passes = self.passes(shader)?;
+        let constants = self.constants(&shader.constants, &format!("shader `{name}`"))?;
+        let keyword_constants = self.keyword_constants(shader, &keywords, &variants)?;
         Ok(ShaderSpec {
             name: name.clone(),
             keywords,
             variants,
             passes,
             defines,
+            constants,
+            keyword_constants,
         })
     }
 
@@ -486,12 +679,17 @@ impl Context<'_> {
                     format!("cannot tell the language of `{}` (expected .wgsl, .vert, .frag, .comp or .glsl)", source.get_ref()),
                 )
             })?;
+            let constants = self.constants(
+                &pass.constants,
+                &format!("pass `{pass_name}` of shader `{name}`"),
+            )?;
             passes.push(PassSpec {
                 name: pass_name.clone(),
                 stage,
                 entry: pass.entry.get_ref().clone(),
                 source: relative,
                 language,
+                constants,
             });
         }
         Ok(passes)
@@ -676,6 +874,84 @@ entry = "vs_main"
         assert_eq!(m.limits.max_variants, 2048);
         let e = parse(&text.replace("[project]", "[project]\nmax_variants = 0")).unwrap_err();
         assert!(e.message.contains("positive"), "{e}");
+    }
+
+    #[test]
+    fn capabilities_default_per_target_and_are_set_per_project_and_per_target() {
+        use crate::compile::{supported_capabilities, Capabilities, Target};
+        let m = parse(LIT).unwrap();
+        assert_eq!(
+            m.targets[1].capabilities(),
+            supported_capabilities(Target::Msl)
+        );
+        let text = LIT.replace(
+            "[project]\ntargets = [\"spirv\", { name = \"msl\", version = \"2.0\" }]",
+            "[project]\ncapabilities = [\"push_constant\", \"FLOAT64\"]\ntargets = [\"spirv\", { name = \"msl\", version = \"2.0\", capabilities = [\"immediates\"] }]",
+        );
+        let m = parse(&text).unwrap();
+        assert_eq!(
+            m.targets[0].capabilities(),
+            Capabilities::IMMEDIATES | Capabilities::FLOAT64
+        );
+        assert_eq!(m.targets[1].capabilities(), Capabilities::IMMEDIATES);
+        let e = parse(&text.replace("\"FLOAT64\"", "\"FLOAT65\"")).unwrap_err();
+        assert!(e.message.contains("unknown capability `FLOAT65`"), "{e}");
+        assert_eq!(e.line, 3, "{e}");
+        let e = parse(&text.replace("[\"immediates\"]", "[\"telepathy\"]")).unwrap_err();
+        assert!(e.message.contains("unknown capability `telepathy`"), "{e}");
+        assert_eq!(e.line, 4, "{e}");
+    }
+
+    #[test]
+    fn constants_are_read_per_shader_pass_and_keyword() {
+        use crate::compile::ConstantValue;
+        let text = format!(
+            "{LIT}constants = {{ EXPOSURE = 1.5, \"3\" = 2, SHARP = true }}\n\n[shader.keyword_constants.FOG]\nEXPOSURE = 0.5\n"
+        )
+        .replace(
+            "entry = \"fs_main\"\n",
+            "entry = \"fs_main\"\nconstants = { \"3\" = 4 }\n",
+        );
+        // `constants` after a pass table belongs to that pass: move it under the shader.
+        let text = text.replace(
+            "[shader.passes.Depth]\nstage = \"vertex\"\nentry = \"vs_main\"\nconstants = { EXPOSURE = 1.5, \"3\" = 2, SHARP = true }",
+            "[shader.passes.Depth]\nstage = \"vertex\"\nentry = \"vs_main\"",
+        );
+        let text = text.replace(
+            "variants = [",
+            "constants = { EXPOSURE = 1.5, \"3\" = 2, SHARP = true }\nvariants = [",
+        );
+        let m = parse(&text).unwrap();
+        let lit = &m.shaders[0];
+        let forward = lit.passes.iter().find(|p| p.name == "Forward").unwrap();
+        let depth = lit.passes.iter().find(|p| p.name == "Depth").unwrap();
+        let c = lit.constants_for(depth, ["SKIN"]);
+        assert_eq!(c["EXPOSURE"], ConstantValue(1.5));
+        assert_eq!(c["3"], ConstantValue(2.0));
+        assert_eq!(c["SHARP"], ConstantValue(1.0));
+        let c = lit.constants_for(forward, ["FOG"]);
+        assert_eq!(c["3"], ConstantValue(4.0), "the pass's value wins");
+        assert_eq!(
+            c["EXPOSURE"],
+            ConstantValue(0.5),
+            "the keyword's value wins"
+        );
+
+        let e = parse(&text.replace("EXPOSURE = 0.5", "EXPOSURE = \"bright\"")).unwrap_err();
+        assert!(e.message.contains("must be a finite number"), "{e}");
+        let e =
+            parse(&text.replace("keyword_constants.FOG", "keyword_constants.RAIN")).unwrap_err();
+        assert!(e.message.contains("unknown keyword `RAIN`"), "{e}");
+        let e = parse(&text.replace("\"3\" = 2", "\"70000\" = 2")).unwrap_err();
+        assert!(e.message.contains("out of range"), "{e}");
+        // Two keywords of one variant that disagree.
+        let clash = format!("{text}\n[shader.keyword_constants.SKIN]\nEXPOSURE = 0.25\n");
+        let e = parse(&clash).unwrap_err();
+        assert!(e.message.contains("different values"), "{e}");
+        assert!(
+            e.message.contains("FOG") && e.message.contains("SKIN"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -151,6 +151,7 @@ fn every_demo_variant_compiles_for_every_target() {
                     &text.text,
                     pass.stage,
                     &pass.entry,
+                    compile::common_capabilities(&manifest.targets),
                 ) {
                     Ok(module) => module,
                     Err(e) => {

@@ -87,7 +87,13 @@ pub fn measure(project: &Generated, out_dir: &Path, cache_dir: &Path) -> Result<
         .zip(&texts)
         .map(|(variant, text)| {
             let text_hash = ContentKey::hash(text.as_bytes());
-            identity::compile_key(project.language, variant.stage, variant.entry, &text_hash)
+            identity::compile_key(
+                project.language,
+                variant.stage,
+                variant.entry,
+                &text_hash,
+                &kiln::compile::Constants::new(),
+            )
         })
         .collect();
     timed("text_hashes", started);

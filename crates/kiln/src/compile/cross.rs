@@ -126,7 +126,8 @@ pub fn from_spirv(
 
 /// Translates SPIR-V with a given translator: the entry point named `entry` (of `stage`,
 /// when given; otherwise the only entry point of that name, whatever its execution model,
-/// which is how tools reach stages kiln does not name).
+/// which is how tools reach stages kiln does not name). naga validates against the
+/// target's capabilities.
 pub fn translate(
     translator: Translator,
     spirv: &[u32],
@@ -134,28 +135,12 @@ pub fn translate(
     stage: Option<Stage>,
     target: &TargetConfig,
 ) -> Result<Vec<u8>, CompileError> {
-    translate_with(translator, spirv, entry, stage, target, None)
-}
-
-/// [`translate`], with naga validating against `capabilities` instead of the target's
-/// (for measuring what naga could do; kiln itself always uses the target's).
-pub fn translate_with(
-    translator: Translator,
-    spirv: &[u32],
-    entry: &str,
-    stage: Option<Stage>,
-    target: &TargetConfig,
-    capabilities: Option<naga::valid::Capabilities>,
-) -> Result<Vec<u8>, CompileError> {
     words::check(spirv)?;
     if !translator.writes(target.target()) {
         return Err(not_written(translator, target.target()));
     }
     contain_named(translator.name(), CompilePhase::Emit, || match translator {
-        Translator::Naga => {
-            let capabilities = capabilities.unwrap_or_else(|| super::capabilities_for(target));
-            naga_in::translate(spirv, entry, stage, target, capabilities)
-        }
+        Translator::Naga => naga_in::translate(spirv, entry, stage, target),
         #[cfg(feature = "glslang")]
         Translator::SpirvCross => spirv_cross::translate(spirv, entry, stage, target),
         #[cfg(not(feature = "glslang"))]

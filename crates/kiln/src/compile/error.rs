@@ -7,6 +7,8 @@ pub enum CompilePhase {
     Parse,
     /// naga's validator rejected the module.
     Validate,
+    /// A specialization constant has no value, or the manifest names one the shader lacks.
+    Constants,
     /// A back end could not write the module for a target.
     Emit,
     /// A compiler panicked; the panic was contained.
@@ -20,6 +22,7 @@ impl std::fmt::Display for CompilePhase {
         f.write_str(match self {
             Self::Parse => "parse",
             Self::Validate => "validation",
+            Self::Constants => "specialization constant",
             Self::Emit => "emit",
             Self::Panic => "panic",
             Self::Unsupported => "unsupported",

@@ -13,12 +13,18 @@
 //! [`MAX_NESTING`] nested brackets is refused before naga sees it: within those bounds, the
 //! stack is enough for every front end, the validator and every back end (see the tests).
 
+mod constants;
 pub mod cross;
 mod error;
 mod target;
 
+pub use constants::{ConstantValue, Constants};
 pub use error::{CompileError, CompilePhase, TextLocation};
-pub use target::{Stage, Target, TargetConfig, TargetParseError};
+pub use naga::valid::Capabilities;
+pub use target::{
+    capability_names, parse_capability, supported_capabilities, Stage, Target, TargetConfig,
+    TargetParseError,
+};
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -73,49 +79,108 @@ impl std::fmt::Debug for ValidatedModule {
     }
 }
 
-/// The validator capabilities kiln compiles with; part of every store namespace.
-pub fn capabilities() -> naga::valid::Capabilities {
-    naga::valid::Capabilities::default()
+/// What one variant's compile needs besides its targets.
+#[derive(Clone, Copy, Debug)]
+pub struct CompileRequest<'a> {
+    /// The source language.
+    pub language: SourceLanguage,
+    /// The preprocessed text.
+    pub text: &'a str,
+    /// The entry point's stage.
+    pub stage: Stage,
+    /// The entry point.
+    pub entry: &'a str,
+    /// Specialization constant values from the manifest (the rest take their defaults).
+    pub constants: &'a Constants,
 }
 
-/// The capabilities artifacts of `target` are validated against (today the same for every
-/// target); part of the target's store namespace and of every source revision.
-pub fn capabilities_for(_target: &TargetConfig) -> naga::valid::Capabilities {
-    capabilities()
+/// One target's result: its bytes, or why that target alone failed.
+pub type TargetResult = Result<Vec<u8>, CompileError>;
+
+/// Compiles `request` for each of `targets` (`None` entries are skipped and answer `None`):
+/// parsed once, validated once per distinct capability set, its specialization constants
+/// applied once per set, then emitted per target. `Err` is a failure of the whole variant
+/// (the text does not parse, the entry point is missing, a constant has no value); a
+/// validation or back-end failure fails only the targets it concerns.
+pub fn compile_targets(
+    request: &CompileRequest<'_>,
+    targets: &[Option<&TargetConfig>],
+) -> Result<Vec<Option<TargetResult>>, CompileError> {
+    let text = request.text;
+    check_complexity(text)?;
+    let module = contain(CompilePhase::Parse, || {
+        parse_with_entry(request.language, text, request.stage, request.entry)
+    })?;
+    let table = constants::pipeline_constants(&module, request.constants)?;
+    let mut results: Vec<Option<TargetResult>> = targets.iter().map(|_| None).collect();
+    // Validation depends only on the capabilities: targets that share a set share it.
+    let mut sets: Vec<Capabilities> = Vec::new();
+    for target in targets.iter().flatten() {
+        if !sets.contains(&target.capabilities()) {
+            sets.push(target.capabilities());
+        }
+    }
+    for capabilities in sets {
+        let members = || {
+            targets
+                .iter()
+                .enumerate()
+                .filter_map(|(i, t)| Some((i, (*t)?)))
+                .filter(move |(_, t)| t.capabilities() == capabilities)
+        };
+        let validated = contain(CompilePhase::Validate, || {
+            let info = validate(&module, text, request.entry, capabilities)?;
+            let resolved =
+                constants::resolve(&module, &info, request.stage, request.entry, &table, text)?;
+            Ok(match resolved {
+                Some((module, info)) => (Some(module), info),
+                None => (None, info),
+            })
+        });
+        let (resolved, info) = match validated {
+            Ok(done) => done,
+            // A constant without a value lacks it for every target: the variant fails.
+            Err(e) if e.phase == CompilePhase::Constants => return Err(e),
+            Err(e) => {
+                for (i, _) in members() {
+                    results[i] = Some(Err(e.clone()));
+                }
+                continue;
+            }
+        };
+        let validated = ValidatedModule {
+            module: resolved.unwrap_or_else(|| module.clone()),
+            info,
+            stage: request.stage,
+            entry: request.entry.to_owned(),
+        };
+        for (i, target) in members() {
+            results[i] =
+                Some(emit(&validated, target).map_err(|e| locate_emit_error(e, &validated, text)));
+        }
+    }
+    Ok(results)
 }
 
-/// Parses and validates `text` (already preprocessed) and checks that the entry point exists
-/// with the expected stage.
+/// Parses and validates `text` (already preprocessed) against `capabilities`, checks that the
+/// entry point exists with the expected stage, and applies the specialization constants'
+/// declared defaults: a module ready for [`emit`] to any target those capabilities suit.
 pub fn parse_and_validate(
     language: SourceLanguage,
     text: &str,
     stage: Stage,
     entry: &str,
+    capabilities: Capabilities,
 ) -> Result<ValidatedModule, CompileError> {
     check_complexity(text)?;
     contain(CompilePhase::Parse, || {
-        let module = parse(language, text, stage)?;
-        let has_entry = module
-            .entry_points
-            .iter()
-            .any(|ep| ep.name == entry && ep.stage == stage.to_naga());
-        if !has_entry {
-            return Err(CompileError::new(
-                CompilePhase::Parse,
-                format!("no {stage} entry point named `{entry}`"),
-                definition_of(text, entry),
-            ));
-        }
-        let mut validator =
-            naga::valid::Validator::new(naga::valid::ValidationFlags::all(), capabilities());
-        let info = validator.validate(&module).map_err(|e| {
-            // Without a span, the entry point is the best place naga's error concerns.
-            let location = e
-                .location(text)
-                .map(TextLocation::from)
-                .or_else(|| definition_of(text, entry));
-            CompileError::new(CompilePhase::Validate, error_chain(e.as_inner()), location)
-        })?;
+        let module = parse_with_entry(language, text, stage, entry)?;
+        let info = validate(&module, text, entry, capabilities)?;
+        let table = naga::back::PipelineConstants::default();
+        let (module, info) = match constants::resolve(&module, &info, stage, entry, &table, text)? {
+            Some(resolved) => resolved,
+            None => (module, info),
+        };
         Ok(ValidatedModule {
             module,
             info,
@@ -125,12 +190,22 @@ pub fn parse_and_validate(
     })
 }
 
+/// The capabilities every one of `targets` allows: one validation that suits them all (for
+/// tools and benchmarks that validate once and emit for a list).
+pub fn common_capabilities<'a>(
+    targets: impl IntoIterator<Item = &'a TargetConfig>,
+) -> Capabilities {
+    targets
+        .into_iter()
+        .fold(Capabilities::all(), |all, t| all & t.capabilities())
+}
+
 /// Emits a validated module for one target.
 pub fn emit(module: &ValidatedModule, target: &TargetConfig) -> Result<Vec<u8>, CompileError> {
     contain(CompilePhase::Emit, || target.emit(module))
 }
 
-/// Parses, validates and emits in one call (for tools and benchmarks comparing with kiln).
+/// Compiles for one target (for tools and benchmarks comparing with kiln).
 pub fn compile(
     language: SourceLanguage,
     text: &str,
@@ -138,8 +213,191 @@ pub fn compile(
     entry: &str,
     target: &TargetConfig,
 ) -> Result<Vec<u8>, CompileError> {
-    let module = parse_and_validate(language, text, stage, entry)?;
-    emit(&module, target)
+    let constants = Constants::new();
+    let request = CompileRequest {
+        language,
+        text,
+        stage,
+        entry,
+        constants: &constants,
+    };
+    match compile_targets(&request, &[Some(target)])?.pop().flatten() {
+        Some(result) => result,
+        None => Err(CompileError::new(
+            CompilePhase::Emit,
+            "no result for the target".into(),
+            None,
+        )),
+    }
+}
+
+fn parse_with_entry(
+    language: SourceLanguage,
+    text: &str,
+    stage: Stage,
+    entry: &str,
+) -> Result<naga::Module, CompileError> {
+    let module = parse(language, text, stage)?;
+    let has_entry = module
+        .entry_points
+        .iter()
+        .any(|ep| ep.name == entry && ep.stage == stage.to_naga());
+    if !has_entry {
+        return Err(CompileError::new(
+            CompilePhase::Parse,
+            format!("no {stage} entry point named `{entry}`"),
+            definition_of(text, entry),
+        ));
+    }
+    Ok(module)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Validations run on this thread (tests count them: one per distinct capability set).
+    static VALIDATIONS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+fn validate(
+    module: &naga::Module,
+    text: &str,
+    entry: &str,
+    capabilities: Capabilities,
+) -> Result<naga::valid::ModuleInfo, CompileError> {
+    #[cfg(test)]
+    VALIDATIONS.with(|n| n.set(n.get() + 1));
+    let mut validator =
+        naga::valid::Validator::new(naga::valid::ValidationFlags::all(), capabilities);
+    validator.validate(module).map_err(|e| {
+        // Without a span, the entry point is the best place naga's error concerns.
+        let location = e
+            .location(text)
+            .map(TextLocation::from)
+            .or_else(|| definition_of(text, entry));
+        CompileError::new(CompilePhase::Validate, error_chain(e.as_inner()), location)
+    })
+}
+
+/// Where in `text` a span is, when it is defined and inside the text.
+pub(crate) fn span_location(span: naga::Span, text: &str) -> Option<TextLocation> {
+    let range = span.to_range()?;
+    if range.start > text.len() || !text.is_char_boundary(range.start) {
+        return None;
+    }
+    Some(TextLocation::from(span.location(text)))
+}
+
+/// naga's back ends report no position: point at the first use of what the message names
+/// (a math function such as `Inverse`, a built-in such as `PointSize`), else at the entry
+/// point's definition, so that the failure has a file and line.
+fn locate_emit_error(mut error: CompileError, m: &ValidatedModule, text: &str) -> CompileError {
+    if error.location.is_some() {
+        return error;
+    }
+    let words: Vec<&str> = error
+        .message
+        .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+        .filter(|w| !w.is_empty())
+        .collect();
+    let named = |debug: &str| {
+        let name = debug.split([' ', '(', '{']).next().unwrap_or(debug);
+        words.contains(&name).then(|| name.to_owned())
+    };
+    let module = &m.module;
+    let functions: Vec<&naga::Function> = module
+        .functions
+        .iter()
+        .map(|(_, f)| f)
+        .chain(module.entry_points.iter().map(|ep| &ep.function))
+        .collect();
+    // A math function the message names: its span when the front end kept one.
+    let mut names = Vec::new();
+    for function in &functions {
+        for (handle, expression) in function.expressions.iter() {
+            if let naga::Expression::Math { fun, .. } = expression {
+                if let Some(name) = named(&format!("{fun:?}")) {
+                    if let Some(at) = span_location(function.expressions.get_span(handle), text) {
+                        error.location = Some(at);
+                        return error;
+                    }
+                    names.push(name);
+                }
+            }
+        }
+    }
+    // A built-in the message names, among the entry point's inputs and outputs.
+    let mut ends: Vec<(naga::Handle<naga::Type>, Option<&naga::Binding>)> = Vec::new();
+    for ep in &module.entry_points {
+        for argument in &ep.function.arguments {
+            ends.push((argument.ty, argument.binding.as_ref()));
+        }
+        if let Some(result) = &ep.function.result {
+            ends.push((result.ty, result.binding.as_ref()));
+        }
+    }
+    let mut bindings: Vec<&naga::Binding> = Vec::new();
+    for (ty, binding) in ends {
+        match binding {
+            Some(b) => bindings.push(b),
+            None => {
+                if let Some(naga::TypeInner::Struct { members, .. }) =
+                    module.types.get_handle(ty).ok().map(|t| &t.inner)
+                {
+                    bindings.extend(members.iter().filter_map(|m| m.binding.as_ref()));
+                }
+            }
+        }
+    }
+    for binding in bindings {
+        if let naga::Binding::BuiltIn(builtin) = binding {
+            if let Some(name) = named(&format!("{builtin:?}")) {
+                names.push(name);
+            }
+        }
+    }
+    // Its spelling in the text: `inverse` (GLSL), `inverseSqrt` (WGSL), `gl_PointSize`.
+    for name in names {
+        let mut lower_camel = name.clone();
+        if let Some(first) = lower_camel.get_mut(..1) {
+            first.make_ascii_lowercase();
+        }
+        let spellings = [
+            lower_camel,
+            name.to_ascii_lowercase(),
+            format!("gl_{name}"),
+            name.clone(),
+        ];
+        if let Some(at) = spellings.iter().find_map(|s| first_word(text, s)) {
+            error.location = Some(at);
+            return error;
+        }
+    }
+    error.location = definition_of(text, &m.entry);
+    error
+}
+
+/// The first whole-word occurrence of `word` in `text`.
+fn first_word(text: &str, word: &str) -> Option<TextLocation> {
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    for (index, line) in text.lines().enumerate() {
+        let bytes = line.as_bytes();
+        let mut from = 0;
+        while let Some(found) = line.get(from..).and_then(|rest| rest.find(word)) {
+            let start = from + found;
+            let end = start + word.len();
+            let before = start == 0 || !is_ident(bytes[start - 1]);
+            let after = end >= bytes.len() || !is_ident(bytes[end]);
+            if before && after {
+                return Some(TextLocation {
+                    line: u32::try_from(index + 1).ok()?,
+                    column: u32::try_from(start + 1).ok()?,
+                    length: u32::try_from(word.len()).ok()?,
+                });
+            }
+            from = end;
+        }
+    }
+    None
 }
 
 fn parse(language: SourceLanguage, text: &str, stage: Stage) -> Result<naga::Module, CompileError> {
@@ -289,4 +547,307 @@ fn error_chain(error: &dyn std::error::Error) -> String {
         source = inner.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PUSH: &str = "#version 450
+layout(push_constant) uniform Push { mat4 mvp; vec4 tint; } pc;
+layout(location = 0) in vec3 a_pos;
+layout(location = 0) out vec4 v_tint;
+void main() {
+    v_tint = pc.tint;
+    gl_Position = pc.mvp * vec4(a_pos, 1.0);
+}
+";
+
+    const SPEC: &str = "#version 450
+layout(constant_id = 0) const int TAPS = 4;
+layout(constant_id = 1) const float STRENGTH = 0.75;
+layout(location = 0) in vec2 v_uv;
+layout(location = 0) out vec4 o_color;
+void main() {
+    vec4 c = vec4(0.0);
+    for (int i = 0; i < TAPS; i++) {
+        c += vec4(v_uv * float(i), STRENGTH, 1.0);
+    }
+    o_color = c / float(TAPS);
+}
+";
+
+    const NO_DEFAULT: &str = "override fog_density: f32;
+@id(7) override steps: u32 = 3u;
+
+@fragment
+fn fs_main() -> @location(0) vec4<f32> {
+    var c = vec4<f32>(0.0);
+    for (var i = 0u; i < steps; i++) {
+        c += vec4<f32>(fog_density);
+    }
+    return c;
+}
+";
+
+    const INVERSE: &str = "#version 450
+layout(location = 0) in vec3 a_x;
+layout(location = 1) in vec3 a_y;
+void main() {
+    mat3 back = inverse(mat3(a_x, a_y, cross(a_x, a_y)));
+    gl_Position = vec4(back * a_x, 1.0);
+}
+";
+
+    fn all_targets() -> Vec<TargetConfig> {
+        Target::ALL.into_iter().map(TargetConfig::new).collect()
+    }
+
+    fn run(
+        language: SourceLanguage,
+        text: &str,
+        stage: Stage,
+        entry: &str,
+        constants: &Constants,
+        targets: &[TargetConfig],
+    ) -> Result<Vec<TargetResult>, CompileError> {
+        let request = CompileRequest {
+            language,
+            text,
+            stage,
+            entry,
+            constants,
+        };
+        let targets: Vec<Option<&TargetConfig>> = targets.iter().map(Some).collect();
+        Ok(compile_targets(&request, &targets)?
+            .into_iter()
+            .map(|r| r.expect("every target was asked for"))
+            .collect())
+    }
+
+    fn text_of(result: &TargetResult) -> String {
+        String::from_utf8(result.clone().expect("target built")).expect("text target")
+    }
+
+    #[test]
+    fn push_constants_build_for_every_target_by_default() {
+        let targets = all_targets();
+        let results = run(
+            SourceLanguage::Glsl,
+            PUSH,
+            Stage::Vertex,
+            "main",
+            &Constants::new(),
+            &targets,
+        )
+        .unwrap();
+        for (target, result) in targets.iter().zip(&results) {
+            assert!(result.is_ok(), "{}: {result:?}", target.target());
+        }
+        // naga's old default set refuses them: that is what kiln used to validate with.
+        let narrow = TargetConfig::new(Target::Spirv).with_capabilities(Capabilities::default());
+        let results = run(
+            SourceLanguage::Glsl,
+            PUSH,
+            Stage::Vertex,
+            "main",
+            &Constants::new(),
+            &[narrow],
+        )
+        .unwrap();
+        let error = results[0].clone().unwrap_err();
+        assert_eq!(error.phase, CompilePhase::Validate, "{error}");
+        assert!(error.message.contains("IMMEDIATES"), "{error}");
+    }
+
+    #[test]
+    fn validation_runs_once_per_distinct_capability_set() {
+        let count = |targets: &[TargetConfig]| {
+            VALIDATIONS.with(|n| n.set(0));
+            run(
+                SourceLanguage::Glsl,
+                PUSH,
+                Stage::Vertex,
+                "main",
+                &Constants::new(),
+                targets,
+            )
+            .unwrap();
+            VALIDATIONS.with(|n| n.get())
+        };
+        let same = Capabilities::IMMEDIATES;
+        let targets: Vec<TargetConfig> = Target::ALL
+            .into_iter()
+            .map(|t| TargetConfig::new(t).with_capabilities(same))
+            .collect();
+        assert_eq!(count(&targets), 1);
+        // The defaults: SPIR-V, MSL, HLSL, GLSL and WGSL support five different sets.
+        assert_eq!(count(&all_targets()), 5);
+        let mut two = targets.clone();
+        two[1] = two[1].clone().with_capabilities(Capabilities::all());
+        assert_eq!(count(&two), 2);
+    }
+
+    #[test]
+    fn a_capability_outside_one_target_s_set_fails_that_target_alone() {
+        let doubles = "#version 450
+layout(location = 0) out vec4 o_color;
+void main() {
+    double d = 0.5;
+    o_color = vec4(float(d * 2.0));
+}
+";
+        let targets = [
+            TargetConfig::new(Target::Spirv),
+            TargetConfig::new(Target::Msl),
+        ];
+        let results = run(
+            SourceLanguage::Glsl,
+            doubles,
+            Stage::Fragment,
+            "main",
+            &Constants::new(),
+            &targets,
+        )
+        .unwrap();
+        assert!(results[0].is_ok(), "{:?}", results[0]);
+        let error = results[1].clone().unwrap_err();
+        assert_eq!(error.phase, CompilePhase::Validate, "{error}");
+        assert!(error.message.contains("FLOAT64"), "{error}");
+    }
+
+    #[test]
+    fn specialization_constants_take_their_defaults_or_the_manifest_s_values() {
+        let targets = all_targets();
+        let defaults = run(
+            SourceLanguage::Glsl,
+            SPEC,
+            Stage::Fragment,
+            "main",
+            &Constants::new(),
+            &targets,
+        )
+        .unwrap();
+        for (target, result) in targets.iter().zip(&defaults) {
+            assert!(result.is_ok(), "{}: {result:?}", target.target());
+        }
+        assert!(
+            text_of(&defaults[2]).contains("0.75"),
+            "HLSL lacks the default"
+        );
+        // By id and by name.
+        let constants = Constants::from([
+            ("1".to_owned(), ConstantValue(0.125)),
+            ("TAPS".to_owned(), ConstantValue(9.0)),
+        ]);
+        let set = run(
+            SourceLanguage::Glsl,
+            SPEC,
+            Stage::Fragment,
+            "main",
+            &constants,
+            &targets,
+        )
+        .unwrap();
+        let msl = text_of(&set[1]);
+        assert!(msl.contains("0.125"), "{msl}");
+        assert!(msl.contains('9'), "{msl}");
+        assert!(!msl.contains("0.75"), "{msl}");
+        assert_ne!(defaults[0], set[0], "SPIR-V ignores the values");
+    }
+
+    #[test]
+    fn a_constant_without_value_or_default_is_an_error_naming_it_at_its_line() {
+        let targets = all_targets();
+        let error = run(
+            SourceLanguage::Wgsl,
+            NO_DEFAULT,
+            Stage::Fragment,
+            "fs_main",
+            &Constants::new(),
+            &targets,
+        )
+        .unwrap_err();
+        assert_eq!(error.phase, CompilePhase::Constants, "{error}");
+        assert!(error.message.contains("`fog_density`"), "{error}");
+        assert_eq!(error.location.map(|l| l.line), Some(1), "{error:?}");
+        let given = Constants::from([("fog_density".to_owned(), ConstantValue(0.5))]);
+        let results = run(
+            SourceLanguage::Wgsl,
+            NO_DEFAULT,
+            Stage::Fragment,
+            "fs_main",
+            &given,
+            &targets,
+        )
+        .unwrap();
+        for (target, result) in targets.iter().zip(&results) {
+            assert!(result.is_ok(), "{}: {result:?}", target.target());
+        }
+        assert!(text_of(&results[4]).contains("0.5"), "WGSL lacks the value");
+        // A constant the shader does not declare is an error listing those it does.
+        let unknown = Constants::from([
+            ("fog_density".to_owned(), ConstantValue(0.5)),
+            ("fog_colour".to_owned(), ConstantValue(1.0)),
+        ]);
+        let error = run(
+            SourceLanguage::Wgsl,
+            NO_DEFAULT,
+            Stage::Fragment,
+            "fs_main",
+            &unknown,
+            &targets,
+        )
+        .unwrap_err();
+        assert!(error.message.contains("`fog_colour`"), "{error}");
+        assert!(error.message.contains("`steps` (constant_id 7)"), "{error}");
+    }
+
+    #[test]
+    fn a_back_end_failure_fails_its_target_alone_and_points_at_the_call() {
+        let targets = all_targets();
+        let results = run(
+            SourceLanguage::Glsl,
+            INVERSE,
+            Stage::Vertex,
+            "main",
+            &Constants::new(),
+            &targets,
+        )
+        .unwrap();
+        assert!(results[0].is_ok(), "SPIR-V: {:?}", results[0]);
+        assert!(results[3].is_ok(), "GLSL: {:?}", results[3]);
+        for failed in [&results[1], &results[2]] {
+            let error = failed.clone().unwrap_err();
+            assert_eq!(error.phase, CompilePhase::Emit, "{error}");
+            assert!(error.message.contains("Inverse"), "{error}");
+            assert_eq!(error.location.map(|l| l.line), Some(5), "{error:?}");
+            assert_eq!(error.location.map(|l| l.column), Some(17), "{error:?}");
+        }
+    }
+
+    #[test]
+    fn a_built_in_one_back_end_lacks_fails_that_target_at_its_use() {
+        let point = "#version 450
+layout(location = 0) in vec3 a_pos;
+void main() {
+    gl_Position = vec4(a_pos, 1.0);
+    gl_PointSize = 4.0;
+}
+";
+        let targets = all_targets();
+        let results = run(
+            SourceLanguage::Glsl,
+            point,
+            Stage::Vertex,
+            "main",
+            &Constants::new(),
+            &targets,
+        )
+        .unwrap();
+        assert!(results[0].is_ok(), "SPIR-V: {:?}", results[0]);
+        let error = results[2].clone().unwrap_err();
+        assert!(error.message.contains("PointSize"), "{error}");
+        assert_eq!(error.location.map(|l| l.line), Some(5), "{error:?}");
+    }
 }

@@ -1,8 +1,12 @@
 //! Targets (naga back ends) with their options, and shader stages.
 
 use super::{CompileError, CompilePhase, ValidatedModule};
+use naga::valid::Capabilities;
 use std::collections::BTreeMap;
 use std::fmt;
+
+/// The default register space of HLSL's push-constant buffer (see `immediates_space`).
+pub const DEFAULT_IMMEDIATES_SPACE: u8 = 255;
 
 /// A naga back end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -116,6 +120,9 @@ pub enum TargetParseError {
         /// The option as written.
         option: String,
     },
+    /// A capability name naga does not know.
+    #[error("unknown capability `{0}` (expected one of naga's validator capabilities, e.g. push_constant, float64, clip_distances, multiview; see the README)")]
+    UnknownCapability(String),
     /// An option value that does not parse.
     #[error("target `{target}`: option `{option}` = `{value}` is invalid: {why}")]
     InvalidValue {
@@ -141,6 +148,13 @@ pub struct TargetConfig {
     version: (u16, u16),
     /// GLSL ES instead of desktop GLSL.
     es: bool,
+    /// What naga's validator allows for this target's artifacts (bits of
+    /// `naga::valid::Capabilities`): by default everything the back end can write.
+    capabilities: u64,
+    /// HLSL: the register (`b<n>`) and space of the constant buffer push constants
+    /// (naga's immediates) become; naga needs one, and `space255` keeps clear of the spaces
+    /// bind groups map to.
+    immediates: (u32, u8),
 }
 
 impl TargetConfig {
@@ -157,7 +171,20 @@ impl TargetConfig {
             target,
             version,
             es: false,
+            capabilities: supported_capabilities(target).bits(),
+            immediates: (0, DEFAULT_IMMEDIATES_SPACE),
         }
+    }
+
+    /// The same target validated against exactly `capabilities` instead of its default.
+    pub fn with_capabilities(mut self, capabilities: Capabilities) -> Self {
+        self.capabilities = capabilities.bits();
+        self
+    }
+
+    /// The capabilities naga's validator allows for this target's artifacts.
+    pub fn capabilities(&self) -> Capabilities {
+        Capabilities::from_bits_retain(self.capabilities)
     }
 
     /// Parses a target name and its options (`version` for spirv/msl/glsl, `shader_model`
@@ -201,6 +228,16 @@ impl TargetConfig {
                         0,
                     );
                 }
+                (Target::Hlsl, "immediates_register") => {
+                    config.immediates.0 = value
+                        .parse::<u32>()
+                        .map_err(|_| invalid("expected a register number"))?;
+                }
+                (Target::Hlsl, "immediates_space") => {
+                    config.immediates.1 = value
+                        .parse::<u8>()
+                        .map_err(|_| invalid("expected a register space, 0 ..= 255"))?;
+                }
                 (Target::Glsl, "es") => {
                     config.es = value
                         .parse::<bool>()
@@ -237,7 +274,10 @@ impl TargetConfig {
     pub fn options_string(&self) -> String {
         match self.target {
             Target::Spirv | Target::Msl => format!("version={}.{}", self.version.0, self.version.1),
-            Target::Hlsl => format!("shader_model={}.{}", self.version.0, self.version.1),
+            Target::Hlsl => format!(
+                "shader_model={}.{};immediates=b{},space{}",
+                self.version.0, self.version.1, self.immediates.0, self.immediates.1
+            ),
             Target::Glsl => format!("version={};es={}", self.version.0, self.es),
             Target::Wgsl => String::new(),
         }
@@ -293,6 +333,13 @@ impl TargetConfig {
                 })?;
                 let options = hlsl::Options {
                     shader_model,
+                    immediates_target: Some(hlsl::BindTarget {
+                        space: self.immediates.1,
+                        register: self.immediates.0,
+                        binding_array_size: None,
+                        dynamic_storage_buffer_offsets_index: None,
+                        restrict_indexing: false,
+                    }),
                     ..hlsl::Options::default()
                 };
                 let pipeline = hlsl::PipelineOptions {
@@ -341,6 +388,42 @@ impl TargetConfig {
             }
         }
     }
+}
+
+/// Everything naga's back end for `target` can write, as naga's own command-line tool
+/// validates for an output of that kind: a module using a capability outside this set fails
+/// validation for this target alone.
+pub fn supported_capabilities(target: Target) -> Capabilities {
+    use naga::back;
+    match target {
+        Target::Spirv => back::spv::supported_capabilities(),
+        Target::Msl => back::msl::supported_capabilities(),
+        Target::Hlsl => back::hlsl::supported_capabilities(),
+        Target::Glsl => back::glsl::supported_capabilities(),
+        Target::Wgsl => back::wgsl::supported_capabilities(),
+    }
+}
+
+/// The validator capability a manifest name stands for: naga's flag names in any case
+/// (`immediates`, `FLOAT64`, `clip_distances`), and `push_constant(s)`, the Vulkan name of
+/// what naga 30 calls immediates.
+pub fn parse_capability(name: &str) -> Result<Capabilities, TargetParseError> {
+    let upper = name.trim().to_ascii_uppercase();
+    let flag = match upper.as_str() {
+        "PUSH_CONSTANT" | "PUSH_CONSTANTS" => Some(Capabilities::IMMEDIATES),
+        other => Capabilities::from_name(other),
+    };
+    flag.ok_or_else(|| TargetParseError::UnknownCapability(name.to_owned()))
+}
+
+/// The manifest spelling of a set of capabilities, sorted: for logs and documentation.
+pub fn capability_names(capabilities: Capabilities) -> Vec<String> {
+    let mut names: Vec<String> = capabilities
+        .iter_names()
+        .map(|(name, _)| name.to_ascii_lowercase())
+        .collect();
+    names.sort();
+    names
 }
 
 fn parse_dotted(text: &str) -> Option<(u16, u16)> {

@@ -14,7 +14,7 @@ mod stat;
 mod write;
 
 pub use diagnostic::{describe_variant, Diagnostic, Location, Severity};
-pub use output::{output_path, Index, IndexEntry, INDEX_FILE};
+pub use output::{output_path, Index, IndexEntry, IndexFailure, INDEX_FILE};
 pub use services::{Outcome, VariantArtifacts};
 pub use stat::STAT_FILE;
 
@@ -115,8 +115,11 @@ pub struct BuildReport {
     pub cached: usize,
     /// Variants whose preprocessed text equalled another's in this build: compiled once.
     pub deduplicated: usize,
-    /// Variants that failed.
+    /// Variants that failed, for every target or for some (see `failed_outputs`).
     pub failed: usize,
+    /// (variant, target) pairs that failed: a pair fails alone, its variant's other targets
+    /// are written.
+    pub failed_outputs: usize,
     /// Output files written (new or changed).
     pub outputs_written: usize,
     /// Output files removed (their variant or target left the manifest).
@@ -155,6 +158,26 @@ pub struct Recompiled {
     /// Why: the changed file and the source that includes it, a manifest change, or an
     /// artifact missing from the store.
     pub reason: String,
+}
+
+/// What failed in a build: whole variants, and (variant, target) pairs of variants whose
+/// other targets were built; with what `index.json` says of each failed pair.
+#[derive(Default)]
+struct Failed {
+    variants: BTreeSet<VariantId>,
+    pairs: BTreeSet<(VariantId, &'static str)>,
+    index: Vec<IndexFailure>,
+}
+
+impl Failed {
+    /// Whether the output of `variant` for the target named `target` failed in this build.
+    fn pair(&self, variant: &VariantId, target: &str) -> bool {
+        self.variants.contains(variant)
+            || crate::compile::Target::ALL
+                .iter()
+                .find(|t| t.name() == target)
+                .is_some_and(|t| self.pairs.contains(&(variant.clone(), t.name())))
+    }
 }
 
 /// What the engine answers for one variant.
@@ -458,6 +481,7 @@ impl Project {
         report.outputs_written = written.written;
         report.outputs_removed = written.removed;
         report.failed = written.failed;
+        report.failed_outputs = written.failed_outputs;
         report.diagnostics.extend(written.diagnostics);
         report.diagnostics.extend(std::mem::take(
             &mut *self.db.context().build.warnings.lock(),
@@ -516,19 +540,18 @@ impl Project {
     }
 
     /// Splits the engine's results into built variants and failed ones, counting in the
-    /// report how each was obtained and adding each failure's diagnostics.
+    /// report how each was obtained and adding each failure's diagnostics. A variant whose
+    /// targets failed only in part is built (its other targets are written) and its failed
+    /// pairs are listed.
     fn sort_results<'v>(
         &self,
         variants: &'v [VariantId],
         results: Vec<VariantResult>,
         report: &mut BuildReport,
-    ) -> (
-        Vec<(&'v VariantId, queries::Artifacts)>,
-        BTreeSet<VariantId>,
-    ) {
+    ) -> (Vec<(&'v VariantId, queries::Artifacts)>, Failed) {
         let outcomes = std::mem::take(&mut *self.db.context().build.outcomes.lock());
         let mut built = Vec::new();
-        let mut failed = BTreeSet::new();
+        let mut failed = Failed::default();
         for (variant, result) in variants.iter().zip(results) {
             let diagnostics = match result {
                 Ok(Ok(artifacts)) => {
@@ -544,16 +567,39 @@ impl Project {
                         Some(Outcome::Deduplicated) => report.deduplicated += 1,
                         Some(Outcome::Cached) | None => report.cached += 1,
                     }
+                    for d in artifacts.failed.iter() {
+                        let Some(target) = d.target else { continue };
+                        failed.pairs.insert((variant.clone(), target.name()));
+                        failed
+                            .index
+                            .push(IndexFailure::new(variant, target.name(), d));
+                        report.diagnostics.push(d.clone());
+                    }
                     built.push((variant, artifacts));
                     continue;
                 }
                 Ok(Err(diagnostics)) => diagnostics.to_vec(),
                 Err(engine) => vec![Diagnostic::error(engine.to_string())],
             };
-            failed.insert(variant.clone());
+            failed.variants.insert(variant.clone());
             for mut d in diagnostics {
                 if d.variant.is_none() {
                     d.variant = Some(variant.to_string());
+                }
+                if d.severity == Severity::Error {
+                    match d.target {
+                        Some(target) => {
+                            failed
+                                .index
+                                .push(IndexFailure::new(variant, target.name(), &d))
+                        }
+                        None => failed.index.extend(
+                            self.manifest
+                                .targets
+                                .iter()
+                                .map(|t| IndexFailure::new(variant, t.target().name(), &d)),
+                        ),
+                    }
                 }
                 report.diagnostics.push(d);
             }

@@ -17,6 +17,48 @@ pub struct Index {
     pub kiln_version: String,
     /// One entry per output file, sorted by path.
     pub entries: Vec<IndexEntry>,
+    /// Every (variant, target) pair that failed in the build that wrote the index, with
+    /// why; sorted. Its other targets' outputs are in `entries`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<IndexFailure>,
+}
+
+/// A (variant, target) pair without a current output: it failed to build.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct IndexFailure {
+    /// Shader name.
+    pub shader: String,
+    /// Pass name.
+    pub pass: String,
+    /// Keywords, canonical order.
+    pub keywords: Vec<String>,
+    /// Target name.
+    pub target: String,
+    /// The file the error points at, relative to the project root, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// 1-based line in `file`, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// The error.
+    pub message: String,
+}
+
+impl IndexFailure {
+    pub(super) fn new(variant: &super::VariantId, target: &str, d: &Diagnostic) -> Self {
+        Self {
+            shader: variant.shader.to_string(),
+            pass: variant.pass.to_string(),
+            keywords: variant.keywords.iter().map(|k| k.to_string()).collect(),
+            target: target.to_owned(),
+            file: d
+                .location
+                .as_ref()
+                .map(|l| l.file.to_string_lossy().replace('\\', "/")),
+            line: d.location.as_ref().map(|l| l.line).filter(|l| *l > 0),
+            message: d.message.clone(),
+        }
+    }
 }
 
 /// One output file.

@@ -14,7 +14,7 @@
 use super::diagnostic::Diagnostic;
 use super::services::{CompileInput, Services};
 use super::VariantId;
-use crate::compile::{Target, TargetConfig};
+use crate::compile::{Constants, Target, TargetConfig};
 use crate::identity::{self, Revision};
 use crate::key::VariantKey;
 use crate::manifest::{Manifest, PassSpec, ShaderSpec};
@@ -235,6 +235,7 @@ pub(crate) struct CompileJob {
     text: CompileText,
     spec: Arc<ShaderSpec>,
     pass: usize,
+    constants: Constants,
     pub targets: Arc<[TargetConfig]>,
 }
 
@@ -249,10 +250,13 @@ impl CompileJob {
             Err(d) => return Ok(Err(d)),
         };
         let targets = db.get::<TargetsQ>(&())?;
+        let constants =
+            spec.constants_for(&spec.passes[pass], variant.keywords.iter().map(|k| &**k));
         Ok(Ok(Self {
             text,
             spec,
             pass,
+            constants,
             targets,
         }))
     }
@@ -265,6 +269,7 @@ impl CompileJob {
             entry: &pass.entry,
             text: &self.text.text,
             text_hash: self.text.hash,
+            constants: &self.constants,
         }
     }
 }
@@ -279,13 +284,16 @@ pub(crate) struct ArtifactRef {
     pub hash: ContentKey,
 }
 
-/// The variant's canonical key and its outputs for every target.
+/// The variant's canonical key, its outputs for the targets that succeeded and why the
+/// others failed (a (variant, target) pair fails alone).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Artifacts {
     pub key: VariantKey,
     /// What the outputs were built from ([`identity::input_stamp`]), for `index.json`.
     pub stamp: Arc<str>,
     pub outputs: Arc<[ArtifactRef]>,
+    /// One error per target that failed, naming the variant and the target.
+    pub failed: Arc<[Diagnostic]>,
 }
 
 /// Why a variant has no artifacts: the errors, each naming the variant.
@@ -316,23 +324,45 @@ impl Query<Services> for ArtifactsQ {
             Err(e) => return fail(Diagnostic::error(e.to_string())),
         };
         let services = db.context();
+        // Map naga's positions in the preprocessed text back to the sources.
+        let diagnose = |failures: &[(Option<Target>, crate::compile::CompileError)]| {
+            let pre = db.get::<PreprocessQ>(variant)?.ok();
+            Ok::<_, QueryError>(
+                failures
+                    .iter()
+                    .map(|(target, error)| {
+                        let d = Diagnostic::from_compile(error, pre.as_deref()).for_variant(&key);
+                        match target {
+                            Some(t) => d.for_target(*t),
+                            None => d,
+                        }
+                    })
+                    .collect::<Vec<Diagnostic>>(),
+            )
+        };
         match services.materialize(&key, &job.input(), &job.targets) {
-            Ok((artifacts, outcome)) => {
+            Ok(produced) => {
                 services
                     .build
                     .outcomes
                     .lock()
-                    .insert(variant.clone(), outcome);
-                let outputs = artifacts
+                    .insert(variant.clone(), produced.outcome);
+                let outputs = produced
+                    .artifacts
                     .outputs
                     .iter()
-                    .zip(&artifacts.hashes)
+                    .zip(&produced.artifacts.hashes)
                     .map(|((target, bytes), hash)| ArtifactRef {
                         target: *target,
                         bytes: bytes.len() as u64,
                         hash: *hash,
                     })
                     .collect();
+                let failed = if produced.failed.is_empty() {
+                    Arc::from(Vec::new())
+                } else {
+                    Arc::from(diagnose(&produced.failed)?)
+                };
                 let stamp = identity::input_stamp(
                     &revision,
                     &variant.pass,
@@ -342,23 +372,10 @@ impl Query<Services> for ArtifactsQ {
                     key,
                     stamp: Arc::from(stamp),
                     outputs,
+                    failed,
                 }))
             }
-            Err(failures) => {
-                // Map naga's positions in the preprocessed text back to the sources.
-                let pre = db.get::<PreprocessQ>(variant)?.ok();
-                let diagnostics: Vec<Diagnostic> = failures
-                    .iter()
-                    .map(|(target, error)| {
-                        let d = Diagnostic::from_compile(error, pre.as_deref()).for_variant(&key);
-                        match target {
-                            Some(t) => d.for_target(*t),
-                            None => d,
-                        }
-                    })
-                    .collect();
-                Ok(Err(Arc::from(diagnostics)))
-            }
+            Err(failures) => Ok(Err(Arc::from(diagnose(&failures)?))),
         }
     }
 }

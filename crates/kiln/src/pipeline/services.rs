@@ -3,7 +3,9 @@
 
 use super::diagnostic::Diagnostic;
 use super::VariantId;
-use crate::compile::{self, CompileError, SourceLanguage, Stage, Target, TargetConfig};
+use crate::compile::{
+    self, CompileError, CompileRequest, Constants, SourceLanguage, Stage, Target, TargetConfig,
+};
 use crate::identity;
 use crate::key::VariantKey;
 use crate::store::{ArtifactStore, ContentKey, Lookup, Namespace};
@@ -55,7 +57,19 @@ pub enum Outcome {
 /// the sources of the variant that asked.
 pub(crate) type Failures = Arc<[(Option<Target>, CompileError)]>;
 
-type Produced = Result<(Arc<VariantArtifacts>, Outcome), Failures>;
+/// What a compile produced for a variant: the artifacts of the targets that succeeded and
+/// the failures of the others (a (variant, target) pair fails alone).
+#[derive(Clone, Debug)]
+pub(crate) struct Produced {
+    pub artifacts: Arc<VariantArtifacts>,
+    pub outcome: Outcome,
+    /// Targets that failed, each with `Some(target)`; empty when every target succeeded.
+    pub failed: Failures,
+}
+
+/// `Err`: no target could be built (the text does not parse, a constant has no value, or
+/// every target failed).
+type ProduceResult = Result<Produced, Failures>;
 
 /// What the engine's queries reach outside the engine. Reads of it are not dependencies:
 /// everything here is either content-addressed (the store, the dedup table) or keyed by a
@@ -82,7 +96,7 @@ pub struct Services {
 #[derive(Default)]
 pub(crate) struct BuildSession {
     /// Identical compiles run once per build: [`identity::job_key`] -> result.
-    dedup: Mutex<FxHashMap<ContentKey, Arc<OnceLock<Produced>>>>,
+    dedup: Mutex<FxHashMap<ContentKey, Arc<OnceLock<ProduceResult>>>>,
     /// How each variant whose artifacts query executed in this build got its artifacts.
     pub(crate) outcomes: Mutex<FxHashMap<VariantId, Outcome>>,
     /// Store problems met (and repaired) during this build.
@@ -115,12 +129,19 @@ pub(crate) struct CompileInput<'a> {
     pub entry: &'a str,
     pub text: &'a str,
     pub text_hash: ContentKey,
+    pub constants: &'a Constants,
 }
 
 impl CompileInput<'_> {
     /// The store key of this compile within a target's namespace.
     fn compile_key(&self) -> ContentKey {
-        identity::compile_key(self.language, self.stage, self.entry, &self.text_hash)
+        identity::compile_key(
+            self.language,
+            self.stage,
+            self.entry,
+            &self.text_hash,
+            self.constants,
+        )
     }
 }
 
@@ -193,56 +214,75 @@ impl Services {
 
     /// The artifacts of `key` for every target: from the variant cache, else from this
     /// build's twin with the same text, else from the store, else from naga (then saved).
+    /// Only a variant every target of which succeeded enters the variant cache: a failed
+    /// compile is never an artifact there; the targets that did succeed are still returned
+    /// (and saved to the store).
     pub(crate) fn materialize(
         &self,
         key: &VariantKey,
         input: &CompileInput<'_>,
         targets: &[TargetConfig],
-    ) -> Produced {
+    ) -> ProduceResult {
         let mut outcome = Outcome::Cached;
-        let artifacts = self
-            .cache
-            .get_or_compile(key, |_| {
-                let (artifacts, produced) = self.produce_resident(input, targets)?;
-                outcome = produced;
-                Ok::<_, FailureList>(artifacts)
-            })
-            .map_err(|e| match e {
-                crate::variant_cache::CacheError::Compile { source, .. } => source.0.clone(),
-                other => Arc::from(vec![(
-                    None,
-                    CompileError::new(compile::CompilePhase::Panic, other.to_string(), None),
-                )]),
-            })?;
-        Ok((artifacts, outcome))
+        let artifacts = self.cache.get_or_compile(key, |_| {
+            let produced = self.produce_resident(input, targets)?;
+            if !produced.failed.is_empty() {
+                return Err(FailureList {
+                    failures: produced.failed.clone(),
+                    partial: Some(produced),
+                });
+            }
+            outcome = produced.outcome;
+            Ok::<_, FailureList>(produced.artifacts)
+        });
+        match artifacts {
+            Ok(artifacts) => Ok(Produced {
+                artifacts,
+                outcome,
+                failed: Arc::from(Vec::new()),
+            }),
+            Err(crate::variant_cache::CacheError::Compile { source, .. }) => {
+                match &source.partial {
+                    Some(partial) => Ok(partial.clone()),
+                    None => Err(source.failures.clone()),
+                }
+            }
+            Err(other) => Err(Arc::from(vec![(
+                None,
+                CompileError::new(compile::CompilePhase::Panic, other.to_string(), None),
+            )])),
+        }
     }
 
     fn produce_resident(
         &self,
         input: &CompileInput<'_>,
         targets: &[TargetConfig],
-    ) -> Result<(Arc<VariantArtifacts>, Outcome), FailureList> {
+    ) -> Result<Produced, FailureList> {
         let compile_key = input.compile_key();
         let key = identity::job_key(&compile_key, targets);
         if let Some(artifacts) = self.resident.lock().get(&key).and_then(Weak::upgrade) {
             // Compiled earlier in this very build for a twin text: that is deduplication.
-            let compiled_now = self
-                .build
-                .dedup
-                .lock()
-                .get(&key)
-                .is_some_and(|cell| matches!(cell.get(), Some(Ok((_, Outcome::Compiled)))));
+            let compiled_now = self.build.dedup.lock().get(&key).is_some_and(
+                |cell| matches!(cell.get(), Some(Ok(p)) if p.outcome == Outcome::Compiled),
+            );
             let outcome = if compiled_now {
                 Outcome::Deduplicated
             } else {
                 Outcome::Cached
             };
-            return Ok((artifacts, outcome));
+            return Ok(Produced {
+                artifacts,
+                outcome,
+                failed: Arc::from(Vec::new()),
+            });
         }
         let produced = self.produce(&key, &compile_key, input, targets)?;
-        self.resident
-            .lock()
-            .insert(key, Arc::downgrade(&produced.0));
+        if produced.failed.is_empty() {
+            self.resident
+                .lock()
+                .insert(key, Arc::downgrade(&produced.artifacts));
+        }
         Ok(produced)
     }
 
@@ -252,7 +292,7 @@ impl Services {
         compile_key: &ContentKey,
         input: &CompileInput<'_>,
         targets: &[TargetConfig],
-    ) -> Result<(Arc<VariantArtifacts>, Outcome), FailureList> {
+    ) -> Result<Produced, FailureList> {
         let cell = self.build.dedup.lock().entry(*key).or_default().clone();
         let mut ran = false;
         let produced = cell
@@ -262,16 +302,18 @@ impl Services {
             })
             .clone();
         match produced {
-            Ok((artifacts, outcome)) => {
+            Ok(mut produced) => {
                 // A twin of a compiled variant was deduplicated; a twin of a cached one is
                 // simply cached too.
-                let outcome = match (ran, outcome) {
-                    (false, Outcome::Compiled) => Outcome::Deduplicated,
-                    (_, outcome) => outcome,
-                };
-                Ok((artifacts, outcome))
+                if !ran && produced.outcome == Outcome::Compiled {
+                    produced.outcome = Outcome::Deduplicated;
+                }
+                Ok(produced)
             }
-            Err(failures) => Err(FailureList(failures)),
+            Err(failures) => Err(FailureList {
+                failures,
+                partial: None,
+            }),
         }
     }
 
@@ -280,7 +322,7 @@ impl Services {
         key: &ContentKey,
         input: &CompileInput<'_>,
         targets: &[TargetConfig],
-    ) -> Produced {
+    ) -> ProduceResult {
         let mut outputs: Vec<(Target, Option<Arc<[u8]>>)> = Vec::with_capacity(targets.len());
         for target in targets {
             let ns = self.namespace(target);
@@ -308,45 +350,78 @@ impl Services {
                 .into_iter()
                 .filter_map(|(target, bytes)| Some((target, bytes?)))
                 .collect();
-            return Ok((Arc::new(VariantArtifacts::new(outputs)), Outcome::Cached));
+            return Ok(Produced {
+                artifacts: Arc::new(VariantArtifacts::new(outputs)),
+                outcome: Outcome::Cached,
+                failed: Arc::from(Vec::new()),
+            });
         }
 
-        let module =
-            compile::parse_and_validate(input.language, input.text, input.stage, input.entry)
-                .map_err(|e| Failures::from(vec![(None, e)]))?;
+        // Only the targets the store lacks are compiled.
+        let missing: Vec<Option<&TargetConfig>> = outputs
+            .iter()
+            .zip(targets)
+            .map(|((_, bytes), config)| bytes.is_none().then_some(config))
+            .collect();
+        let request = CompileRequest {
+            language: input.language,
+            text: input.text,
+            stage: input.stage,
+            entry: input.entry,
+            constants: input.constants,
+        };
+        let compiled = compile::compile_targets(&request, &missing)
+            .map_err(|e| Failures::from(vec![(None, e)]))?;
         let mut failures = Vec::new();
         let mut done = Vec::with_capacity(outputs.len());
-        for ((target, bytes), config) in outputs.into_iter().zip(targets) {
-            let bytes = match bytes {
-                Some(bytes) => bytes,
-                None => match compile::emit(&module, config) {
-                    Ok(bytes) => {
-                        let bytes: Arc<[u8]> = Arc::from(bytes);
-                        self.defer_save(self.namespace(config), *key, bytes.clone());
-                        bytes
-                    }
-                    Err(e) => {
-                        failures.push((Some(target), e));
-                        continue;
-                    }
-                },
+        for (((target, bytes), config), result) in outputs.into_iter().zip(targets).zip(compiled) {
+            let bytes = match (bytes, result) {
+                (Some(bytes), _) => bytes,
+                (None, Some(Ok(bytes))) => {
+                    let bytes: Arc<[u8]> = Arc::from(bytes);
+                    self.defer_save(self.namespace(config), *key, bytes.clone());
+                    bytes
+                }
+                (None, Some(Err(e))) => {
+                    failures.push((Some(target), e));
+                    continue;
+                }
+                (None, None) => {
+                    failures.push((
+                        Some(target),
+                        CompileError::new(
+                            compile::CompilePhase::Emit,
+                            "the compiler returned no result for this target".into(),
+                            None,
+                        ),
+                    ));
+                    continue;
+                }
             };
             done.push((target, bytes));
         }
-        if !failures.is_empty() {
+        if done.is_empty() {
             return Err(Failures::from(failures));
         }
-        Ok((Arc::new(VariantArtifacts::new(done)), Outcome::Compiled))
+        Ok(Produced {
+            artifacts: Arc::new(VariantArtifacts::new(done)),
+            outcome: Outcome::Compiled,
+            failed: Failures::from(failures),
+        })
     }
 }
 
-/// [`Failures`] as an error the variant cache can carry.
+/// [`Failures`] as an error the variant cache can carry, with the targets that succeeded
+/// when only some failed.
 #[derive(Debug)]
-pub(crate) struct FailureList(pub Failures);
+pub(crate) struct FailureList {
+    pub failures: Failures,
+    pub partial: Option<Produced>,
+}
 
 impl std::fmt::Display for FailureList {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let messages: Vec<String> = self.0.iter().map(|(_, e)| e.to_string()).collect();
+        let messages: Vec<String> = self.failures.iter().map(|(_, e)| e.to_string()).collect();
         f.write_str(&messages.join("; "))
     }
 }

@@ -8,7 +8,7 @@ use super::output::{self, output_path, Index, IndexEntry, INDEX_FILE};
 use super::queries::Artifacts;
 use super::services::VariantArtifacts;
 use super::stat::{FileStat, OutputStats};
-use super::{LastBuild, Project, ProjectError, VariantId};
+use super::{Failed, LastBuild, Project, ProjectError, VariantId};
 use crate::identity::Revision;
 use crate::store::ContentKey;
 use rayon::prelude::*;
@@ -21,8 +21,10 @@ use std::sync::Arc;
 pub(super) struct Written {
     pub written: usize,
     pub removed: usize,
-    /// Variants that failed, to compile or to be written.
+    /// Variants that failed, to compile or to be written, for every target or for some.
     pub failed: usize,
+    /// (variant, target) pairs that failed.
+    pub failed_outputs: usize,
     pub diagnostics: Vec<Diagnostic>,
 }
 
@@ -33,7 +35,7 @@ impl Project {
     pub(super) fn write_outputs(
         &mut self,
         built: &[(&VariantId, Artifacts)],
-        mut failed: BTreeSet<VariantId>,
+        mut failed: Failed,
         last: LastBuild,
         up_to_date: Vec<IndexEntry>,
         revisions: &FxHashMap<Arc<str>, Revision>,
@@ -57,6 +59,7 @@ impl Project {
             written: 0,
             removed: 0,
             failed: 0,
+            failed_outputs: 0,
             diagnostics: Vec::new(),
         };
         for ((variant, _), result) in built.iter().zip(results) {
@@ -69,12 +72,33 @@ impl Project {
                     written.written += count;
                 }
                 Err(diagnostic) => {
-                    failed.insert((*variant).clone());
+                    failed.variants.insert((*variant).clone());
+                    failed.index.extend(self.manifest.targets.iter().map(|t| {
+                        super::IndexFailure::new(variant, t.target().name(), &diagnostic)
+                    }));
                     written.diagnostics.push(diagnostic);
                 }
             }
         }
-        written.failed = failed.len();
+        let partly: BTreeSet<&VariantId> = failed
+            .pairs
+            .iter()
+            .map(|(v, _)| v)
+            .filter(|v| !failed.variants.contains(*v))
+            .collect();
+        written.failed = failed.variants.len() + partly.len();
+        written.failed_outputs = failed.variants.len() * self.manifest.targets.len()
+            + failed
+                .pairs
+                .iter()
+                .filter(|(v, _)| !failed.variants.contains(v))
+                .count();
+        // A variant that failed to be written lists each target once.
+        failed.index.sort();
+        failed.index.dedup_by(|a, b| {
+            (&a.shader, &a.pass, &a.keywords, &a.target)
+                == (&b.shader, &b.pass, &b.keywords, &b.target)
+        });
 
         // Outputs nobody produces now: a failed variant's (kept, marked stale, on request),
         // and those of variants or targets that left the manifest.
@@ -98,7 +122,7 @@ impl Project {
             // removed like a retired one.
             if self.keep_failed_outputs
                 && target_kept
-                && failed.contains(&variant)
+                && failed.pair(&variant, &old.target)
                 && !last.suspect.contains(&old.path)
             {
                 let mut stale = old.clone();
@@ -134,6 +158,7 @@ impl Project {
         let index = Index {
             kiln_version: crate::store::KILN_VERSION.to_owned(),
             entries,
+            failures: failed.index,
         };
         let index_error = |source| ProjectError::Output {
             path: out_dir.join(INDEX_FILE),
@@ -255,12 +280,13 @@ impl Project {
         let job = super::queries::CompileJob::of(&self.db, variant)
             .ok()?
             .ok()?;
-        let (artifacts, _) = self
+        let produced = self
             .db
             .context()
             .materialize(key, &job.input(), &job.targets)
             .ok()?;
-        artifacts
+        produced
+            .artifacts
             .outputs
             .iter()
             .find(|(t, _)| *t == target)

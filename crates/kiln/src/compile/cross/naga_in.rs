@@ -5,14 +5,13 @@ use super::super::{error_chain, ValidatedModule};
 use super::{pick_entry, translator_error, Translator};
 use crate::compile::{CompileError, CompilePhase, Stage, TargetConfig};
 
-/// Parses `spirv` with naga, validates it against `capabilities` and emits `entry` for
-/// `target`.
+/// Parses `spirv` with naga, validates it against the target's capabilities and emits
+/// `entry` for `target`.
 pub(super) fn translate(
     spirv: &[u32],
     entry: &str,
     stage: Option<Stage>,
     target: &TargetConfig,
-    capabilities: naga::valid::Capabilities,
 ) -> Result<Vec<u8>, CompileError> {
     let error =
         |phase, what: String| translator_error(phase, Translator::Naga, target.target(), what);
@@ -47,9 +46,10 @@ pub(super) fn translate(
             format!("kiln has no stage for naga's entry point `{entry}`"),
         )
     })?;
-    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), capabilities)
-        .validate(&module)
-        .map_err(|e| error(CompilePhase::Validate, error_chain(e.as_inner())))?;
+    let info =
+        naga::valid::Validator::new(naga::valid::ValidationFlags::all(), target.capabilities())
+            .validate(&module)
+            .map_err(|e| error(CompilePhase::Validate, error_chain(e.as_inner())))?;
     let validated = ValidatedModule {
         module,
         info,
