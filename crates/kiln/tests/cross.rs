@@ -136,6 +136,13 @@ fn cases() -> Option<Vec<Case>> {
             ],
         },
         Case {
+            source: "tint.frag",
+            spirv: glslc("tint.frag")?,
+            stage: Stage::Fragment,
+            entry: "main",
+            resources: &["tint", "STRENGTH"],
+        },
+        Case {
             source: "lit.vert",
             spirv: glslc("lit.vert")?,
             stage: Stage::Vertex,
@@ -233,6 +240,10 @@ fn wgsl_comes_from_naga_and_parses_again() {
                 let out = text(result, &format!("{} -> wgsl", case.source));
                 assert_translated(Target::Wgsl, case.source, &out, case.resources);
                 assert_wgsl_reparses(case.source, &out);
+                // A specialization constant stays one: a WGSL pipeline-overridable constant.
+                if case.source == "tint.frag" {
+                    assert!(out.contains("@id(3) override"), "{out}");
+                }
             }
         }
     }
