@@ -1,9 +1,9 @@
 //! From SPIR-V to the other targets: what a shader compiled by glslang (GLSL or HLSL to
 //! SPIR-V) becomes for MSL, HLSL, GLSL and WGSL.
 //!
-//! Two translators exist, and kiln picks one per target by measured coverage (README, "SPIR-V
-//! translation coverage": on the public Vulkan samples SPIRV-Cross writes MSL, HLSL and GLSL
-//! for far more files than naga's SPIR-V front end does):
+//! Two translators exist, and kiln picks one per target by measured coverage
+//! (`docs/spirv-translation.md`: on the public Vulkan samples SPIRV-Cross writes MSL, HLSL
+//! and GLSL for 602, 553 and 578 of 632 modules, naga's SPIR-V front end for 332, 326, 344):
 //! - [`Translator::SpirvCross`]: Khronos SPIRV-Cross through the `spirv-cross2` crate, which
 //!   builds SPIRV-Cross's C++ from source. It is native code with a noticeable build time, so
 //!   it is compiled only with the cargo feature `glslang` (as is glslang itself); without it,
