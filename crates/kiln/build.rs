@@ -5,7 +5,9 @@
 //! - with the `glslang` feature: links glslang's own static libraries after shaderc's (Debian's
 //!   `libshaderc_combined.a` does not contain glslang, unlike the one the Vulkan SDK ships),
 //!   and records the versions of shaderc, glslang and SPIRV-Tools that are linked. The
-//!   libraries are static, so the versions found here are the code inside the binary.
+//!   libraries are static, so the versions found here are the code inside the binary;
+//! - with the `glslang` feature: the version of SPIRV-Cross (`spirv-cross-sys`, naming the
+//!   vendored SPIRV-Cross commit) from `Cargo.lock`.
 
 use std::path::PathBuf;
 
@@ -30,6 +32,13 @@ fn main() {
     if std::env::var_os("CARGO_FEATURE_GLSLANG").is_some() {
         let shaderc_crate = locked_version(&text, "shaderc").unwrap_or_else(|| "unknown".into());
         glslang::link_and_version(&shaderc_crate);
+        match locked_version(&text, "spirv-cross-sys") {
+            Some(version) => println!("cargo:rustc-env=KILN_SPIRV_CROSS_VERSION={version}"),
+            None => fail(&format!(
+                "{} names no single `spirv-cross-sys` package",
+                lock.display()
+            )),
+        }
     }
 }
 

@@ -244,9 +244,16 @@ pub fn capabilities(target: &TargetConfig) -> String {
 /// The store namespace of `target`'s artifacts made by `compiler`: kiln's version, the
 /// compiler and its exact version, the target, its options and the capabilities.
 pub fn namespace(compiler: CompilerKind, target: &TargetConfig) -> Namespace {
-    Namespace::new(target.target().name(), Compiler::of(compiler).label())
+    let namespace = Namespace::new(target.target().name(), Compiler::of(compiler).label())
         .with_option("options", target.options_string())
-        .with_capability(capabilities(target))
+        .with_capability(capabilities(target));
+    match compiler {
+        CompilerKind::Naga => namespace,
+        // glslang writes SPIR-V; every other target is the translator's work too.
+        CompilerKind::Glslang => {
+            namespace.with_option("translator", compile::cross::version(target.target()))
+        }
+    }
 }
 
 /// A shader's source revision: see the module documentation. `files` is every file its
@@ -258,8 +265,16 @@ pub fn shader_revision<'a>(
 ) -> Revision {
     let mut e = Encoder::new("shader-revision");
     e.compiler(&NAGA).shader(shader).count(targets.len());
+    let translated = shader
+        .passes
+        .iter()
+        .any(|pass| matches!(pass.front_end, FrontEnd::Glslang(_)));
     for target in targets {
         e.target(target);
+        if translated {
+            // glslang's SPIR-V reaches the other targets through a translator.
+            e.str(&compile::cross::version(target.target()));
+        }
     }
     for (path, text) in files {
         e.path(path);

@@ -11,9 +11,10 @@ pub enum CompilePhase {
     Constants,
     /// A back end could not write the module for a target.
     Emit,
-    /// The compiler panicked; the panic was contained.
+    /// A compiler panicked; the panic was contained.
     Panic,
-    /// The compiler is not in this build, or the target cannot express the shader.
+    /// The compiler is not in this build, or the target cannot express the shader (e.g. a
+    /// geometry stage for Metal).
     Unsupported,
 }
 

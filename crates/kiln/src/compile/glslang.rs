@@ -128,20 +128,14 @@ fn emit(spirv: &[u32], stage: Stage, entry: &str, target: &TargetConfig) -> Targ
     }
 }
 
-/// SPIR-V to another target: the one seam where the SPIR-V translator (`compile::cross`,
-/// pending) plugs in. Until it lands, every such pair fails alone and says so.
-fn translate(_spirv: &[u32], stage: Stage, _entry: &str, target: &TargetConfig) -> TargetResult {
+/// SPIR-V to another target through the SPIR-V translator (`compile::cross`). Stages naga's
+/// back ends lack stay SPIR-V only for now (SPIRV-Cross can write some of them: GLSL for
+/// geometry and tessellation, MSL for tessellation).
+fn translate(spirv: &[u32], stage: Stage, entry: &str, target: &TargetConfig) -> TargetResult {
     if !stage.naga_supports() {
         return Err(unsupported_by_target(stage, target.target()));
     }
-    Err(CompileError::new(
-        CompilePhase::Unsupported,
-        format!(
-            "not yet: {} from glslang's SPIR-V needs the SPIR-V translator (compile::cross), which this build does not have; the spirv target is built",
-            target.target()
-        ),
-        None,
-    ))
+    super::cross::from_spirv(spirv, stage, entry, target)
 }
 
 /// The error of a (variant, target) pair whose stage the target cannot express.

@@ -22,6 +22,7 @@
 //! stack is enough for every front end, the validator and every back end (see the tests).
 
 mod constants;
+pub mod cross;
 mod error;
 pub mod glslang;
 mod target;
@@ -613,6 +614,16 @@ fn contain<T>(
     phase: CompilePhase,
     f: impl FnOnce() -> Result<T, CompileError>,
 ) -> Result<T, CompileError> {
+    contain_named("naga", phase, f)
+}
+
+/// Runs `f` on its own stack of [`COMPILE_STACK_BYTES`], turning a panic inside `compiler`
+/// into a [`CompileError`] of the given phase.
+fn contain_named<T>(
+    compiler: &str,
+    phase: CompilePhase,
+    f: impl FnOnce() -> Result<T, CompileError>,
+) -> Result<T, CompileError> {
     match stacker::grow(COMPILE_STACK_BYTES, || catch_unwind(AssertUnwindSafe(f))) {
         Ok(result) => result,
         Err(payload) => {
@@ -623,7 +634,7 @@ fn contain<T>(
                 .unwrap_or_else(|| "unknown panic".to_owned());
             Err(CompileError::new(
                 CompilePhase::Panic,
-                format!("naga panicked during {phase}: {what}"),
+                format!("{compiler} panicked during {phase}: {what}"),
                 None,
             ))
         }

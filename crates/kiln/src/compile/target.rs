@@ -318,6 +318,17 @@ impl TargetConfig {
         (self.target == Target::Spirv).then_some(self.version)
     }
 
+    /// The language version: (major, minor) for SPIR-V, MSL and the HLSL shader model; GLSL's
+    /// version (e.g. 450 or 310) in `.0`.
+    pub fn version(&self) -> (u16, u16) {
+        self.version
+    }
+
+    /// Whether a GLSL target is GLSL ES.
+    pub fn es(&self) -> bool {
+        self.es
+    }
+
     /// The canonical spelling of the options, for store namespaces and logs.
     pub fn options_string(&self) -> String {
         match self.target {
