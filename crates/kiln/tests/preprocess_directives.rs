@@ -307,9 +307,10 @@ fn hlsl_passes_pragmas_through_and_refuses_glsl_directives() {
     ]);
     let sm6 = [("__SHADER_TARGET_MAJOR", "6")];
     let out = run(&files, "s.hlsl", SourceLanguage::Hlsl, &["_FOG"], &sm6).unwrap();
+    // `#pragma once` is honoured and, as `glslangValidator -E` does, written through.
     assert_eq!(
         out.text,
-        "#pragma pack_matrix(row_major)\ncbuffer C { float4 x; };\nfloat fog;\n"
+        "#pragma pack_matrix(row_major)\n#pragma once\ncbuffer C { float4 x; };\nfloat fog;\n"
     );
     let sm5 = [("__SHADER_TARGET_MAJOR", "5")];
     let out = run(&files, "s.hlsl", SourceLanguage::Hlsl, &["_FOG"], &sm5).unwrap();

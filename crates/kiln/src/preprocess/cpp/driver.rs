@@ -307,6 +307,15 @@ impl<'l> CDriver<'l> {
                 }
                 self.emit_directive(file, name_token, args);
             }
+            "version" | "extension" if self.dialect == Dialect::Hlsl => {
+                // glslang's HLSL front end has neither: refused here, located, rather than
+                // by the compiler after the whole variant was preprocessed.
+                return Err(PreprocessError::UnsupportedDirective {
+                    at: at(name_token),
+                    name: name.to_owned(),
+                    reason: "GLSL-only, not allowed in HLSL".to_owned(),
+                });
+            }
             "version" => {
                 if !self.out.is_empty() {
                     return Err(PreprocessError::VersionNotFirst { at: at(name_token) });
