@@ -165,6 +165,17 @@ fn execution_model(stage: Stage) -> ExecutionModel {
         Stage::Vertex => ExecutionModel::Vertex,
         Stage::Fragment => ExecutionModel::Fragment,
         Stage::Compute => ExecutionModel::GLCompute,
+        Stage::Geometry => ExecutionModel::Geometry,
+        Stage::TessControl => ExecutionModel::TessellationControl,
+        Stage::TessEvaluation => ExecutionModel::TessellationEvaluation,
+        Stage::Task => ExecutionModel::TaskEXT,
+        Stage::Mesh => ExecutionModel::MeshEXT,
+        Stage::RayGeneration => ExecutionModel::RayGenerationKHR,
+        Stage::AnyHit => ExecutionModel::AnyHitKHR,
+        Stage::ClosestHit => ExecutionModel::ClosestHitKHR,
+        Stage::Miss => ExecutionModel::MissKHR,
+        Stage::Intersection => ExecutionModel::IntersectionKHR,
+        Stage::Callable => ExecutionModel::CallableKHR,
     }
 }
 
