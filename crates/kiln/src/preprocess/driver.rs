@@ -11,6 +11,7 @@ use super::cache::{lex, Preprocessor};
 use super::directive::Directive;
 use super::error::{PreprocessError, SourceLocation};
 use super::expr;
+use super::include_stack::{self, Frame};
 use super::lexer::{LexLine, LexedFile};
 use super::line_map::LineMap;
 use super::loader::SourceLoader;
@@ -24,13 +25,6 @@ struct LoadedFile {
     lexed: Arc<LexedFile>,
     /// `#pragma once` was seen: later includes of it are skipped.
     once: bool,
-}
-
-/// One level of the include stack.
-struct Frame {
-    file: u32,
-    /// The `#include` that opened it (`None` for the entry).
-    included_at: Option<SourceLocation>,
 }
 
 /// An open `#if` / `#ifdef` / `#ifndef` group.
@@ -445,7 +439,9 @@ impl<'l> Driver<'l> {
             return Ok(());
         }
         if self.stack.len() >= MAX_INCLUDE_DEPTH {
-            return Err(self.too_deep(child, location));
+            return Err(include_stack::too_deep(&self.stack, child, location, |f| {
+                PathBuf::from(&*self.files[f as usize].path)
+            }));
         }
         self.stack.push(Frame {
             file: child,
@@ -454,34 +450,6 @@ impl<'l> Driver<'l> {
         self.process_file(child)?;
         self.stack.pop();
         Ok(())
-    }
-
-    /// The include stack is full: a cycle if some file repeats on it (a guard would have
-    /// stopped a legitimate re-inclusion long before), otherwise just too deep.
-    fn too_deep(&self, child: u32, at: SourceLocation) -> PreprocessError {
-        let chain: Vec<u32> = self.stack.iter().map(|f| f.file).chain([child]).collect();
-        let mut first_seen: FxHashMap<u32, usize> = FxHashMap::default();
-        for (index, &file) in chain.iter().enumerate() {
-            if let Some(&start) = first_seen.get(&file) {
-                let closing = self
-                    .stack
-                    .get(index)
-                    .and_then(|frame| frame.included_at.clone())
-                    .unwrap_or(at);
-                return PreprocessError::IncludeCycle {
-                    at: closing,
-                    cycle: chain[start..=index]
-                        .iter()
-                        .map(|&f| PathBuf::from(&*self.files[f as usize].path))
-                        .collect(),
-                };
-            }
-            first_seen.insert(file, index);
-        }
-        PreprocessError::IncludeTooDeep {
-            at,
-            limit: MAX_INCLUDE_DEPTH,
-        }
     }
 
     fn emit_code(

@@ -107,6 +107,7 @@ mod directive;
 mod driver;
 mod error;
 mod expr;
+pub(crate) mod include_stack;
 mod lexer;
 mod line_map;
 mod loader;

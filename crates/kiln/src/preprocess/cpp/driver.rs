@@ -12,6 +12,7 @@ use super::{include_spec, IncludeSpec};
 use crate::preprocess::cache::{lex_c, Preprocessor};
 use crate::preprocess::error::{PreprocessError, SourceLocation};
 use crate::preprocess::expr;
+use crate::preprocess::include_stack::{self, Frame};
 use crate::preprocess::line_map::LineMap;
 use crate::preprocess::loader::SourceLoader;
 use crate::preprocess::macros::{MacroOrigin, MacroTable};
@@ -31,11 +32,6 @@ struct LoadedFile {
     path: Arc<str>,
     lexed: Arc<CLexed>,
     once: bool,
-}
-
-struct Frame {
-    file: u32,
-    included_at: Option<SourceLocation>,
 }
 
 struct Conditional {
@@ -731,7 +727,9 @@ impl<'l> CDriver<'l> {
             return Ok(());
         }
         if self.stack.len() >= MAX_INCLUDE_DEPTH {
-            return Err(self.too_deep(child, at));
+            return Err(include_stack::too_deep(&self.stack, child, at, |f| {
+                PathBuf::from(&*self.files[f as usize].path)
+            }));
         }
         self.stack.push(Frame {
             file: child,
@@ -740,32 +738,6 @@ impl<'l> CDriver<'l> {
         self.process_file(child)?;
         self.stack.pop();
         Ok(())
-    }
-
-    fn too_deep(&self, child: u32, at: SourceLocation) -> PreprocessError {
-        let chain: Vec<u32> = self.stack.iter().map(|f| f.file).chain([child]).collect();
-        let mut first_seen: FxHashMap<u32, usize> = FxHashMap::default();
-        for (index, &file) in chain.iter().enumerate() {
-            if let Some(&start) = first_seen.get(&file) {
-                let closing = self
-                    .stack
-                    .get(index)
-                    .and_then(|frame| frame.included_at.clone())
-                    .unwrap_or(at);
-                return PreprocessError::IncludeCycle {
-                    at: closing,
-                    cycle: chain[start..=index]
-                        .iter()
-                        .map(|&f| PathBuf::from(&*self.files[f as usize].path))
-                        .collect(),
-                };
-            }
-            first_seen.insert(file, index);
-        }
-        PreprocessError::IncludeTooDeep {
-            at,
-            limit: MAX_INCLUDE_DEPTH,
-        }
     }
 }
 
