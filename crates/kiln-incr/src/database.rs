@@ -3,6 +3,7 @@
 
 use std::any::TypeId;
 use std::fmt::Debug;
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::active;
@@ -410,6 +411,29 @@ impl<C: Send + Sync + 'static> Database<C> {
                 revision: self.clock.current(),
             });
         }
+    }
+
+    /// Sends an event about the memo `edge` from a fetch, if a listener is installed. The
+    /// listener is user code run while the fetch holds the memo's claim or verifies it: a
+    /// panic there is contained like one in `execute`, as the memo's
+    /// [`QueryError::Panicked`], which the fetch returns (review of issue 10).
+    #[inline]
+    pub(crate) fn emit_contained(&self, kind: EventKind, edge: Edge) -> Result<(), Failure> {
+        if self.listener.is_none() {
+            return Ok(());
+        }
+        self.emit_contained_slow(kind, edge)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn emit_contained_slow(&self, kind: EventKind, edge: Edge) -> Result<(), Failure> {
+        panic::catch_unwind(AssertUnwindSafe(|| self.emit_for(kind, edge))).map_err(|payload| {
+            Box::new(QueryError::Panicked {
+                frame: self.frame_of(edge),
+                message: crate::execute::panic_message(&*payload),
+            })
+        })
     }
 
     /// Sends an event about the memo `edge` if a listener is installed.

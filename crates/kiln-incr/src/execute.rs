@@ -60,7 +60,8 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         verified_at: Revision,
         copy: bool,
     ) -> Result<Option<Q::Value>, Failure> {
-        db.emit(EventKind::WillExecute, Q::NAME, &slot.key);
+        // The listener is user code too: its panic fails this attempt, like `execute`'s.
+        db.emit_contained(EventKind::WillExecute, self.edge(index))?;
         active::begin_attempt();
         let (outcome, reads) = active::record_reads(db.id, || {
             panic::catch_unwind(AssertUnwindSafe(|| Q::execute(db, &slot.key)))
@@ -139,8 +140,9 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             drop_contained(payload);
         }
         // After the publication, so that a listener reading the memo sees the new value.
+        // Its listener's panic is absorbed like that `Drop`'s: the commit stands.
         if backdated {
-            db.emit(EventKind::Backdated, Q::NAME, &slot.key);
+            let _ = db.emit_contained(EventKind::Backdated, self.edge(index));
         }
         Ok(copied)
     }
@@ -214,7 +216,7 @@ pub(crate) fn drop_contained<T>(value: T) -> Option<Box<dyn Any + Send>> {
 }
 
 /// The text of a panic payload, when it is a string.
-fn panic_message(payload: &(dyn Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
     if let Some(text) = payload.downcast_ref::<&str>() {
         (*text).to_owned()
     } else if let Some(text) = payload.downcast_ref::<String>() {

@@ -60,9 +60,14 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         let mut stale = None;
         if stamp & PRESENT != 0 && verified_at_of(stamp) != db.current_revision() {
             match self.verify_unclaimed(db, index, slot, stamp, 0) {
-                Unclaimed::Reread => return Ok(None),
-                Unclaimed::Claim => {}
-                Unclaimed::Execute(seen) => stale = Some(seen),
+                Ok(Unclaimed::Reread) => return Ok(None),
+                Ok(Unclaimed::Claim) => {}
+                Ok(Unclaimed::Execute(seen)) => stale = Some(seen),
+                Err(failure) => {
+                    // The listener's panic: the caller may handle it like a failed read.
+                    db.record_failed_read(self.edge(index));
+                    return Err(failure);
+                }
             }
         }
         let edge = self.edge(index);
@@ -118,7 +123,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             && stale != Some(stamp)
             && self.validate(db, index, slot, verified_at, 0)?
         {
-            db.emit_for(EventKind::DidValidateMemoizedValue, self.edge(index));
+            db.emit_contained(EventKind::DidValidateMemoizedValue, self.edge(index))?;
             // SAFETY: we hold the claim and saw the value present.
             let value = self.clone_contained(db, index, unsafe { slot.value_unchecked() })?;
             self.lru.touch(slot);

@@ -71,7 +71,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         if db.last_changed(durability) <= verified_at {
             return Ok(true);
         }
-        db.emit_for(EventKind::DidDeepVerify, self.edge(index));
+        db.emit_contained(EventKind::DidDeepVerify, self.edge(index))?;
         db.any_changed_after(slot.edges().as_slice(), verified_at, depth + 1)
             .map(|changed| !changed)
     }
@@ -85,30 +85,32 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         slot: &DerivedSlot<Q::Key, Q::Value>,
         seen: u64,
         depth: u32,
-    ) -> Unclaimed {
+    ) -> Result<Unclaimed, Failure> {
         if seen & BUSY != 0 || depth >= UNCLAIMED_DEPTH {
-            return Unclaimed::Claim;
+            return Ok(Unclaimed::Claim);
         }
         let verified_at = verified_at_of(seen);
         let (durability, reverify) = slot.verify_info();
         if verified_at == Revision::NEVER || reverify {
-            return Unclaimed::Claim;
+            return Ok(Unclaimed::Claim);
         }
         if db.last_changed(durability) > verified_at {
-            db.emit_for(EventKind::DidDeepVerify, self.edge(index));
+            db.emit_contained(EventKind::DidDeepVerify, self.edge(index))?;
             // A failure counts as a change (see `Database::any_changed_after`): the memo
             // runs again and meets the failure itself.
             if !matches!(
                 db.any_changed_after(slot.edges().as_slice(), verified_at, depth + 1),
                 Ok(false)
             ) {
-                return Unclaimed::Execute(seen);
+                return Ok(Unclaimed::Execute(seen));
             }
         }
         if slot.publish_verified(seen, db.current_revision()) {
-            db.emit_for(EventKind::DidValidateMemoizedValue, self.edge(index));
+            // The memo is verified whatever the listener does; its panic fails only this
+            // fetch (no claim is held, so nothing else is marked).
+            db.emit_contained(EventKind::DidValidateMemoizedValue, self.edge(index))?;
         }
-        Unclaimed::Reread
+        Ok(Unclaimed::Reread)
     }
 
     /// Whether the value at `index` changed after `after`: verifies the memo at the
@@ -130,8 +132,10 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
                 return Ok(slot.changed_at() > after);
             }
             // One attempt: after it the stamp is current, or the memo must be claimed.
-            let outcome = *attempt
-                .get_or_insert_with(|| self.verify_unclaimed(db, index, slot, stamp, depth));
+            let outcome = match attempt {
+                Some(outcome) => outcome,
+                None => *attempt.insert(self.verify_unclaimed(db, index, slot, stamp, depth)?),
+            };
             if matches!(outcome, Unclaimed::Reread) {
                 attempt = Some(Unclaimed::Claim);
                 continue;
@@ -182,7 +186,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         }
         if self.validate(db, index, slot, verified_at, depth)? {
             slot.mark_verified(current);
-            db.emit_for(EventKind::DidValidateMemoizedValue, self.edge(index));
+            db.emit_contained(EventKind::DidValidateMemoizedValue, self.edge(index))?;
             return Ok(slot.changed_at() > after);
         }
         self.execute_in_place(db, index, slot, verified_at)?;

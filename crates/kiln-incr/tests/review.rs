@@ -14,7 +14,11 @@
 //! - (f) the replaced value's panicking `Drop` failed a fetch that had already committed
 //!   its new value;
 //! - (g) a reader that handled a dependency's failure stayed valid in later revisions when
-//!   the dependency failed and then succeeded within one revision.
+//!   the dependency failed and then succeeded within one revision;
+//! - (h) the `WillExecute`, `DidDeepVerify` and `DidValidateMemoizedValue` listener calls
+//!   ran outside panic containment: a panicking listener unwound out of `get`;
+//! - (i) a panic while dropping the duplicate value of an execution whose memo had been
+//!   verified meanwhile (`keep_verified`) failed a fetch whose memo holds a valid value.
 //!
 //! Threads are staged with the engine's own `WillBlockOn` events, never with sleeps; waits
 //! have a generous timeout so that a regression fails instead of hanging.
@@ -505,4 +509,146 @@ fn cross_thread_cycle_members_are_matched_by_identity_not_by_name() {
         "{two:?}"
     );
     assert_eq!(one, Ok(99), "a query outside the cycle failed with it");
+}
+
+// ---- (h) listener panics on the fetch paths -------------------------------------------
+
+thread_local! {
+    /// Executions of `Plus` on this thread.
+    static PLUS_RUNS: Cell<u32> = const { Cell::new(0) };
+}
+
+/// `num(k) + 1`.
+struct Plus;
+impl Query for Plus {
+    type Key = u8;
+    type Value = u64;
+    const NAME: &'static str = "plus";
+    fn execute(db: &Database, key: &u8) -> Result<u64, QueryError> {
+        PLUS_RUNS.with(|runs| runs.set(runs.get() + 1));
+        Ok(db.input::<Num>(key).unwrap_or(0) + 1)
+    }
+}
+
+fn plus_runs() -> u32 {
+    PLUS_RUNS.with(Cell::get)
+}
+
+/// Installs a listener that panics once, at the first `kind` event about `query` (and,
+/// if given, the key that prints as `key`) after the returned flag is set.
+fn panicking_listener<C: Send + Sync + 'static>(
+    db: &mut Database<C>,
+    kind: EventKind,
+    query: &'static str,
+    key: Option<&'static str>,
+) -> Arc<AtomicBool> {
+    let armed = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&armed);
+    db.set_event_listener(move |event| {
+        if event.kind == kind
+            && event.query == query
+            && key.is_none_or(|key| format!("{:?}", event.key) == key)
+            && flag.swap(false, Ordering::SeqCst)
+        {
+            panic!("listener panicked on {kind:?}");
+        }
+    });
+    armed
+}
+
+/// A fetch that must return the listener's panic as the memo's error, not unwind.
+fn expect_listener_panic(got: std::thread::Result<Result<u64, QueryError>>, kind: EventKind) {
+    match got {
+        Ok(Err(QueryError::Panicked { frame, message })) => {
+            assert_eq!(frame.query, "plus");
+            assert_eq!(message, format!("listener panicked on {kind:?}"));
+        }
+        Ok(other) => panic!("expected the listener's panic as an error, got {other:?}"),
+        Err(_) => panic!("a panicking {kind:?} listener unwound out of `get`"),
+    }
+}
+
+/// (h) `WillExecute`: the attempt fails with the listener's panic, the claim is released
+/// as a failure, and the next fetch executes.
+#[test]
+fn a_panicking_will_execute_listener_fails_the_attempt() {
+    let mut db = Database::default();
+    let armed = panicking_listener(&mut db, EventKind::WillExecute, "plus", None);
+    db.set_input::<Num>(1, 1, Durability::Low);
+    armed.store(true, Ordering::SeqCst);
+    let got = panic::catch_unwind(AssertUnwindSafe(|| db.get::<Plus>(&1)));
+    expect_listener_panic(got, EventKind::WillExecute);
+    assert_eq!(plus_runs(), 0, "execute ran after its listener panicked");
+    assert_eq!(db.get::<Plus>(&1), Ok(2));
+    assert_eq!(plus_runs(), 1);
+    // Another thread finds no claim left behind.
+    std::thread::scope(|scope| {
+        assert_eq!(scope.spawn(|| db.get::<Plus>(&1)).join().unwrap(), Ok(2));
+    });
+}
+
+/// (h) `DidDeepVerify` and `DidValidateMemoizedValue` on the unclaimed verification of a
+/// memo: the fetch fails with the listener's panic; the memo is untouched and the next
+/// fetch validates it without executing.
+#[test]
+fn a_panicking_verification_listener_fails_only_that_fetch() {
+    for kind in [
+        EventKind::DidDeepVerify,
+        EventKind::DidValidateMemoizedValue,
+    ] {
+        let mut db = Database::default();
+        let armed = panicking_listener(&mut db, kind, "plus", None);
+        db.set_input::<Num>(1, 1, Durability::Low);
+        assert_eq!(db.get::<Plus>(&1), Ok(2));
+        let runs = plus_runs();
+        // An unrelated write: `plus(1)` must be verified through its edge.
+        db.set_input::<Num>(2, 1, Durability::Low);
+        armed.store(true, Ordering::SeqCst);
+        let got = panic::catch_unwind(AssertUnwindSafe(|| db.get::<Plus>(&1)));
+        expect_listener_panic(got, kind);
+        assert_eq!(db.get::<Plus>(&1), Ok(2));
+        assert_eq!(plus_runs(), runs, "{kind:?}: the valid memo was executed");
+    }
+}
+
+/// `chain(0) = num(0)`, `chain(k) = chain(k - 1)`: deep enough that verification claims
+/// the memos near the bottom (past the unclaimed nesting limit).
+struct Chain;
+impl Query for Chain {
+    type Key = u8;
+    type Value = u64;
+    const NAME: &'static str = "chain";
+    fn execute(db: &Database, key: &u8) -> Result<u64, QueryError> {
+        match key.checked_sub(1) {
+            None => Ok(db.input::<Num>(&0).unwrap_or(0)),
+            Some(below) => db.get::<Chain>(&below),
+        }
+    }
+}
+
+/// (h) The same listeners on a claimed verification, at the bottom of a 60-deep chain:
+/// the failure counts as a change above it, the chain runs again, and the fetch gives the
+/// from-scratch value without unwinding.
+#[test]
+fn a_panicking_listener_under_a_claimed_verification_is_contained() {
+    for kind in [
+        EventKind::DidDeepVerify,
+        EventKind::DidValidateMemoizedValue,
+    ] {
+        let mut db = Database::default();
+        let armed = panicking_listener(&mut db, kind, "chain", Some("3"));
+        db.set_input::<Num>(0, 7, Durability::Low);
+        assert_eq!(db.get::<Chain>(&60), Ok(7));
+        db.set_input::<Num>(9, 1, Durability::Low);
+        armed.store(true, Ordering::SeqCst);
+        let got = panic::catch_unwind(AssertUnwindSafe(|| db.get::<Chain>(&60)));
+        assert!(
+            !armed.load(Ordering::SeqCst),
+            "{kind:?}: the listener was not called for chain(3)"
+        );
+        let got = got.unwrap_or_else(|_| panic!("a panicking {kind:?} listener unwound"));
+        assert_eq!(got, Ok(7), "{kind:?}");
+        db.set_input::<Num>(0, 8, Durability::Low);
+        assert_eq!(db.get::<Chain>(&60), Ok(8), "{kind:?}");
+    }
 }
