@@ -166,11 +166,15 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
     ) -> Result<Option<Q::Value>, Failure> {
         let current = verified_at_of(stamp);
         if stamp & PRESENT != 0 {
+            // Both are duplicates of the memo's valid value: a panic in their `Drop` is
+            // absorbed, as for a replaced value (failing the fetch would hand waiters an
+            // error for a memo that holds a valid value).
             let copy = copied.is_some();
-            let value_drop = drop_contained(value);
-            let copy_drop = copied.and_then(drop_contained);
-            if let Some(payload) = value_drop.or(copy_drop) {
-                return Err(self.contained_panic(db, index, &*payload));
+            for payload in [drop_contained(value), copied.and_then(drop_contained)]
+                .into_iter()
+                .flatten()
+            {
+                drop_contained(payload);
             }
             if !copy {
                 return Ok(None);

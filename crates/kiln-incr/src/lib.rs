@@ -46,7 +46,11 @@
 //!   value is evicted anyway, without a fingerprint if that is what failed, so its next
 //!   execution is not backdated; one whose size cannot be measured is evicted alone), and
 //!   so is a panic in the `Drop` of a value replaced by a commit (the new value is
-//!   published by then and the fetch succeeds). Only the `Clone` on the lock-free hit path,
+//!   published by then and the fetch succeeds) or of the duplicate value of an execution
+//!   whose memo another thread verified meanwhile. An event listener run by a fetch
+//!   (`WillExecute`, `DidDeepVerify`, `DidValidateMemoizedValue`) is contained too: its
+//!   panic is the memo's [`QueryError::Panicked`], returned by that fetch (one about a
+//!   published commit, `Backdated`, is absorbed). Only the `Clone` on the lock-free hit path,
 //!   which holds no claim and changes nothing, unwinds to the caller. A cycle becomes
 //!   [`QueryError::Cycle`] naming its members, from the first re-entered query to the one
 //!   that closed it (a per-thread list of held claims names a same-thread cycle at once;

@@ -652,3 +652,73 @@ fn a_panicking_listener_under_a_claimed_verification_is_contained() {
         assert_eq!(db.get::<Chain>(&60), Ok(8), "{kind:?}");
     }
 }
+
+// ---- (i) the duplicate value of an execution whose memo was verified meanwhile ---------
+
+/// `num(1)`, read by `kept`.
+struct Leaf;
+impl Query<Arc<Stage>> for Leaf {
+    type Key = ();
+    type Value = u64;
+    const NAME: &'static str = "leaf";
+    fn execute(db: &Staged, _: &()) -> Result<u64, QueryError> {
+        Ok(db.input::<Num>(&1).unwrap_or(0))
+    }
+}
+
+/// `leaf` as a `Bomb`; once armed, it waits (after its read) until thread B has read it.
+struct Kept;
+impl Query<Arc<Stage>> for Kept {
+    type Key = ();
+    type Value = Bomb;
+    const NAME: &'static str = "kept";
+    fn execute(db: &Staged, _: &()) -> Result<Bomb, QueryError> {
+        let leaf = db.get::<Leaf>(&())?;
+        if db.context().armed.load(Ordering::SeqCst) {
+            db.context().reach("a runs kept");
+            waited(db, &["b read kept"])?;
+        }
+        Ok(Bomb(leaf))
+    }
+}
+
+/// (i) Thread A's verification of `kept` fails at `leaf` (its `DidDeepVerify` listener
+/// panics once: a failure counts as a change), so A executes `kept`. Meanwhile thread B
+/// verifies `kept` through `leaf` without a claim and publishes it valid. A's execution
+/// then finds the memo verified and drops its own, duplicate value, whose `Drop` panics:
+/// the memo holds a valid value, so A's fetch must still succeed with it.
+#[test]
+fn a_panicking_drop_of_a_duplicate_value_does_not_fail_the_fetch() {
+    let stage = Arc::new(Stage::default());
+    let mut db = Database::new(Arc::clone(&stage));
+    let listener_armed = panicking_listener(&mut db, EventKind::DidDeepVerify, "leaf", None);
+    db.set_input::<Num>(1, 4, Durability::Low);
+    assert_eq!(db.get::<Kept>(&()), Ok(Bomb(4)));
+    db.set_input::<Num>(2, 1, Durability::Low);
+    stage.armed.store(true, Ordering::SeqCst);
+    listener_armed.store(true, Ordering::SeqCst);
+    let exploded = EXPLODED.with(Cell::get);
+    let db = &db;
+    let got = std::thread::scope(|scope| {
+        let b = scope.spawn(|| {
+            db.context().wait_any(&["a runs kept"]);
+            let got = db.get::<Kept>(&());
+            db.context().reach("b read kept");
+            got
+        });
+        // Thread A is this thread, where the bomb is armed.
+        arm(Some(4));
+        let got = panic::catch_unwind(AssertUnwindSafe(|| db.get::<Kept>(&())));
+        arm(None);
+        assert_eq!(b.join().unwrap(), Ok(Bomb(4)));
+        got
+    });
+    assert_eq!(
+        EXPLODED.with(Cell::get),
+        exploded + 1,
+        "A's execution did not end in keep_verified with its duplicate dropped"
+    );
+    let got = got.unwrap_or_else(|_| panic!("a value's Drop unwound out of `get`"));
+    assert_eq!(got, Ok(Bomb(4)));
+    assert_eq!(db.get::<Kept>(&()), Ok(Bomb(4)));
+}
