@@ -30,7 +30,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
     pub(crate) fn can_backdate(
         &self,
         index: u32,
-        slot: &DerivedSlot<Q::Key, Q::Value>,
+        slot: &DerivedSlot<Q::Value>,
         new: &Q::Value,
         old_durability: Durability,
         new_durability: Durability,

@@ -11,13 +11,17 @@ use crate::derived::DerivedTable;
 use crate::durability::Durability;
 use crate::error::{QueryError, QueryFrame};
 use crate::event::{Event, EventKind, Listener};
-use crate::ingredient::{invariant_broken, Ingredient, IngredientCache, IngredientSlot};
+use crate::ingredient::{
+    invariant_broken, Ingredient, IngredientCache, IngredientSlot, InternerSlot,
+};
 use crate::input::InputTable;
 use crate::memo::{verified_at_of, Edge, FAILED_READ, PRESENT};
 use crate::query::{Input, Query};
 use crate::revision::{DurabilityClock, Revision};
 use crate::sync::{Failure, WaitTable};
+use crate::table::Interner;
 use crate::table::KeyTable;
+use std::sync::Arc;
 
 static NEXT_DATABASE_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -31,6 +35,8 @@ pub struct Database<C = ()> {
     context: C,
     pub(crate) clock: DurabilityClock,
     ingredients: KeyTable<IngredientSlot<C>>,
+    /// The key interners, one per key type, shared by the tables keyed by it.
+    interners: KeyTable<InternerSlot>,
     /// Shortcut to `ingredients` by type, for the per-call table lookup of `get`/`input`.
     ingredient_cache: IngredientCache<C>,
     pub(crate) waits: WaitTable,
@@ -83,6 +89,7 @@ impl<C: Send + Sync + 'static> Database<C> {
             context,
             clock: DurabilityClock::new(),
             ingredients: KeyTable::new(),
+            interners: KeyTable::new(),
             ingredient_cache: IngredientCache::new(),
             waits: WaitTable::new(),
             listener: None,
@@ -179,7 +186,7 @@ impl<C: Send + Sync + 'static> Database<C> {
     pub fn memo_stats<Q: Query<C>>(&self) -> MemoStats {
         let table = self.derived::<Q>();
         MemoStats {
-            keys: table.slots.len() as usize,
+            keys: table.used_memos(),
             values: table.lru.live_count.load(Ordering::Relaxed),
             value_bytes: table.lru.live_bytes.load(Ordering::Relaxed),
         }
@@ -211,19 +218,13 @@ impl<C: Send + Sync + 'static> Database<C> {
 
     /// Bounds how many values of `Q` survive a revision boundary (0 = unbounded).
     pub fn set_lru_capacity<Q: Query<C>>(&self, capacity: usize) {
-        self.derived::<Q>()
-            .lru
-            .capacity
-            .store(capacity, Ordering::Relaxed);
+        self.derived::<Q>().lru.set_capacity(capacity);
     }
 
     /// Bounds the total [`Query::size_bytes`] of `Q`'s values surviving a revision
     /// boundary (0 = unbounded).
     pub fn set_lru_bytes<Q: Query<C>>(&self, bytes: usize) {
-        self.derived::<Q>()
-            .lru
-            .byte_budget
-            .store(bytes, Ordering::Relaxed);
+        self.derived::<Q>().lru.set_byte_budget(bytes);
     }
 
     /// Installs `listener`, called (from any thread) for every [`Event`]. Without a
@@ -283,6 +284,20 @@ impl<C: Send + Sync + 'static> Database<C> {
             slot.ingredient_mut().at_boundary(listener, revision);
         });
         self.ingredients.release_retired();
+        self.interners.for_each_mut(|_, slot| {
+            // SAFETY: under `&mut self`, nobody probes an interner.
+            unsafe { slot.release_retired() };
+        });
+        self.interners.release_retired();
+    }
+
+    /// The interner of key type `K`, registering it on first use.
+    fn interner<K: crate::query::QueryKey>(&self) -> Arc<Interner<K>> {
+        let type_id = TypeId::of::<K>();
+        let (_, slot) = self
+            .interners
+            .intern(&type_id, |_| InternerSlot::new::<K>());
+        slot.get::<K>()
     }
 
     #[inline]
@@ -321,11 +336,11 @@ impl<C: Send + Sync + 'static> Database<C> {
 
     #[inline]
     pub(crate) fn derived<Q: Query<C>>(&self) -> &DerivedTable<Q, C> {
-        self.ingredient(DerivedTable::<Q, C>::new)
+        self.ingredient(|id| DerivedTable::<Q, C>::new(id, self.interner::<Q::Key>()))
     }
 
     fn input_table<I: Input>(&self) -> &InputTable<I> {
-        self.ingredient(InputTable::<I>::new)
+        self.ingredient(|id| InputTable::<I>::new(id, self.interner::<I::Key>()))
     }
 
     #[inline]

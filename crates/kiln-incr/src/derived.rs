@@ -13,18 +13,22 @@ use crate::memo::{DerivedSlot, Edge, RetiredEdges, StoredFingerprint};
 use crate::query::Query;
 use crate::revision::Revision;
 use crate::sync::Failure;
-use crate::table::KeyTable;
+use crate::table::{DensePages, Interner};
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
+use std::sync::Arc;
 
 /// The memo slot type of query `Q`.
-pub(crate) type SlotOf<Q, C> = DerivedSlot<<Q as Query<C>>::Key, <Q as Query<C>>::Value>;
+pub(crate) type SlotOf<Q, C> = DerivedSlot<<Q as Query<C>>::Value>;
 
 /// All memos of the derived query `Q`.
 pub(crate) struct DerivedTable<Q: Query<C>, C> {
     /// This query's id in the database's ingredient table (the `query` of its edges).
     pub(crate) id: u32,
-    pub(crate) slots: KeyTable<DerivedSlot<Q::Key, Q::Value>>,
+    /// Key ids, shared with every query and input keyed by `Q::Key` (the `key` of edges).
+    pub(crate) keys: Arc<Interner<Q::Key>>,
+    /// The memos, by key id.
+    pub(crate) memos: DensePages<SlotOf<Q, C>>,
     pub(crate) lru: Lru,
     /// Fingerprints of evicted values, by key index: written only at eviction (under
     /// `&mut Database`), read by a claim holder re-executing an evicted memo. An entry
@@ -37,10 +41,11 @@ pub(crate) struct DerivedTable<Q: Query<C>, C> {
 }
 
 impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
-    pub(crate) fn new(id: u32) -> Self {
+    pub(crate) fn new(id: u32, keys: Arc<Interner<Q::Key>>) -> Self {
         DerivedTable {
             id,
-            slots: KeyTable::new(),
+            keys,
+            memos: DensePages::new(),
             lru: Lru::new(),
             fingerprints: FxHashMap::default(),
             retired_edges: Mutex::new(Vec::new()),
@@ -56,32 +61,51 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         }
     }
 
-    /// The slot of an interned key.
+    /// The slot of an interned key that this query fetched (its page exists).
     #[inline]
-    pub(crate) fn slot(&self, key: u32) -> &DerivedSlot<Q::Key, Q::Value> {
-        match self.slots.get(key) {
+    pub(crate) fn slot(&self, key: u32) -> &SlotOf<Q, C> {
+        match self.memos.get(key) {
             Some(slot) => slot,
-            None => invariant_broken("a key index outlived its slot"),
+            None => invariant_broken("an edge names a memo never made"),
+        }
+    }
+
+    /// The key with id `key`.
+    #[inline]
+    pub(crate) fn key(&self, key: u32) -> &Q::Key {
+        match self.keys.key(key) {
+            Some(key) => key,
+            None => invariant_broken("a key id outlived its key"),
         }
     }
 
     /// The index and slot of `key`, if it was ever fetched.
     pub(crate) fn lookup(&self, key: &Q::Key) -> Option<(u32, &SlotOf<Q, C>)> {
-        self.slots
-            .lookup(key, KeyTable::<DerivedSlot<Q::Key, Q::Value>>::hash(key))
+        let index = self.keys.find(key)?;
+        let slot = self.memos.get(index)?;
+        slot.is_used().then_some((index, slot))
     }
 
     /// The index and slot of `key`, interning it.
     #[inline]
     pub(crate) fn intern(&self, key: &Q::Key) -> (u32, &SlotOf<Q, C>) {
-        self.slots.intern(key, |_| DerivedSlot::new(key.clone()))
+        let index = self.keys.id(key);
+        (index, self.memos.get_or_make(index))
+    }
+
+    /// Memos fetched at least once.
+    pub(crate) fn used_memos(&self) -> usize {
+        let mut used = 0;
+        self.memos
+            .for_each(|_, slot| used += usize::from(slot.is_used()));
+        used
     }
 }
 
 impl<Q: Query<C>, C: Send + Sync + 'static> Ingredient<C> for DerivedTable<Q, C> {
     fn with_key(&self, key: u32, visit: &mut dyn FnMut(&'static str, &dyn Debug)) {
-        if let Some(slot) = self.slots.get(key) {
-            visit(Q::NAME, &slot.key);
+        if let Some(key) = self.keys.key(key) {
+            visit(Q::NAME, key);
         }
     }
 
@@ -97,7 +121,6 @@ impl<Q: Query<C>, C: Send + Sync + 'static> Ingredient<C> for DerivedTable<Q, C>
 
     fn at_boundary(&mut self, listener: Option<&Listener>, revision: Revision) {
         self.evict_lru(listener, revision);
-        self.slots.release_retired();
         // No verifier can be walking a replaced edge list under `&mut`.
         self.retired_edges.get_mut().clear();
     }

@@ -1,22 +1,25 @@
 //! LRU eviction per derived query, by value count and/or value bytes.
 //!
-//! The hit path takes no lock: each memo carries a `last_used` sequence number, stamped
-//! from a per-query counter the first time the memo is used in a revision (later hits in
-//! the same revision only read it). Victims are chosen only at a revision boundary (or an
+//! The hit path takes no lock: each memo of a query with an LRU bound has a `last_used`
+//! sequence number (beside the memos, by key id, so that queries without a bound pay
+//! nothing for it), stamped from a per-query counter the first time the memo is used in a
+//! revision (later hits in the same revision only read it). Memos used before a bound was
+//! set count as the oldest. Victims are chosen only at a revision boundary (or an
 //! explicit [`Database::evict`](crate::Database::evict)), under `&mut Database`, oldest
 //! first. Eviction replaces the value with its fingerprint and keeps everything else, so a
 //! dependent still verifies through the memo without re-executing it (seed 003). Memos
 //! with untracked reads are never evicted: nothing could rebuild their value's history.
 
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
 use crate::derived::DerivedTable;
 use crate::event::{Event, EventKind, Listener};
 use crate::execute::drop_contained;
-use crate::memo::{DerivedSlot, StoredFingerprint, PRESENT};
+use crate::memo::{StoredFingerprint, PRESENT};
 use crate::query::Query;
 use crate::revision::Revision;
+use crate::table::DensePages;
 
 /// The LRU policy and accounting of one derived query.
 pub(crate) struct Lru {
@@ -33,6 +36,11 @@ pub(crate) struct Lru {
     /// `clock` at the start of the current revision: a memo whose `last_used` is below it
     /// has not been used yet in this revision.
     epoch_start: AtomicU32,
+    /// Whether a bound was ever set: only then are uses stamped.
+    enabled: AtomicBool,
+    /// LRU order, by key id: sequence number of the memo's first use in the latest
+    /// revision that used it (0: not since the bound was set).
+    last_used: DensePages<AtomicU32>,
 }
 
 impl Lru {
@@ -44,23 +52,59 @@ impl Lru {
             live_bytes: AtomicUsize::new(0),
             clock: AtomicU32::new(1),
             epoch_start: AtomicU32::new(1),
+            enabled: AtomicBool::new(false),
+            last_used: DensePages::new(),
         }
     }
 
-    /// Marks `slot` as used; a write only on its first use in this revision.
+    /// Sets the count bound (0 = unbounded).
+    pub(crate) fn set_capacity(&self, capacity: usize) {
+        self.capacity.store(capacity, Ordering::Relaxed);
+        self.enable(capacity);
+    }
+
+    /// Sets the byte bound (0 = unbounded).
+    pub(crate) fn set_byte_budget(&self, bytes: usize) {
+        self.byte_budget.store(bytes, Ordering::Relaxed);
+        self.enable(bytes);
+    }
+
+    fn enable(&self, bound: usize) {
+        if bound != 0 {
+            self.enabled.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Marks the memo of key id `index` as used; a write only on its first use in this
+    /// revision, and nothing at all without a bound.
     #[inline]
-    pub(crate) fn touch<K, V>(&self, slot: &DerivedSlot<K, V>) {
-        if slot.last_used.load(Ordering::Relaxed) < self.epoch_start.load(Ordering::Relaxed) {
-            self.stamp(slot);
+    pub(crate) fn touch(&self, index: u32) {
+        if self.enabled.load(Ordering::Relaxed) {
+            self.touch_bounded(index);
+        }
+    }
+
+    #[inline]
+    fn touch_bounded(&self, index: u32) {
+        let used = self.last_used.get_or_make(index);
+        if used.load(Ordering::Relaxed) < self.epoch_start.load(Ordering::Relaxed) {
+            self.stamp(used);
         }
     }
 
     // Out of line: it runs once per memo per revision, and keeping it out of the hit path
     // keeps `Database::get` small enough to be inlined into its callers.
     #[inline(never)]
-    fn stamp<K, V>(&self, slot: &DerivedSlot<K, V>) {
+    fn stamp(&self, used: &AtomicU32) {
         let sequence = self.clock.fetch_add(1, Ordering::Relaxed);
-        slot.last_used.store(sequence, Ordering::Relaxed);
+        used.store(sequence, Ordering::Relaxed);
+    }
+
+    /// Stamps the memo of key id `index` as just used (after a commit), if bounded.
+    fn stamp_index(&self, index: u32) {
+        if self.enabled.load(Ordering::Relaxed) {
+            self.stamp(self.last_used.get_or_make(index));
+        }
     }
 
     fn budget_exceeded(&mut self) -> bool {
@@ -79,7 +123,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
     /// Preconditions: this thread holds the memo's claim (see `sync.rs`).
     pub(crate) fn account(
         &self,
-        slot: &DerivedSlot<Q::Key, Q::Value>,
+        index: u32,
         old_size: Option<usize>,
         was_untracked: bool,
         new_size: usize,
@@ -95,7 +139,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             self.lru.live_count.fetch_add(1, Ordering::Relaxed);
             self.lru.live_bytes.fetch_add(new_size, Ordering::Relaxed);
         }
-        self.lru.stamp(slot);
+        self.lru.stamp_index(index);
     }
 
     /// Evicts least-recently-used values until the count and byte budgets hold, then
@@ -113,9 +157,13 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         let capacity = *self.lru.capacity.get_mut();
         let budget = *self.lru.byte_budget.get_mut();
         let mut candidates: Vec<(u32, u32)> = Vec::new();
-        self.slots.for_each_mut(|index, slot| {
+        let last_used = &self.lru.last_used;
+        self.memos.for_each_mut(|index, slot| {
             if *slot.stamp.get_mut() & PRESENT != 0 && !slot.is_untracked() {
-                candidates.push((*slot.last_used.get_mut(), index));
+                let used = last_used
+                    .get(index)
+                    .map_or(0, |used| used.load(Ordering::Relaxed));
+                candidates.push((used, index));
             }
         });
         // Newest first; with only a count bound, a partition is enough.
@@ -130,7 +178,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         let mut kept_bytes = 0usize;
         let mut evicting = false;
         for (_, index) in candidates {
-            let Some(slot) = self.slots.get_mut(index) else {
+            let Some(slot) = self.memos.get_mut(index) else {
                 continue;
             };
             let Some(value) = slot.value_mut() else {
@@ -170,11 +218,11 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             if let Some(payload) = slot.take_value().and_then(drop_contained) {
                 drop_contained(payload);
             }
-            if let Some(listener) = listener {
+            if let (Some(listener), Some(key)) = (listener, self.keys.key(index)) {
                 listener(&Event {
                     kind: EventKind::Evicted,
                     query: Q::NAME,
-                    key: &slot.key,
+                    key,
                     revision,
                 });
             }

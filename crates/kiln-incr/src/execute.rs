@@ -26,7 +26,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         &self,
         db: &Database<C>,
         index: u32,
-        slot: &DerivedSlot<Q::Key, Q::Value>,
+        slot: &DerivedSlot<Q::Value>,
         verified_at: Revision,
     ) -> Result<Q::Value, Failure> {
         match self.execute_and_store(db, index, slot, verified_at, true)? {
@@ -44,7 +44,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         &self,
         db: &Database<C>,
         index: u32,
-        slot: &DerivedSlot<Q::Key, Q::Value>,
+        slot: &DerivedSlot<Q::Value>,
         verified_at: Revision,
     ) -> Result<(), Failure> {
         self.execute_and_store(db, index, slot, verified_at, false)
@@ -56,7 +56,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         &self,
         db: &Database<C>,
         index: u32,
-        slot: &DerivedSlot<Q::Key, Q::Value>,
+        slot: &DerivedSlot<Q::Value>,
         verified_at: Revision,
         copy: bool,
     ) -> Result<Option<Q::Value>, Failure> {
@@ -64,7 +64,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         db.emit_contained(EventKind::WillExecute, self.edge(index))?;
         active::begin_attempt();
         let (outcome, reads) = active::record_reads(db.id, || {
-            panic::catch_unwind(AssertUnwindSafe(|| Q::execute(db, &slot.key)))
+            panic::catch_unwind(AssertUnwindSafe(|| Q::execute(db, self.key(index))))
         });
         // The cycle rule: an execution that took part in a cycle fails with it, even if
         // it handled the error and returned a value (see the crate documentation).
@@ -132,7 +132,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         slot.set_history(changed_at, reads.durability, reads.untracked);
         // SAFETY: we hold the claim and set `BUSY`, so the stamp is not `current | PRESENT`.
         let old = unsafe { slot.publish_value(value, current) };
-        self.account(slot, old_size, was_untracked, new_size, reads.untracked);
+        self.account(index, old_size, was_untracked, new_size, reads.untracked);
         // The old value's `Drop` is user code too. The new value is committed by now and
         // this fetch succeeded: a panic there is absorbed, as during eviction (failing the
         // fetch would hand an error to waiters for a memo that holds a valid value).
@@ -158,7 +158,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         &self,
         db: &Database<C>,
         index: u32,
-        slot: &DerivedSlot<Q::Key, Q::Value>,
+        slot: &DerivedSlot<Q::Value>,
         stamp: u64,
         value: Q::Value,
         copied: Option<Q::Value>,
@@ -189,7 +189,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         // the claim holder changes.
         let old = unsafe { slot.publish_value(value, current) };
         debug_assert!(old.is_none());
-        self.account(slot, None, was_untracked, new_size, was_untracked);
+        self.account(index, None, was_untracked, new_size, was_untracked);
         Ok(copied)
     }
 

@@ -29,12 +29,12 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         &self,
         db: &Database<C>,
         index: u32,
-        slot: &DerivedSlot<Q::Key, Q::Value>,
+        slot: &DerivedSlot<Q::Value>,
     ) -> Result<Q::Value, Failure> {
         let hit = db.current_revision().as_u64() | PRESENT;
         loop {
             if slot.stamp.load(Ordering::Acquire) == hit {
-                self.lru.touch(slot);
+                self.lru.touch(index);
                 let (durability, changed_at) = slot.read_info();
                 db.record_read(self.edge(index), durability, changed_at);
                 // SAFETY: we observed `stamp == current | PRESENT` under `&Database`.
@@ -54,7 +54,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         &self,
         db: &Database<C>,
         index: u32,
-        slot: &DerivedSlot<Q::Key, Q::Value>,
+        slot: &DerivedSlot<Q::Value>,
     ) -> Result<Option<Q::Value>, Failure> {
         let stamp = slot.stamp.load(Ordering::Acquire);
         let mut stale = None;
@@ -107,14 +107,14 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         &self,
         db: &Database<C>,
         index: u32,
-        slot: &DerivedSlot<Q::Key, Q::Value>,
+        slot: &DerivedSlot<Q::Value>,
         stale: Option<u64>,
     ) -> Result<Q::Value, Failure> {
         let current = db.current_revision();
         let stamp = slot.stamp.load(Ordering::Acquire);
         if stamp == current.as_u64() | PRESENT {
             // Someone verified it between our hit check and our claim.
-            self.lru.touch(slot);
+            self.lru.touch(index);
             // SAFETY: we observed `stamp == current | PRESENT`.
             return self.clone_contained(db, index, unsafe { slot.value_unchecked() });
         }
@@ -126,7 +126,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
             db.emit_contained(EventKind::DidValidateMemoizedValue, self.edge(index))?;
             // SAFETY: we hold the claim and saw the value present.
             let value = self.clone_contained(db, index, unsafe { slot.value_unchecked() })?;
-            self.lru.touch(slot);
+            self.lru.touch(index);
             slot.mark_verified(current);
             return Ok(value);
         }

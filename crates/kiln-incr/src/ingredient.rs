@@ -14,7 +14,8 @@ use crate::event::Listener;
 use crate::memo::Edge;
 use crate::revision::Revision;
 use crate::sync::Failure;
-use crate::table::Keyed;
+use crate::table::{Interner, Keyed};
+use std::sync::Arc;
 
 /// What the engine needs from a query's or input's table without knowing its types.
 pub(crate) trait Ingredient<C>: Send + Sync + 'static {
@@ -208,4 +209,64 @@ impl<C: 'static> IngredientCache<C> {
 #[inline(never)]
 pub(crate) fn invariant_broken(what: &str) -> ! {
     panic!("kiln-incr internal invariant broken: {what}")
+}
+
+/// One key type's shared [`Interner`](crate::table::Interner), in the database's registry
+/// of interners (by the key's `TypeId`).
+pub(crate) struct InternerSlot {
+    type_id: TypeId,
+    interner: Box<dyn SharedInterner>,
+}
+
+/// What the database needs from an interner without knowing its key type.
+trait SharedInterner: Send + Sync + 'static {
+    fn as_any(&self) -> &dyn std::any::Any;
+    /// See [`KeyTable::release_retired_shared`](crate::table::KeyTable::release_retired_shared).
+    ///
+    /// # Safety
+    /// As there: called under `&mut Database`.
+    unsafe fn release_retired(&self);
+}
+
+impl<K: crate::query::QueryKey> SharedInterner for Arc<Interner<K>> {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    unsafe fn release_retired(&self) {
+        // SAFETY: per the caller.
+        unsafe { self.release_retired_shared() };
+    }
+}
+
+impl Keyed for InternerSlot {
+    type Key = TypeId;
+    fn key(&self) -> &TypeId {
+        &self.type_id
+    }
+}
+
+impl InternerSlot {
+    pub(crate) fn new<K: crate::query::QueryKey>() -> Self {
+        InternerSlot {
+            type_id: TypeId::of::<K>(),
+            interner: Box::new(Arc::new(Interner::<K>::new())),
+        }
+    }
+
+    /// The interner, for a slot found under `TypeId::of::<K>()`.
+    pub(crate) fn get<K: crate::query::QueryKey>(&self) -> Arc<Interner<K>> {
+        match self.interner.as_any().downcast_ref::<Arc<Interner<K>>>() {
+            Some(interner) => Arc::clone(interner),
+            None => invariant_broken("an interner registered under another key type"),
+        }
+    }
+
+    /// Frees the interner's retired index tables.
+    ///
+    /// # Safety
+    /// Called under `&mut Database` (no reader probes the interner).
+    pub(crate) unsafe fn release_retired(&self) {
+        // SAFETY: per the caller.
+        unsafe { self.interner.release_retired() };
+    }
 }

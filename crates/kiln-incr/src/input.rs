@@ -11,11 +11,12 @@ use crate::memo::Edge;
 use crate::query::Input;
 use crate::revision::Revision;
 use crate::sync::Failure;
-use crate::table::{KeyTable, Keyed};
+use crate::table::{DensePages, Interner};
+use std::sync::Arc;
 
-/// One input key. Mutated only under `&mut Database`, so plain fields suffice.
-pub(crate) struct InputSlot<K, V> {
-    key: K,
+/// One input key. Mutated only under `&mut Database`, so plain fields suffice. A fresh
+/// slot (`Default`) is a key never set.
+pub(crate) struct InputSlot<V> {
     /// `None`: never set, or removed.
     pub(crate) value: Option<V>,
     /// Revision of the last change; `NEVER` for a key that was only ever missing.
@@ -24,17 +25,9 @@ pub(crate) struct InputSlot<K, V> {
     pub(crate) durability: Durability,
 }
 
-impl<K: Eq + std::hash::Hash, V> Keyed for InputSlot<K, V> {
-    type Key = K;
-    fn key(&self) -> &K {
-        &self.key
-    }
-}
-
-impl<K, V> InputSlot<K, V> {
-    fn missing(key: K) -> Self {
+impl<V> Default for InputSlot<V> {
+    fn default() -> Self {
         InputSlot {
-            key,
             value: None,
             changed_at: Revision::NEVER,
             durability: Durability::Low,
@@ -45,21 +38,26 @@ impl<K, V> InputSlot<K, V> {
 /// All keys of one [`Input`] type.
 pub(crate) struct InputTable<I: Input> {
     pub(crate) id: u32,
-    pub(crate) slots: KeyTable<InputSlot<I::Key, I::Value>>,
+    /// Key ids, shared with every query and input keyed by `I::Key`.
+    pub(crate) keys: Arc<Interner<I::Key>>,
+    /// The values, by key id.
+    pub(crate) slots: DensePages<InputSlot<I::Value>>,
 }
 
 impl<I: Input> InputTable<I> {
-    pub(crate) fn new(id: u32) -> Self {
+    pub(crate) fn new(id: u32, keys: Arc<Interner<I::Key>>) -> Self {
         InputTable {
             id,
-            slots: KeyTable::new(),
+            keys,
+            slots: DensePages::new(),
         }
     }
 
     /// The dense index of `key`, creating a "missing" slot for a key never set, so that a
     /// query reading it depends on it and sees it appear later.
-    pub(crate) fn intern(&self, key: &I::Key) -> (u32, &InputSlot<I::Key, I::Value>) {
-        self.slots.intern(key, |_| InputSlot::missing(key.clone()))
+    pub(crate) fn intern(&self, key: &I::Key) -> (u32, &InputSlot<I::Value>) {
+        let index = self.keys.id(key);
+        (index, self.slots.get_or_make(index))
     }
 
     /// Reads `key`, recording the read in the executing query of `database`, if any.
@@ -109,8 +107,8 @@ impl<I: Input> InputTable<I> {
 
 impl<I: Input, C: Send + Sync + 'static> Ingredient<C> for InputTable<I> {
     fn with_key(&self, key: u32, visit: &mut dyn FnMut(&'static str, &dyn Debug)) {
-        if let Some(slot) = self.slots.get(key) {
-            visit(I::NAME, &slot.key);
+        if let Some(key) = self.keys.key(key) {
+            visit(I::NAME, key);
         }
     }
 
@@ -141,7 +139,5 @@ impl<I: Input, C: Send + Sync + 'static> Ingredient<C> for InputTable<I> {
         }))
     }
 
-    fn at_boundary(&mut self, _listener: Option<&Listener>, _revision: Revision) {
-        self.slots.release_retired();
-    }
+    fn at_boundary(&mut self, _listener: Option<&Listener>, _revision: Revision) {}
 }

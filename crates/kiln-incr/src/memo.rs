@@ -8,12 +8,12 @@
 
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::durability::Durability;
 use crate::query::Fingerprint;
 use crate::revision::Revision;
-use crate::table::{allocate_array, free_array, Keyed};
+use crate::table::{allocate_array, free_array};
 
 /// Bit of [`DerivedSlot::stamp`] set while the memo holds a value.
 pub(crate) const PRESENT: u64 = 1 << 63;
@@ -77,6 +77,8 @@ pub(crate) enum Edges {
     None,
     /// Read exactly one thing.
     One(Edge),
+    /// Read two things whose ids are small: packed into the edge word (see [`pack_pair`]).
+    Pair(u64),
     /// Read several things.
     Many(EdgeList),
 }
@@ -86,6 +88,10 @@ impl Edges {
         match edges {
             [] => Edges::None,
             [edge] => Edges::One(*edge),
+            [first, second] => match pack_pair([*first, *second]) {
+                Some(word) => Edges::Pair(word),
+                None => Edges::Many(EdgeList::new(edges)),
+            },
             many => Edges::Many(EdgeList::new(many)),
         }
     }
@@ -99,9 +105,45 @@ impl Edges {
                 (u64::from(edge.key) << 32) | (u64::from(edge.query) << 1) | ONE_TAG
             }
             Edges::One(edge) => Edges::Many(EdgeList::new(&[edge])).into_word(),
+            Edges::Pair(word) => word,
             Edges::Many(list) => list.into_raw().expose_provenance() as u64,
         }
     }
+}
+
+/// Low bits of an edge word holding two edges inline (bit 0 clear: not one edge; an
+/// edge list's pointer is 4-aligned, so its bit 1 is clear too).
+const PAIR_TAG: u64 = 0b10;
+/// Bits of one edge of a pair: its query id, then its key index.
+const PAIR_QUERY_BITS: u32 = 7;
+const PAIR_KEY_BITS: u32 = 24;
+const PAIR_EDGE_BITS: u32 = PAIR_QUERY_BITS + PAIR_KEY_BITS;
+
+/// The 31-bit form of an edge in a pair, if its ids are small enough (query ids below
+/// 128, key indices below 2^24: the common two-read query, e.g. a tree's inner node).
+fn pack_edge(edge: Edge) -> Option<u64> {
+    (edge.query < 1 << PAIR_QUERY_BITS && edge.key < 1 << PAIR_KEY_BITS)
+        .then(|| (u64::from(edge.query) << PAIR_KEY_BITS) | u64::from(edge.key))
+}
+
+fn unpack_edge(bits: u64) -> Edge {
+    let bits = bits & ((1 << PAIR_EDGE_BITS) - 1);
+    Edge {
+        query: (bits >> PAIR_KEY_BITS) as u32,
+        key: (bits & ((1 << PAIR_KEY_BITS) - 1)) as u32,
+    }
+}
+
+/// The word of two edges inline: the first at bit 2, the second at bit 33.
+fn pack_pair([first, second]: [Edge; 2]) -> Option<u64> {
+    Some((pack_edge(second)? << (2 + PAIR_EDGE_BITS)) | (pack_edge(first)? << 2) | PAIR_TAG)
+}
+
+fn unpack_pair(word: u64) -> [Edge; 2] {
+    [
+        unpack_edge(word >> 2),
+        unpack_edge(word >> (2 + PAIR_EDGE_BITS)),
+    ]
 }
 
 /// An owned list of edges in one allocation: its length (a `u32`), then the edges. One
@@ -193,6 +235,8 @@ pub(crate) enum LoadedEdges<'a> {
     None,
     /// Read exactly one thing.
     One(Edge),
+    /// Read two things, stored inline.
+    Two([Edge; 2]),
     /// Read several things.
     Many(&'a [Edge]),
 }
@@ -203,6 +247,7 @@ impl LoadedEdges<'_> {
         match self {
             LoadedEdges::None => &[],
             LoadedEdges::One(edge) => std::slice::from_ref(edge),
+            LoadedEdges::Two(edges) => edges,
             LoadedEdges::Many(edges) => edges,
         }
     }
@@ -225,7 +270,8 @@ impl Drop for RetiredEdges {
 
 /// The list of a "many" edge word, if it is one.
 fn edge_list(word: u64) -> Option<*mut u32> {
-    (word != 0 && word & ONE_TAG == 0).then(|| std::ptr::with_exposed_provenance_mut(word as usize))
+    (word != 0 && word & (ONE_TAG | PAIR_TAG) == 0)
+        .then(|| std::ptr::with_exposed_provenance_mut(word as usize))
 }
 
 /// A fingerprint stored as two `u64`s, so that it is 8-byte aligned, not 16.
@@ -252,17 +298,19 @@ impl From<Fingerprint> for StoredFingerprint {
 ///   CASes that same stamp to a newer revision knows no execution was committed in
 ///   between: its walk saw the memo's edges of record. Replaced edge lists are retired,
 ///   not freed, until the next `&mut Database`, so any thread may walk edges at any time.
-/// - `last_used` is an atomic, readable by anyone at any time.
-pub(crate) struct DerivedSlot<K, V> {
-    pub(crate) key: K,
+///
+/// The key is not stored here: memos live in [`DensePages`](crate::table::DensePages) by
+/// the key's id in the interner their key type shares with every other query and input
+/// keyed by it. The LRU's `last_used` stamps live beside the memos, in the query's `Lru`,
+/// paid for only by queries with an LRU bound. A fresh slot (`Default`) is a memo never
+/// computed.
+pub(crate) struct DerivedSlot<V> {
     /// `verified_at` (low 62 bits, revisions use 60; 0 = never computed) | [`BUSY`] | [`PRESENT`].
     pub(crate) stamp: AtomicU64,
     /// The revision in which the value last changed (kept by backdating; low 60 bits) |
     /// durability | `UNTRACKED` | `FAILED`: one word, read with one load on the hit path
     /// (and no byte of padding for separate flags).
     history: AtomicU64,
-    /// LRU order: sequence number of the first use in the latest revision that used it.
-    pub(crate) last_used: AtomicU32,
     value: UnsafeCell<MaybeUninit<V>>,
     /// The edges, packed: 0 (none), one edge inline (`key << 32 | query << 1 | 1`), or a
     /// pointer to an `EdgeList` (its length, then the edges, in one allocation).
@@ -271,28 +319,26 @@ pub(crate) struct DerivedSlot<K, V> {
 
 // SAFETY: see the access protocol above; `V` values are cloned out to many threads (Sync)
 // and dropped on whichever thread evicts or re-executes (Send).
-unsafe impl<K: Sync, V: Send + Sync> Sync for DerivedSlot<K, V> {}
+unsafe impl<V: Send + Sync> Sync for DerivedSlot<V> {}
 
-impl<K, V> Keyed for DerivedSlot<K, V>
-where
-    K: Eq + std::hash::Hash,
-{
-    type Key = K;
-    fn key(&self) -> &K {
-        &self.key
-    }
-}
-
-impl<K, V> DerivedSlot<K, V> {
-    pub(crate) fn new(key: K) -> Self {
+impl<V> Default for DerivedSlot<V> {
+    fn default() -> Self {
         DerivedSlot {
-            key,
             stamp: AtomicU64::new(Revision::NEVER.as_u64()),
             history: AtomicU64::new(Revision::NEVER.as_u64()),
-            last_used: AtomicU32::new(0),
             value: UnsafeCell::new(MaybeUninit::uninit()),
             edges: AtomicU64::new(0),
         }
+    }
+}
+
+impl<V> DerivedSlot<V> {
+    /// Whether the memo was ever fetched to an end (computed, verified, or failed): a
+    /// fresh slot of a page is not a memo yet.
+    pub(crate) fn is_used(&self) -> bool {
+        self.stamp.load(Ordering::Acquire) != Revision::NEVER.as_u64()
+            || self.history.load(Ordering::Acquire) != 0
+            || self.edges.load(Ordering::Acquire) != 0
     }
 
     pub(crate) fn changed_at(&self) -> Revision {
@@ -434,6 +480,9 @@ impl<K, V> DerivedSlot<K, V> {
                 key: (word >> 32) as u32,
             });
         }
+        if word & PAIR_TAG != 0 {
+            return LoadedEdges::Two(unpack_pair(word));
+        }
         match edge_list(word) {
             // SAFETY: a list word points at an edge list leaked by `into_word`, freed
             // only under `&mut` (retired or dropped with the slot), never written again.
@@ -482,7 +531,7 @@ impl<K, V> DerivedSlot<K, V> {
     }
 }
 
-impl<K, V> Drop for DerivedSlot<K, V> {
+impl<V> Drop for DerivedSlot<V> {
     fn drop(&mut self) {
         drop(self.take_value());
         drop(edge_list(*self.edges.get_mut()).map(RetiredEdges));
@@ -496,7 +545,7 @@ mod tests {
     #[test]
     fn edge_lists_of_every_length_round_trip() {
         use super::{Edge, Edges};
-        let slot = DerivedSlot::<u32, u64>::new(0);
+        let slot = DerivedSlot::<u64>::default();
         for len in 0..40u32 {
             let edges: Vec<Edge> = (0..len)
                 .map(|i| Edge {
@@ -510,10 +559,36 @@ mod tests {
         }
     }
 
-    /// A memo of a `u32 -> u64` query is five words: key and LRU stamp, revisions
-    /// stamp, history (changed_at and flags), value, edges. Claims live beside memos.
+    /// Pairs are inline when both edges are small, else a list; both read back.
     #[test]
-    fn a_small_memo_is_forty_bytes() {
-        assert_eq!(std::mem::size_of::<DerivedSlot<u32, u64>>(), 40);
+    fn two_edges_are_inline_when_small() {
+        use super::{Edge, Edges, LoadedEdges};
+        let slot = DerivedSlot::<u64>::default();
+        let edge = |query, key| Edge { query, key };
+        for pair in [
+            [edge(0, 0), edge(127, (1 << 24) - 1)],
+            [edge(5, 17), edge(5, 18)],
+            [edge(128, 1), edge(3, 4)],
+            [edge(1, 1 << 24), edge(3, 4)],
+            [edge(3, 4), edge(u32::MAX, 0)],
+        ] {
+            let retired = slot.replace_edges(Edges::from_slice(&pair));
+            assert_eq!(slot.edges().as_slice(), pair.as_slice());
+            let small = pair.iter().all(|e| e.query < 128 && e.key < 1 << 24);
+            assert_eq!(
+                matches!(slot.edges(), LoadedEdges::Two(_)),
+                small,
+                "{pair:?}"
+            );
+            drop(retired);
+        }
+    }
+
+    /// A memo of a query with a `u64` value is four words: the stamp (`verified_at`
+    /// and flags), history (`changed_at`, durability and flags), value, edges. Key, LRU
+    /// stamp and claim live beside memos.
+    #[test]
+    fn a_small_memo_is_thirty_two_bytes() {
+        assert_eq!(std::mem::size_of::<DerivedSlot<u64>>(), 32);
     }
 }

@@ -25,8 +25,10 @@ const PAGE_BITS: u32 = 12;
 const GROWING_PAGES: usize = (PAGE_BITS - FIRST_PAGE_BITS + 1) as usize;
 /// Slots held by the doubling pages.
 const GROWING_SLOTS: u32 = (1 << (PAGE_BITS + 1)) - (1 << FIRST_PAGE_BITS);
-/// log2 of the number of full-size pages one directory block points to.
-const BLOCK_BITS: u32 = 12;
+/// log2 of the number of full-size pages one directory block points to (a block is 8 KiB
+/// of pointers, allocated when the first slot past the doubling pages is, and the list of
+/// blocks another 8 KiB, allocated with the table).
+const BLOCK_BITS: u32 = 10;
 /// Directory blocks: enough full-size pages to address every `u32` index.
 const BLOCKS: usize = 1 << (32 - PAGE_BITS - BLOCK_BITS);
 
@@ -259,6 +261,259 @@ impl<T> Drop for Pages<T> {
     }
 }
 
+/// A vector indexed by a dense id whose slots never move, for ids handed out elsewhere (a
+/// shared [`Interner`]): a page is allocated, with every slot `T::default()`, the first
+/// time an id in it is asked for, by whichever thread asks (one compare-and-swap; a loser
+/// drops its page). Readers index it through `&self` without locks. Pages double from 32
+/// slots up to 4096, then stay that size, as in [`Pages`]: an id space used densely wastes
+/// at most the rest of one page; one used sparsely pays a page per id range touched.
+pub(crate) struct DensePages<T> {
+    growing: [AtomicPtr<T>; GROWING_PAGES],
+    blocks: Box<[AtomicPtr<Block<T>>]>,
+    _owns: PhantomData<T>,
+}
+
+// SAFETY: as for `Pages`: it owns its `T`s and hands out `&T` under `&self`.
+unsafe impl<T: Send> Send for DensePages<T> {}
+// SAFETY: as for `Pages`; pages made on one thread are read on others.
+unsafe impl<T: Send + Sync> Sync for DensePages<T> {}
+
+impl<T: Default> DensePages<T> {
+    pub(crate) fn new() -> Self {
+        DensePages {
+            growing: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+            blocks: (0..BLOCKS)
+                .map(|_| AtomicPtr::new(ptr::null_mut()))
+                .collect(),
+            _owns: PhantomData,
+        }
+    }
+
+    /// Address of slot `index` if its page exists.
+    #[inline]
+    fn address(&self, index: u32) -> Option<*mut T> {
+        let (base, offset) = match locate(index) {
+            Location::Growing { page, offset } => {
+                (self.growing[page].load(Ordering::Acquire), offset)
+            }
+            Location::Paged {
+                block,
+                page,
+                offset,
+            } => {
+                let directory = self.blocks[block].load(Ordering::Acquire);
+                if directory.is_null() {
+                    return None;
+                }
+                // SAFETY: a published block stays allocated until `self` is dropped.
+                (unsafe { &*directory }[page].load(Ordering::Acquire), offset)
+            }
+        };
+        (!base.is_null()).then(|| base.wrapping_add(offset))
+    }
+
+    /// The slot at `index`, if its page was made.
+    #[inline]
+    pub(crate) fn get(&self, index: u32) -> Option<&T> {
+        // SAFETY: a published page is fully initialized (Release/Acquire on its pointer)
+        // and neither moved nor freed before `self` is dropped.
+        self.address(index).map(|slot| unsafe { &*slot })
+    }
+
+    /// The slot at `index`, making its page if needed.
+    #[inline]
+    pub(crate) fn get_or_make(&self, index: u32) -> &T {
+        match self.get(index) {
+            Some(slot) => slot,
+            None => self.make(index),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn make(&self, index: u32) -> &T {
+        let (entry, len, offset) = match locate(index) {
+            Location::Growing { page, offset } => {
+                (&self.growing[page], growing_page_len(page), offset)
+            }
+            Location::Paged {
+                block,
+                page,
+                offset,
+            } => {
+                let directory = install(
+                    &self.blocks[block],
+                    1,
+                    |_| {
+                        Box::into_raw(Box::new(std::array::from_fn(|_| {
+                            AtomicPtr::new(ptr::null_mut())
+                        })))
+                    },
+                    |directory, _| {
+                        // SAFETY: made just above by `Box::into_raw`, never published.
+                        drop(unsafe { Box::from_raw(directory) });
+                    },
+                );
+                // SAFETY: a published block stays allocated until `self` is dropped.
+                (&unsafe { &*directory }[page], FULL_PAGE_LEN, offset)
+            }
+        };
+        let base = install(entry, len, new_page::<T>, free_page::<T>);
+        // SAFETY: as in `get`.
+        unsafe { &*base.wrapping_add(offset) }
+    }
+
+    /// Mutable access to the slot at `index`, if its page was made.
+    pub(crate) fn get_mut(&mut self, index: u32) -> Option<&mut T> {
+        // SAFETY: as in `get`, and `&mut self` excludes every other access.
+        self.address(index).map(|slot| unsafe { &mut *slot })
+    }
+
+    /// Calls `visit` with the index and slot of every slot of every page made, in order.
+    pub(crate) fn for_each(&self, mut visit: impl FnMut(u32, &T)) {
+        self.for_each_page(|first, base, len| {
+            for offset in 0..len {
+                // SAFETY: as in `get`.
+                visit(first + offset as u32, unsafe { &*base.add(offset) });
+            }
+        });
+    }
+
+    /// Calls `visit` with the index and slot of every slot of every page made, mutably.
+    pub(crate) fn for_each_mut(&mut self, mut visit: impl FnMut(u32, &mut T)) {
+        self.for_each_page(|first, base, len| {
+            for offset in 0..len {
+                // SAFETY: as in `get_mut`.
+                visit(first + offset as u32, unsafe { &mut *base.add(offset) });
+            }
+        });
+    }
+
+    /// Every page made: its first index, base and length.
+    fn for_each_page(&self, mut visit: impl FnMut(u32, *mut T, usize)) {
+        let mut first = 0u32;
+        for (page, base) in self.growing.iter().enumerate() {
+            let base = base.load(Ordering::Acquire);
+            if !base.is_null() {
+                visit(first, base, growing_page_len(page));
+            }
+            first += growing_page_len(page) as u32;
+        }
+        for (block, directory) in self.blocks.iter().enumerate() {
+            let directory = directory.load(Ordering::Acquire);
+            if directory.is_null() {
+                continue;
+            }
+            // SAFETY: a published block stays allocated until `self` is dropped.
+            for (page, base) in unsafe { &*directory }.iter().enumerate() {
+                let base = base.load(Ordering::Acquire);
+                if !base.is_null() {
+                    let pages_before = (block << BLOCK_BITS) + page;
+                    let first = GROWING_SLOTS as usize + pages_before * FULL_PAGE_LEN;
+                    visit(first as u32, base, FULL_PAGE_LEN);
+                }
+            }
+        }
+    }
+}
+
+impl<T> Drop for DensePages<T> {
+    fn drop(&mut self) {
+        for (page, base) in self.growing.iter_mut().enumerate() {
+            free_page(*base.get_mut(), growing_page_len(page));
+        }
+        for directory in self.blocks.iter_mut() {
+            let directory = *directory.get_mut();
+            if directory.is_null() {
+                continue;
+            }
+            // SAFETY: made by `Box::into_raw` in `make`, freed only here.
+            let mut directory = unsafe { Box::from_raw(directory) };
+            for base in directory.iter_mut() {
+                free_page(*base.get_mut(), FULL_PAGE_LEN);
+            }
+        }
+    }
+}
+
+/// Publishes `make(len)` in `entry` unless another thread published first (then `discard`s
+/// it); returns what `entry` holds.
+fn install<P>(
+    entry: &AtomicPtr<P>,
+    len: usize,
+    make: impl FnOnce(usize) -> *mut P,
+    discard: impl FnOnce(*mut P, usize),
+) -> *mut P {
+    let current = entry.load(Ordering::Acquire);
+    if !current.is_null() {
+        return current;
+    }
+    let made = make(len);
+    match entry.compare_exchange(ptr::null_mut(), made, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => made,
+        Err(winner) => {
+            discard(made, len);
+            winner
+        }
+    }
+}
+
+/// A page of `len` default slots.
+fn new_page<T: Default>(len: usize) -> *mut T {
+    let base = allocate_array::<T>(len);
+    for offset in 0..len {
+        // SAFETY: inside the allocation, not yet initialized.
+        unsafe { base.add(offset).write(T::default()) };
+    }
+    base
+}
+
+/// Drops the slots of a page made by [`new_page`] and frees it (null: nothing).
+fn free_page<T>(base: *mut T, len: usize) {
+    if base.is_null() {
+        return;
+    }
+    for offset in 0..len {
+        // SAFETY: every slot of a made page is initialized, and dropped once, here.
+        unsafe { ptr::drop_in_place(base.add(offset)) };
+    }
+    free_array(base, len);
+}
+
+/// A key of an [`Interner`].
+pub(crate) struct KeySlot<K>(pub(crate) K);
+
+impl<K: Eq + Hash> Keyed for KeySlot<K> {
+    type Key = K;
+    fn key(&self) -> &K {
+        &self.0
+    }
+}
+
+/// Dense ids for the keys of one key type, shared by every query and input keyed by it, so
+/// that a key is stored and indexed once however many queries read it; each query keeps its
+/// memos in [`DensePages`] by that id.
+pub(crate) type Interner<K> = KeyTable<KeySlot<K>>;
+
+impl<K: Eq + Hash + Clone> Interner<K> {
+    /// The id of `key`, interning it.
+    #[inline]
+    pub(crate) fn id(&self, key: &K) -> u32 {
+        self.intern(key, |_| KeySlot(key.clone())).0
+    }
+
+    /// The id of `key`, if interned.
+    pub(crate) fn find(&self, key: &K) -> Option<u32> {
+        self.lookup(key, Self::hash(key)).map(|(id, _)| id)
+    }
+
+    /// The key with id `id`.
+    #[inline]
+    pub(crate) fn key(&self, id: u32) -> Option<&K> {
+        self.get(id).map(|slot| &slot.0)
+    }
+}
+
 /// A slot that knows its own key, so the index needs to store only slot numbers.
 pub(crate) trait Keyed {
     /// The key type.
@@ -434,6 +689,7 @@ impl<S: Keyed> KeyTable<S> {
     }
 
     /// Number of slots.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> u32 {
         self.slots.len()
     }
@@ -545,6 +801,15 @@ impl<S: Keyed> KeyTable<S> {
     /// Frees index tables replaced by resizes; nobody can be probing them under `&mut`.
     pub(crate) fn release_retired(&mut self) {
         self.insert.get_mut().retired.clear();
+    }
+
+    /// [`KeyTable::release_retired`] for a table shared through an `Arc`.
+    ///
+    /// # Safety
+    /// Nobody probes the table meanwhile: the caller holds `&mut` to everything that can
+    /// reach it (the shared interners of a database, under `&mut Database`).
+    pub(crate) unsafe fn release_retired_shared(&self) {
+        self.insert.lock().retired.clear();
     }
 
     /// Every slot, mutably (for boundary work such as eviction).

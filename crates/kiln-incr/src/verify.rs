@@ -60,7 +60,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         &self,
         db: &Database<C>,
         index: u32,
-        slot: &DerivedSlot<Q::Key, Q::Value>,
+        slot: &DerivedSlot<Q::Value>,
         verified_at: Revision,
         depth: u32,
     ) -> Result<bool, Failure> {
@@ -82,7 +82,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         &self,
         db: &Database<C>,
         index: u32,
-        slot: &DerivedSlot<Q::Key, Q::Value>,
+        slot: &DerivedSlot<Q::Value>,
         seen: u64,
         depth: u32,
     ) -> Result<Unclaimed, Failure> {
@@ -164,7 +164,7 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         &self,
         db: &Database<C>,
         index: u32,
-        slot: &DerivedSlot<Q::Key, Q::Value>,
+        slot: &DerivedSlot<Q::Value>,
         after: Revision,
         depth: u32,
         stale: Option<u64>,
