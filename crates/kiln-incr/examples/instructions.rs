@@ -4,6 +4,8 @@
 //! - `deep ROUNDS`: 256 trees of seven memos (the shape of `vs_salsa`'s `deep_verify`) are
 //!   executed once, then re-verified `ROUNDS` times after a write to an input nobody reads.
 //! - `cold N`: `N` fresh one-input memos are executed (each takes and releases a claim).
+//! - `hot PASSES` / `lru PASSES`: 256 memos are executed, then hit `PASSES` times each in
+//!   one revision (`hot_pass`), on a query without or with an LRU bound.
 //!
 //! Count only the measured function, and take the difference of two round counts for the
 //! cost of verification alone:
@@ -14,6 +16,8 @@
 //!     target/release/examples/instructions deep 21     # minus the same with `deep 1`
 //! valgrind --tool=callgrind --toggle-collect='instructions::cold_pass' \
 //!     target/release/examples/instructions cold 20000
+//! valgrind --tool=callgrind --toggle-collect='instructions::hot_pass' \
+//!     target/release/examples/instructions hot 100   # or lru 100
 //! ```
 //!
 //! Add `--cache-sim=yes --branch-sim=yes` for simulated cache misses and mispredictions.
@@ -84,7 +88,20 @@ impl Query for Cold {
     }
 }
 
+/// `Cold` with an LRU bound (larger than its key count: every fetch is a hit).
+struct Bounded;
+impl Query for Bounded {
+    type Key = u32;
+    type Value = u64;
+    const NAME: &'static str = "bounded";
+    fn execute(db: &Database, key: &u32) -> Result<u64, QueryError> {
+        Ok(num(db, *key) + 2)
+    }
+}
+
 const ROOTS: u32 = 256;
+/// Keys hit by `hot_pass`.
+const HOT_KEYS: u32 = 256;
 const BYSTANDER: u32 = u32::MAX;
 
 #[inline(never)]
@@ -99,6 +116,20 @@ fn cold_pass(db: &Database, count: u32) -> Result<u64, QueryError> {
     (0..count).try_fold(0u64, |sum, key| {
         Ok(sum.wrapping_add(black_box(db).get::<Cold>(&black_box(key))?))
     })
+}
+
+#[inline(never)]
+fn hot_pass<Q: Query<Key = u32, Value = u64>>(
+    db: &Database,
+    passes: u32,
+) -> Result<u64, QueryError> {
+    let mut sum = 0u64;
+    for _ in 0..passes {
+        for key in 0..HOT_KEYS {
+            sum = sum.wrapping_add(black_box(db).get::<Q>(&black_box(key))?);
+        }
+    }
+    Ok(sum)
 }
 
 fn run(mode: &str, count: u32) -> Result<(), String> {
@@ -124,7 +155,19 @@ fn run(mode: &str, count: u32) -> Result<(), String> {
             }
             black_box(cold_pass(&db, count).map_err(|error| error.to_string())?);
         }
-        other => return Err(format!("unknown mode {other:?} (deep or cold)")),
+        "hot" | "lru" => {
+            for index in 0..HOT_KEYS {
+                db.set_input::<Num>(index, u64::from(index), Durability::Low);
+            }
+            let got = if mode == "hot" {
+                hot_pass::<Cold>(&db, 1).and_then(|_| hot_pass::<Cold>(&db, count))
+            } else {
+                db.set_lru_capacity::<Bounded>(1000);
+                hot_pass::<Bounded>(&db, 1).and_then(|_| hot_pass::<Bounded>(&db, count))
+            };
+            black_box(got.map_err(|error| error.to_string())?);
+        }
+        other => return Err(format!("unknown mode {other:?} (deep, cold, hot or lru)")),
     }
     Ok(())
 }

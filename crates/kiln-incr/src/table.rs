@@ -497,7 +497,7 @@ pub(crate) type Interner<K> = KeyTable<KeySlot<K>>;
 
 impl<K: Eq + Hash + Clone> Interner<K> {
     /// The id of `key`, interning it.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn id(&self, key: &K) -> u32 {
         self.intern(key, |_| KeySlot(key.clone())).0
     }
@@ -730,8 +730,9 @@ impl<S: Keyed> KeyTable<S> {
         }
     }
 
-    /// The index and slot of `key`, creating the slot with `make` when absent.
-    #[inline]
+    /// The index and slot of `key`, creating the slot with `make` when absent. Always
+    /// inlined: it is the hit path's key lookup (a call costs a quarter of a hit).
+    #[inline(always)]
     pub(crate) fn intern(&self, key: &S::Key, make: impl FnOnce(u32) -> S) -> (u32, &S) {
         let hash = Self::hash(key);
         match self.lookup(key, hash) {
