@@ -25,16 +25,19 @@
 //!   Inputs and memos that made untracked reads are never evicted.
 //! - **Eviction happens only at revision boundaries** (setting an input,
 //!   [`Database::synthetic_write`]) or on [`Database::evict`], under `&mut Database`. The
-//!   hit path takes no lock for LRU bookkeeping: a memo records the first time it is used
-//!   in each revision with one relaxed counter increment, and victims are chosen at the
-//!   boundary.
-//! - **Dense ids, plain-data memos.** Keys are interned per query into dense `u32`
-//!   indices; memos live in append-only pages and are found through a lock-free index.
-//!   A dependency edge is a `(query id, key index)` pair of `u32`s, not a pointer, so
-//!   memos can later be written to disk as they are. A memo of a `u32 -> u64` query is
-//!   40 bytes: key and LRU stamp, the stamp (`verified_at` and two flags), `changed_at`
-//!   with durability and flags in one word, the value, and the edges (one inline, or a
-//!   pointer to a single length-prefixed allocation). Claims are not stored in memos.
+//!   hit path takes no lock for LRU bookkeeping: a memo of a bounded query records the
+//!   first time it is used in each revision with one relaxed counter increment (queries
+//!   without a bound record nothing), and victims are chosen at the boundary.
+//! - **Dense ids, plain-data memos.** Keys are interned into dense `u32` ids by one
+//!   interner per key type, shared by every query and input keyed by that type (a key
+//!   read by seven queries is stored and indexed once, as salsa keys memos by one
+//!   interned id). Each query keeps its memos in pages by key id, found without a lock
+//!   and without a per-query index. A dependency edge is a `(query id, key index)` pair of
+//!   `u32`s, not a pointer, so memos can later be written to disk as they are. A memo of
+//!   a query with a `u64` value is 32 bytes: the stamp (`verified_at` and two flags),
+//!   `changed_at` with durability and flags in one word, the value, and the edges (one
+//!   inline, two inline when their ids are small, else a pointer to a single
+//!   length-prefixed allocation). Keys, LRU stamps and claims are not stored in memos.
 //! - **Revisions never run out.** They are 60-bit numbers (36 years at a billion
 //!   revisions a second); the clock never saturates or wraps, so a change is always seen.
 //! - **Errors travel as values.** [`Query::execute`] returns `Result<Value, QueryError>`

@@ -1,7 +1,9 @@
 //! The memo of one derived `(query, key)`: its value (absent once evicted), revisions,
-//! durability and dependency edges, and the slot that holds it. (The 128-bit fingerprint
-//! of an evicted value is kept beside the slots, in `DerivedTable::fingerprints`, so
-//! that memos holding a value do not pay for it.)
+//! durability and dependency edges, and the slot that holds it. What not every memo
+//! needs is kept beside the slots, so that memos do not pay for it: the key (in the
+//! interner of its key type, `table::Interner`), the LRU stamp (only for bounded queries,
+//! `eviction::Lru`) and the 128-bit fingerprint of an evicted value
+//! (`DerivedTable::fingerprints`).
 //!
 //! A memo is plain data: edges are `(query id, key index)` pairs of dense `u32`s, never
 //! pointers, so that a later step can write memos to disk as they are.

@@ -1,6 +1,6 @@
-//! Append-only storage for memos and inputs: a paged vector whose slots never move, and
-//! an open-addressing index from key to dense `u32` slot index that readers probe without
-//! taking any lock.
+//! Storage whose slots never move: a paged vector for keys (and the registries), with an
+//! open-addressing index from key to dense `u32` slot index that readers probe without
+//! taking any lock (the key interners); and pages by dense id for memos and inputs.
 //!
 //! Slots are only ever added (under one insert lock per table) and are dropped with the
 //! table, so a `&T` handed out under `&self` stays valid until the next `&mut self`.
@@ -833,6 +833,64 @@ mod tests {
         type Key = String;
         fn key(&self) -> &String {
             &self.0
+        }
+    }
+
+    #[test]
+    fn dense_pages_make_one_page_per_range_and_keep_slots() {
+        let mut pages = DensePages::<AtomicU32>::new();
+        assert!(pages.get(5).is_none());
+        let far = GROWING_SLOTS + 3 * FULL_PAGE_LEN as u32 + 7;
+        pages.get_or_make(5).store(55, Ordering::Relaxed);
+        pages.get_or_make(far).store(77, Ordering::Relaxed);
+        assert_eq!(
+            pages.get(5).map(|slot| slot.load(Ordering::Relaxed)),
+            Some(55)
+        );
+        assert_eq!(
+            pages.get(6).map(|slot| slot.load(Ordering::Relaxed)),
+            Some(0)
+        );
+        assert_eq!(
+            pages.get(far).map(|slot| slot.load(Ordering::Relaxed)),
+            Some(77)
+        );
+        assert!(pages.get(40).is_none(), "a page nobody asked for was made");
+        let mut seen = Vec::new();
+        pages.for_each_mut(|index, slot| {
+            if *slot.get_mut() != 0 {
+                seen.push(index);
+            }
+        });
+        assert_eq!(seen, [5, far]);
+        let mut count = 0;
+        pages.for_each(|_, _| count += 1);
+        assert_eq!(
+            count,
+            32 + FULL_PAGE_LEN,
+            "the first page and one full page"
+        );
+    }
+
+    #[test]
+    fn concurrent_page_making_hands_out_one_slot_per_index() {
+        let pages = DensePages::<AtomicU32>::new();
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                scope.spawn(|| {
+                    for index in (0..20_000u32).step_by(3) {
+                        pages.get_or_make(index).fetch_add(1, Ordering::Relaxed);
+                    }
+                });
+            }
+        });
+        for index in 0..20_000u32 {
+            let want = if index % 3 == 0 { 4 } else { 0 };
+            assert_eq!(
+                pages.get(index).map(|slot| slot.load(Ordering::Relaxed)),
+                Some(want),
+                "index {index}"
+            );
         }
     }
 

@@ -110,3 +110,50 @@ fn strided_and_high_bit_integer_keys_intern_and_read_back() {
     }
     assert!(events.executed().is_empty());
 }
+
+/// Queries and inputs keyed by one type share its key ids (one interner), and each query's
+/// memos live in pages by those ids: a query still knows exactly the memos it fetched, not
+/// the keys others interned or the fresh slots of its pages, and its LRU bound is its own.
+#[test]
+fn queries_sharing_a_key_type_keep_their_own_memos() {
+    let mut db = Database::default();
+    let events = EventLog::attach(&mut db);
+    for key in 0..100u32 {
+        db.set_input::<Number>(key, u64::from(key), Durability::Low);
+    }
+    for key in 0..10u32 {
+        assert_eq!(db.get::<Tagged<0>>(&key), Ok(u64::from(key) * 1000));
+    }
+    assert_eq!(db.get::<Tagged<1>>(&50), Ok(50_001));
+    assert_eq!(events.executed().len(), 11);
+    assert_eq!(db.memo_stats::<Tagged<0>>().keys, 10);
+    assert_eq!(db.memo_stats::<Tagged<1>>().keys, 1);
+    assert!(db.memo_info::<Tagged<0>>(&50).is_none());
+    assert!(
+        db.memo_info::<Tagged<0>>(&11).is_none(),
+        "a fresh slot of a page"
+    );
+    assert!(db.peek::<Tagged<1>>(&3).is_none());
+    assert!(db.memo_info::<Tagged<1>>(&50).is_some());
+    // A key no input or query saw before.
+    assert_eq!(db.get::<Tagged<1>>(&1_000_000), Ok(1));
+    assert_eq!(events.executed().len(), 1);
+    db.set_lru_capacity::<Tagged<0>>(4);
+    db.synthetic_write(Durability::High);
+    assert_eq!(db.memo_stats::<Tagged<0>>().values, 4);
+    assert_eq!(
+        db.memo_stats::<Tagged<0>>().keys,
+        10,
+        "eviction keeps the memos"
+    );
+    assert_eq!(db.memo_stats::<Tagged<1>>().values, 2);
+    for key in 0..10u32 {
+        assert_eq!(db.get::<Tagged<0>>(&key), Ok(u64::from(key) * 1000));
+    }
+    assert_eq!(db.get::<Tagged<1>>(&50), Ok(50_001));
+    assert_eq!(
+        events.executed().len(),
+        6,
+        "only the evicted values ran again"
+    );
+}
