@@ -13,7 +13,7 @@ use crate::memo::{DerivedSlot, Edge, RetiredEdges, StoredFingerprint};
 use crate::query::Query;
 use crate::revision::Revision;
 use crate::sync::Failure;
-use crate::table::{DensePages, Interner};
+use crate::table::{DensePages, Interner, Located};
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
@@ -86,11 +86,12 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
         slot.is_used().then_some((index, slot))
     }
 
-    /// The index and slot of `key`, interning it.
-    #[inline]
-    pub(crate) fn intern(&self, key: &Q::Key) -> (u32, &SlotOf<Q, C>) {
-        let index = self.keys.id(key);
-        (index, self.memos.get_or_make(index))
+    /// The index, location (the same in every page by key id, the LRU stamps' too) and
+    /// slot of `key`, interning it.
+    #[inline(always)]
+    pub(crate) fn intern_located(&self, key: &Q::Key) -> (Located, &SlotOf<Q, C>) {
+        let at = self.keys.id_located(key);
+        (at, self.memos.get_or_make_at(at))
     }
 
     /// Memos fetched at least once.

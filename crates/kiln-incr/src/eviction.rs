@@ -19,7 +19,7 @@ use crate::execute::drop_contained;
 use crate::memo::{StoredFingerprint, PRESENT};
 use crate::query::Query;
 use crate::revision::Revision;
-use crate::table::DensePages;
+use crate::table::{DensePages, Located};
 
 /// The LRU policy and accounting of one derived query.
 pub(crate) struct Lru {
@@ -86,7 +86,28 @@ impl Lru {
 
     #[inline]
     fn touch_bounded(&self, index: u32) {
-        let used = self.last_used.get_or_make(index);
+        self.check_stamp(self.last_used.get_or_make(index));
+    }
+
+    /// [`Lru::touch`] for a key id already located (the hit path's).
+    #[inline]
+    pub(crate) fn touch_at(&self, at: Located) {
+        if self.enabled.load(Ordering::Relaxed) {
+            match self.last_used.get_at(at) {
+                Some(used) => self.check_stamp(used),
+                None => self.touch_bounded_unpaged(at.index),
+            }
+        }
+    }
+
+    // Out of line: once per page of stamps.
+    #[inline(never)]
+    fn touch_bounded_unpaged(&self, index: u32) {
+        self.touch_bounded(index);
+    }
+
+    #[inline]
+    fn check_stamp(&self, used: &AtomicU32) {
         if used.load(Ordering::Relaxed) < self.epoch_start.load(Ordering::Relaxed) {
             self.stamp(used);
         }

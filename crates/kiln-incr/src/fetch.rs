@@ -17,7 +17,16 @@ impl<Q: Query<C>, C: Send + Sync + 'static> DerivedTable<Q, C> {
     /// The value of `key` at the current revision.
     #[inline]
     pub(crate) fn fetch(&self, db: &Database<C>, key: &Q::Key) -> Result<Q::Value, Failure> {
-        let (index, slot) = self.intern(key);
+        // The key id is located once, for the key compare, the memo and the LRU stamp.
+        let (at, slot) = self.intern_located(key);
+        let index = at.index;
+        if slot.stamp.load(Ordering::Acquire) == db.current_revision().as_u64() | PRESENT {
+            self.lru.touch_at(at);
+            let (durability, changed_at) = slot.read_info();
+            db.record_read(self.edge(index), durability, changed_at);
+            // SAFETY: we observed `stamp == current | PRESENT` under `&Database`.
+            return Ok(unsafe { slot.value_unchecked() }.clone());
+        }
         self.fetch_slot(db, index, slot)
     }
 

@@ -32,8 +32,9 @@ const BLOCK_BITS: u32 = 10;
 /// Directory blocks: enough full-size pages to address every `u32` index.
 const BLOCKS: usize = 1 << (32 - PAGE_BITS - BLOCK_BITS);
 
-/// Where slot `index` lives.
-#[derive(Debug, PartialEq, Eq)]
+/// Where slot `index` lives: only [`locate`] makes one, so its page and block numbers are
+/// in range (the page lookups index without bounds checks).
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
 enum Location {
     /// In doubling page `page` (length `FIRST_PAGE << page`).
     Growing { page: usize, offset: usize },
@@ -43,6 +44,24 @@ enum Location {
         page: usize,
         offset: usize,
     },
+}
+
+/// A key id with its [`Location`]. [`Pages`] and [`DensePages`] share one geometry, so the
+/// location found while looking a key up in its interner also addresses that key's memo
+/// and LRU stamp: the hit path derives it once (see [`Interner::id_located`]). Made only
+/// in this module, from `locate(index)`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Located {
+    pub(crate) index: u32,
+    location: Location,
+}
+
+impl Located {
+    #[inline]
+    fn new(index: u32, location: Location) -> Self {
+        debug_assert_eq!(locate(index), location);
+        Located { index, location }
+    }
 }
 
 #[inline]
@@ -109,9 +128,16 @@ impl<T> Pages<T> {
     /// Address of slot `index`, which must be below `len` (or being pushed).
     #[inline]
     fn address(&self, index: u32) -> *mut T {
-        match locate(index) {
+        self.address_at(locate(index))
+    }
+
+    /// Address of the slot at `location`, whose index must be below `len`.
+    #[inline]
+    fn address_at(&self, location: Location) -> *mut T {
+        match location {
             Location::Growing { page, offset } => {
-                let base = self.growing[page].load(Ordering::Acquire);
+                // SAFETY: `locate` gives `page < GROWING_PAGES`.
+                let base = unsafe { self.growing.get_unchecked(page) }.load(Ordering::Acquire);
                 // SAFETY (for callers): the page exists because a slot in it was pushed.
                 base.wrapping_add(offset)
             }
@@ -120,9 +146,11 @@ impl<T> Pages<T> {
                 page,
                 offset,
             } => {
-                let directory = self.blocks[block].load(Ordering::Acquire);
-                // SAFETY: the block exists because a slot in it was pushed.
-                let base = unsafe { &*directory }[page].load(Ordering::Acquire);
+                // SAFETY: `locate` gives `block < BLOCKS` (the length of `blocks`).
+                let directory = unsafe { self.blocks.get_unchecked(block) }.load(Ordering::Acquire);
+                // SAFETY: the block exists because a slot in it was pushed, and `locate`
+                // gives `page < 1 << BLOCK_BITS`.
+                let base = unsafe { (*directory).get_unchecked(page) }.load(Ordering::Acquire);
                 base.wrapping_add(offset)
             }
         }
@@ -292,21 +320,32 @@ impl<T: Default> DensePages<T> {
     /// Address of slot `index` if its page exists.
     #[inline]
     fn address(&self, index: u32) -> Option<*mut T> {
-        let (base, offset) = match locate(index) {
+        self.address_at(locate(index))
+    }
+
+    /// Address of the slot at `location` if its page exists.
+    #[inline]
+    fn address_at(&self, location: Location) -> Option<*mut T> {
+        let (base, offset) = match location {
             Location::Growing { page, offset } => {
-                (self.growing[page].load(Ordering::Acquire), offset)
+                // SAFETY: `locate` gives `page < GROWING_PAGES`.
+                let base = unsafe { self.growing.get_unchecked(page) }.load(Ordering::Acquire);
+                (base, offset)
             }
             Location::Paged {
                 block,
                 page,
                 offset,
             } => {
-                let directory = self.blocks[block].load(Ordering::Acquire);
+                // SAFETY: `locate` gives `block < BLOCKS` (the length of `blocks`).
+                let directory = unsafe { self.blocks.get_unchecked(block) }.load(Ordering::Acquire);
                 if directory.is_null() {
                     return None;
                 }
-                // SAFETY: a published block stays allocated until `self` is dropped.
-                (unsafe { &*directory }[page].load(Ordering::Acquire), offset)
+                // SAFETY: a published block stays allocated until `self` is dropped, and
+                // `locate` gives `page < 1 << BLOCK_BITS`.
+                let base = unsafe { (*directory).get_unchecked(page) }.load(Ordering::Acquire);
+                (base, offset)
             }
         };
         (!base.is_null()).then(|| base.wrapping_add(offset))
@@ -326,6 +365,22 @@ impl<T: Default> DensePages<T> {
         match self.get(index) {
             Some(slot) => slot,
             None => self.make(index),
+        }
+    }
+
+    /// [`DensePages::get`] for an id already located.
+    #[inline]
+    pub(crate) fn get_at(&self, at: Located) -> Option<&T> {
+        // SAFETY: as in `get`.
+        self.address_at(at.location).map(|slot| unsafe { &*slot })
+    }
+
+    /// [`DensePages::get_or_make`] for an id already located.
+    #[inline]
+    pub(crate) fn get_or_make_at(&self, at: Located) -> &T {
+        match self.get_at(at) {
+            Some(slot) => slot,
+            None => self.make(at.index),
         }
     }
 
@@ -500,6 +555,21 @@ impl<K: Eq + Hash + Clone> Interner<K> {
     #[inline(always)]
     pub(crate) fn id(&self, key: &K) -> u32 {
         self.intern(key, |_| KeySlot(key.clone())).0
+    }
+
+    /// The id of `key` and its location (the same in every [`DensePages`] by this id),
+    /// interning it: the hit path's lookup, which locates the id once for the key
+    /// compare, the memo and the LRU stamp.
+    #[inline(always)]
+    pub(crate) fn id_located(&self, key: &K) -> Located {
+        let hash = Self::hash(key);
+        match self.lookup_located(key, hash) {
+            Some((id, location, _)) => Located::new(id, location),
+            None => {
+                let id = self.insert_slow(key, hash, |_| KeySlot(key.clone())).0;
+                Located::new(id, locate(id))
+            }
+        }
     }
 
     /// The id of `key`, if interned.
@@ -711,6 +781,13 @@ impl<S: Keyed> KeyTable<S> {
     /// The index and slot of `key`, if interned. Lock-free.
     #[inline]
     pub(crate) fn lookup(&self, key: &S::Key, hash: u64) -> Option<(u32, &S)> {
+        self.lookup_located(key, hash)
+            .map(|(index, _, slot)| (index, slot))
+    }
+
+    /// [`KeyTable::lookup`], also giving the slot's location.
+    #[inline]
+    fn lookup_located(&self, key: &S::Key, hash: u64) -> Option<(u32, Location, &S)> {
         // SAFETY: the published table is never freed while `&self` lives (retired tables
         // are freed only through `&mut self`).
         let table = unsafe { &*self.index.load(Ordering::Acquire) };
@@ -721,10 +798,15 @@ impl<S: Keyed> KeyTable<S> {
                 return None;
             }
             let index = entry - 1;
-            if let Some(slot) = self.slots.get(index) {
-                if slot.key() == key {
-                    return Some((index, slot));
-                }
+            let location = locate(index);
+            // SAFETY: an entry becomes visible (its own Release store in `insert_slow`, or
+            // the Release publication of a table made by `rebuild`) only after its slot was
+            // pushed, and we loaded both the table and the entry with Acquire: the slot and
+            // its page are visible (no `len` check needed), and never move or drop under
+            // `&self`.
+            let slot = unsafe { &*self.slots.address_at(location) };
+            if slot.key() == key {
+                return Some((index, location, slot));
             }
             position = (position + 1) & table.mask;
         }
