@@ -304,6 +304,24 @@ fn four_shards_then_an_assembling_build_that_compiles_nothing() {
 }
 
 #[test]
+fn a_shard_uploads_its_share_also_from_its_own_local_store() {
+    let Some(redis) = RedisServer::start(&[]) else {
+        return;
+    };
+    // A reused runner: its local store already has everything.
+    let project = Project::new();
+    project.build(&["--no-remote"]).ok();
+    let build = project.build(&["--remote", &redis.url(), "--shard", "0/1"]);
+    build.ok();
+    assert_eq!(build.n("compiled"), 0);
+    assert_eq!(build.remote("uploaded"), 384);
+    let assemble = Project::new();
+    let build = assemble.build(&["--remote", &redis.url()]);
+    assert_eq!(build.n("compiled"), 0);
+    assert_eq!(assemble.out(), project.out());
+}
+
+#[test]
 fn a_shard_needs_a_writable_remote() {
     let project = Project::new();
     let build = project.command(&["--shard", "0/2"]).output().unwrap();

@@ -147,7 +147,8 @@ impl Project {
                 keep[index] = true;
             }
         }
-        self.pool.install(|| services.store.prefetch(&entries));
+        let from_remote = self.pool.install(|| services.store.prefetch(&entries));
+        self.publish_local(&entries, &from_remote);
         let report = ShardReport {
             shard,
             jobs: jobs.len(),
@@ -161,6 +162,38 @@ impl Project {
             .filter_map(|(variant, keep)| keep.then_some(variant))
             .collect();
         (kept, Some(report))
+    }
+}
+
+impl Project {
+    /// A shard's share must end up in the remote, also what its own local store already
+    /// had (a reused runner): those the remote lacks are uploaded from the local store.
+    fn publish_local(&self, entries: &[(Namespace, ContentKey)], from_remote: &[bool]) {
+        let services = self.db.context();
+        let Some(remote) = services.store.remote() else {
+            return;
+        };
+        let local: Vec<&(Namespace, ContentKey)> = entries
+            .iter()
+            .zip(from_remote)
+            .filter_map(|(entry, fetched)| (!fetched).then_some(entry))
+            .collect();
+        let asked: Vec<(&Namespace, &ContentKey)> = local.iter().map(|(ns, k)| (ns, k)).collect();
+        let lacks = remote.lacks(&asked);
+        let mut upload: Vec<(&Namespace, &ContentKey, Vec<u8>)> = Vec::new();
+        for ((ns, key), lacking) in asked.into_iter().zip(lacks) {
+            if !lacking {
+                continue;
+            }
+            if let Ok(crate::store::Lookup::Hit(bytes)) = services.store.load(ns, key) {
+                upload.push((ns, key, bytes));
+            }
+        }
+        let entries: Vec<(&Namespace, &ContentKey, &[u8])> = upload
+            .iter()
+            .map(|(ns, key, bytes)| (*ns, *key, &bytes[..]))
+            .collect();
+        remote.put_many(&entries);
     }
 }
 

@@ -455,6 +455,23 @@ impl RemoteStore {
         out
     }
 
+    /// Which of `keys` the remote lacks (`true`: absent, or unknown because the remote
+    /// failed, so that a caller uploads rather than trusts).
+    pub fn lacks(&self, keys: &[(&Namespace, &ContentKey)]) -> Vec<bool> {
+        let mut out = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(BATCH) {
+            let mut pipe = redis::pipe();
+            for (ns, key) in chunk {
+                pipe.cmd("EXISTS").arg(artifact_key(ns, key));
+            }
+            match self.run::<Vec<u64>>(&pipe) {
+                Some(Ok(found)) => out.extend(found.into_iter().map(|n| n == 0)),
+                _ => out.extend(std::iter::repeat_n(true, chunk.len())),
+            }
+        }
+        out
+    }
+
     /// Uploads `entries` in pipelines (at most [`BATCH`] entries or 8 MiB each). Does
     /// nothing when read-only; a refusal (full, read-only replica, no permission) stops
     /// the uploads of this build and is reported once.
