@@ -485,3 +485,142 @@ fn a_full_remote_refuses_writes_with_one_warning() {
     assert!(warnings[0].contains("OOM"), "{warnings:?}");
     assert_eq!(project.out(), reference());
 }
+
+/// `rediss://` with a password against a TLS-only `redis-server` whose certificate a test CA
+/// signed: trusted through `SSL_CERT_FILE`, it works; untrusted, it is one warning.
+#[test]
+fn tls_with_a_password_works_and_an_unknown_issuer_is_refused() {
+    if Command::new("openssl").arg("version").output().is_err() {
+        assert!(
+            std::env::var("KILN_REQUIRE_REDIS").as_deref() != Ok("1"),
+            "KILN_REQUIRE_REDIS=1 but openssl is not installed"
+        );
+        eprintln!("skipped: openssl is not installed");
+        return;
+    }
+    if RedisServer::start(&[]).is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name);
+    let openssl = |args: &[&str]| {
+        let status = Command::new("openssl")
+            .args(args)
+            .current_dir(dir.path())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "openssl {args:?}");
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=kiln test CA",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=localhost",
+    ]);
+    std::fs::write(
+        path("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    ]);
+    let port = support::redis::free_port();
+    let mut server = Command::new("redis-server")
+        .args([
+            "--port",
+            "0",
+            "--tls-port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+        ])
+        .args(["--tls-auth-clients", "no", "--requirepass", "tls-secret-77"])
+        .args(["--save", "", "--appendonly", "no"])
+        .arg("--tls-cert-file")
+        .arg(path("server.crt"))
+        .arg("--tls-key-file")
+        .arg(path("server.key"))
+        .arg("--dir")
+        .arg(dir.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "TLS redis-server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let url = format!("rediss://:tls-secret-77@127.0.0.1:{port}/0");
+    let trusted = |project: &Project| {
+        Build::of(
+            project
+                .command(&["--remote", &url])
+                .env("SSL_CERT_FILE", path("ca.crt"))
+                .output()
+                .unwrap(),
+        )
+    };
+    let first = trusted(&Project::new());
+    first.ok();
+    assert_eq!(first.remote("uploaded"), 384, "{}", first.report);
+    let second = trusted(&Project::new());
+    assert_eq!(second.n("compiled"), 0);
+    assert_eq!(second.remote("fetched"), 384);
+
+    let untrusted = Project::new();
+    let build = Build::of(
+        untrusted
+            .command(&["--remote", &url])
+            .env("SSL_CERT_FILE", path("server.key"))
+            .output()
+            .unwrap(),
+    );
+    build.ok();
+    assert_eq!(build.n("compiled"), 128);
+    let warnings = build.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("certificate"), "{warnings:?}");
+    assert!(!format!("{}{}", build.report, build.stderr).contains("tls-secret-77"));
+    let _ = server.kill();
+    let _ = server.wait();
+}
