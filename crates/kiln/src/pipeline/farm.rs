@@ -31,6 +31,9 @@ pub struct ShardReport {
     pub recorded_costs: usize,
 }
 
+/// A variant's job key, text size and store entries.
+type Planned = (ContentKey, u64, Vec<(Namespace, ContentKey)>);
+
 /// One distinct compile job: its text size, its variants, the store entries it makes.
 struct PlannedJob {
     text_bytes: u64,
@@ -50,27 +53,26 @@ impl Project {
         let Some(remote) = services.store.remote() else {
             return (variants, None);
         };
-        let planned: Vec<Option<(ContentKey, u64, Vec<(Namespace, ContentKey)>)>> =
-            self.pool.install(|| {
-                variants
-                    .par_iter()
-                    .map(|variant| {
-                        let Ok(Ok(job)) = CompileJob::of(&self.db, variant) else {
-                            return None;
-                        };
-                        let input = job.input();
-                        let compile_key = input.compile_key();
-                        let compiler = input.front_end.kind();
-                        let entries = job
-                            .targets
-                            .iter()
-                            .map(|target| (services.namespace(compiler, target), compile_key))
-                            .collect();
-                        let job_key = identity::job_key(&compile_key, &job.targets);
-                        Some((job_key, input.text.len() as u64, entries))
-                    })
-                    .collect()
-            });
+        let planned: Vec<Option<Planned>> = self.pool.install(|| {
+            variants
+                .par_iter()
+                .map(|variant| {
+                    let Ok(Ok(job)) = CompileJob::of(&self.db, variant) else {
+                        return None;
+                    };
+                    let input = job.input();
+                    let compile_key = input.compile_key();
+                    let compiler = input.front_end.kind();
+                    let entries = job
+                        .targets
+                        .iter()
+                        .map(|target| (services.namespace(compiler, target), compile_key))
+                        .collect();
+                    let job_key = identity::job_key(&compile_key, &job.targets);
+                    Some((job_key, input.text.len() as u64, entries))
+                })
+                .collect()
+        });
         let mut jobs: BTreeMap<ContentKey, PlannedJob> = BTreeMap::new();
         let mut unplanned = Vec::new();
         for (index, plan) in planned.into_iter().enumerate() {
