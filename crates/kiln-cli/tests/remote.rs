@@ -624,3 +624,13 @@ fn tls_with_a_password_works_and_an_unknown_issuer_is_refused() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+#[test]
+fn a_misspelt_cache_option_is_an_error_with_its_line() {
+    let project = Project::with_cache("[cache]\nremot = \"redis://127.0.0.1:1/0\"\n");
+    let output = project.command(&[]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("remot"), "{stderr}");
+    assert!(stderr.contains("kiln.toml:2:1"), "{stderr}");
+}
