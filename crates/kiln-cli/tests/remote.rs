@@ -634,3 +634,73 @@ fn a_misspelt_cache_option_is_an_error_with_its_line() {
     assert!(stderr.contains("remot"), "{stderr}");
     assert!(stderr.contains("kiln.toml:2:1"), "{stderr}");
 }
+
+/// A three-node Redis Cluster on loopback: pipelines reach each key's node, and a machine
+/// that knows only some of the nodes still finds everything.
+#[test]
+fn a_three_node_cluster_serves_a_warm_build() {
+    let cluster_options = [
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+    ];
+    let Some(first) = RedisServer::start(&cluster_options) else {
+        return;
+    };
+    let nodes = [
+        first,
+        RedisServer::start(&cluster_options).unwrap(),
+        RedisServer::start(&cluster_options).unwrap(),
+    ];
+    let addresses: Vec<String> = nodes
+        .iter()
+        .map(|n| format!("127.0.0.1:{}", n.port))
+        .collect();
+    let created = Command::new("redis-cli")
+        .arg("--cluster")
+        .arg("create")
+        .args(&addresses)
+        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .output()
+        .unwrap();
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stdout)
+    );
+    let started = Instant::now();
+    for node in &nodes {
+        loop {
+            let info: String = redis::cmd("CLUSTER")
+                .arg("INFO")
+                .query(&mut node.con())
+                .unwrap();
+            if info.contains("cluster_state:ok") {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "cluster not ready: {info}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let url = format!("redis+cluster://{}", addresses.join(","));
+    let cold = Project::new();
+    let build = cold.build(&["--remote", &url]);
+    build.ok();
+    assert_eq!(build.remote("uploaded"), 384, "{}", build.report);
+    // Spread over the three nodes.
+    for node in &nodes {
+        let keys = node.keys("kiln:v1:a:*").len();
+        assert!((60..=200).contains(&keys), "{keys} keys on one node");
+    }
+    let warm = Project::new();
+    let url = format!("redis+cluster://{}", addresses[1]);
+    let build = warm.build(&["--remote", &url]);
+    build.ok();
+    assert_eq!(build.n("compiled"), 0);
+    assert_eq!(build.remote("fetched"), 384);
+    assert_eq!(warm.out(), cold.out());
+}

@@ -363,7 +363,16 @@ impl RemoteStore {
         self.report.lock().round_trips += 1;
         let result = match &mut *link {
             Link::Single(con) => pipe.query::<T>(con),
-            Link::Cluster(con) => pipe.query::<T>(&mut **con),
+            Link::Cluster(con) => {
+                // A Cluster pipeline sends each command to its key's node (a plain one would
+                // send them all to the first key's). Results of ignored commands come back
+                // too: callers that ignore them ask for `()`.
+                let mut cluster = redis::cluster::cluster_pipe();
+                for command in pipe.cmd_iter() {
+                    cluster.add_command(command.clone());
+                }
+                cluster.query::<T>(&mut **con)
+            }
             Link::Idle | Link::Down(_) => return None,
         };
         if let Err(e) = &result {
