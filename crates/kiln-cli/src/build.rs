@@ -155,7 +155,17 @@ pub fn run(args: &BuildArgs) -> ExitCode {
         Err(e) => return project_error(&e),
     };
     print_report(&project, &report, args.project.json);
-    if report.failed > 0 {
+    // A shard exists to upload its share: one that could not is a failed job, for the job
+    // engine to run again (the assembling build would compile the share itself).
+    let shard_lost = report.shard.is_some()
+        && report
+            .remote
+            .as_ref()
+            .is_some_and(|r| r.upload_failed > 0 || r.unavailable.is_some());
+    if shard_lost {
+        eprintln!("error: this shard could not upload its share to the remote cache");
+    }
+    if report.failed > 0 || shard_lost {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

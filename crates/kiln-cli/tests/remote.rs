@@ -333,6 +333,17 @@ fn a_shard_needs_a_writable_remote() {
         .unwrap();
     assert_eq!(build.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&build.stderr).contains("index counts from 0"));
+    // A shard that cannot upload its share failed: the job engine runs it again.
+    let port = support::redis::free_port();
+    let url = format!("redis://127.0.0.1:{port}/0");
+    let build = project.build(&["--shard", "0/2", "--remote", &url]);
+    assert_eq!(build.code, 1, "{}", build.report);
+    assert!(build.n("compiled") > 0);
+    assert!(
+        build.stderr.contains("could not upload its share"),
+        "{}",
+        build.stderr
+    );
 }
 
 #[test]

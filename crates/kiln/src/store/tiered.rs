@@ -98,6 +98,10 @@ impl ArtifactStore for TieredStore {
     }
 
     fn prefetch(&self, entries: &[(Namespace, ContentKey)]) -> Vec<bool> {
+        // What an earlier build announced and never loaded is forgotten: the remote may
+        // have it by now.
+        self.ahead.lock().clear();
+        self.absent.lock().clear();
         // The local store first, in parallel (a load verifies a checksum); its hits wait in
         // memory for their load, so nothing is read twice.
         let local: Vec<Option<Vec<u8>>> = entries
