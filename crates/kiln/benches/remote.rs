@@ -13,7 +13,8 @@
 //!   (what `kiln build --shard I/N` reads), as the largest shard's recorded cost over the
 //!   mean shard's. Goal: at most 1.10.
 //!
-//! `cargo bench -p kiln --bench remote`; without `--bench` (e.g. under `cargo test
+//! `cargo bench -p kiln --bench remote` (`KILN_BENCH_REPS=N` to change the 3 reps); without
+//! `--bench` (e.g. under `cargo test
 //! --benches`) a small project and one rep. Skips with a message without `redis-server`.
 
 #[path = "common/project.rs"]
@@ -99,7 +100,11 @@ fn run(full: bool) -> Result<(), String> {
         return Ok(());
     }
     let scale = if full { FULL } else { SMOKE };
-    let reps = if full { 3 } else { 1 };
+    // KILN_BENCH_REPS: fewer reps on a busy machine (each rep is a cold build).
+    let reps = std::env::var("KILN_BENCH_REPS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(if full { 3 } else { 1 });
     let temp = tempfile::tempdir().map_err(|e| e.to_string())?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
