@@ -371,7 +371,7 @@ impl RemoteStore {
                 for command in pipe.cmd_iter() {
                     cluster.add_command(command.clone());
                 }
-                cluster.query::<T>(&mut **con)
+                cluster.query::<T>(con)
             }
             Link::Idle | Link::Down(_) => return None,
         };
