@@ -180,6 +180,14 @@ fn run(full: bool) -> Result<(), String> {
             return Err(format!("warm-from-remote compiled {}", report.compiled));
         }
         warm_remote.push(report.elapsed);
+        if let Some(remote) = &report.remote {
+            println!(
+                "remote warm rep={rep} fetched={} round_trips={} ms={:.1}",
+                remote.fetched,
+                remote.round_trips,
+                ms(report.elapsed)
+            );
+        }
         let report = build(&manifest, &dir, None)?;
         if report.compiled != 0 {
             return Err(format!("warm-from-local compiled {}", report.compiled));
