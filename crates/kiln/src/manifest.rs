@@ -605,7 +605,6 @@ impl Context<'_> {
         let include_dirs = self.include_dirs(&shader.include_dirs, project_dirs)?;
         let constants = self.constants(&shader.constants, &format!("shader `{name}`"))?;
         let keyword_constants = self.keyword_constants(shader, &keywords, &variants)?;
-        self.no_constants_for_glslang(shader, &passes)?;
         Ok(ShaderSpec {
             name: name.clone(),
             keywords,
@@ -616,47 +615,6 @@ impl Context<'_> {
             constants,
             keyword_constants,
         })
-    }
-
-    /// Manifest constants are naga's (applied by its pipeline-constant processing); glslang
-    /// keeps specialization constants in its SPIR-V, so a value given for a glslang pass
-    /// would be silently unused: refused instead.
-    fn no_constants_for_glslang(
-        &self,
-        shader: &RawShader,
-        passes: &[PassSpec],
-    ) -> Result<(), ManifestError> {
-        if !passes
-            .iter()
-            .any(|p| p.front_end.kind() == CompilerKind::Glslang)
-        {
-            return Ok(());
-        }
-        let shader_level = shader
-            .constants
-            .values()
-            .next()
-            .map(|v| v.span())
-            .or_else(|| shader.keyword_constants.values().next().map(|v| v.span()));
-        let glslang_pass = |name: &str| {
-            passes
-                .iter()
-                .any(|p| p.name == name && p.front_end.kind() == CompilerKind::Glslang)
-        };
-        let pass_level = shader.passes.iter().find_map(|(name, pass)| {
-            let first = pass.get_ref().constants.values().next()?;
-            glslang_pass(name).then(|| first.span())
-        });
-        match pass_level.or(shader_level) {
-            Some(span) => Err(self.error(
-                Some(span),
-                format!(
-                    "shader `{}`: manifest constants apply to naga passes only; glslang keeps specialization constants in its SPIR-V (set them when creating the pipeline)",
-                    shader.name.get_ref()
-                ),
-            )),
-            None => Ok(()),
-        }
     }
 
     fn keywords(&self, shader: &RawShader) -> Result<BTreeSet<String>, ManifestError> {
@@ -1131,16 +1089,14 @@ entry = "vs_main"
         );
         let e = parse(&stray).unwrap_err();
         assert!(e.message.contains("no pass of it uses glslang"), "{e}");
-        // Manifest constants would be unused by glslang: refused, located.
+        // Manifest constants reach glslang passes too (as the defaults of the SPIR-V's
+        // specialization constants), per shader and per pass.
         let constants = one_pass("constants = { TAPS = 4 }", "a.frag", "");
-        let e = parse(&constants).unwrap_err();
-        assert!(e.message.contains("naga passes only"), "{e}");
-        assert_eq!(e.line, 7, "{e}");
+        let m = parse(&constants).expect("constants for a glslang shader");
+        assert_eq!(m.shaders[0].constants["TAPS"], ConstantValue(4.0));
         let on_pass = one_pass("", "a.hlsl", "constants = { TAPS = 4 }");
-        assert!(parse(&on_pass).is_err());
-        assert!(
-            parse(&constants.replace("constants =", "compiler = \"naga\"\nconstants =")).is_ok()
-        );
+        let m = parse(&on_pass).expect("constants for a glslang pass");
+        assert_eq!(m.shaders[0].passes[0].constants["TAPS"], ConstantValue(4.0));
     }
 
     #[test]

@@ -86,8 +86,10 @@ pub struct GlslangOptions {
 /// Compiles `request` once to SPIR-V (of the version of the SPIR-V target among `targets`,
 /// 1.0 when there is none) and answers each target from it: the SPIR-V target with those
 /// bytes, every other through [`translate`]. `Err` (the text does not compile, glslang is not
-/// in this build) fails the whole variant; a target's own failure is in its slot.
-/// Specialization constants stay specialization constants in the SPIR-V.
+/// in this build, the manifest names a constant the shader lacks) fails the whole variant; a
+/// target's own failure is in its slot. Specialization constants stay specialization
+/// constants in the SPIR-V, with the manifest's values as their defaults
+/// ([`super::cross::specialize`]).
 pub fn compile_targets(
     options: &GlslangOptions,
     request: &CompileRequest<'_>,
@@ -98,7 +100,7 @@ pub fn compile_targets(
         text,
         stage,
         entry,
-        constants: _,
+        constants,
     } = *request;
     if text.contains('\0') || entry.contains('\0') {
         return Err(CompileError::new(
@@ -114,6 +116,8 @@ pub fn compile_targets(
         .find_map(|t| t.spirv_version())
         .unwrap_or((1, 0));
     let words = imp::compile(language, text, stage, entry, options, version)?;
+    // The manifest's values become the constants' defaults, once, for every target.
+    let words = super::cross::specialize(&words, constants)?;
     Ok(targets
         .iter()
         .map(|target| target.map(|target| emit(&words, stage, entry, target)))
@@ -128,23 +132,20 @@ fn emit(spirv: &[u32], stage: Stage, entry: &str, target: &TargetConfig) -> Targ
     }
 }
 
-/// SPIR-V to another target through the SPIR-V translator (`compile::cross`). Stages naga's
-/// back ends lack stay SPIR-V only for now (SPIRV-Cross can write some of them: GLSL for
-/// geometry and tessellation, MSL for tessellation).
+/// SPIR-V to another target through the SPIR-V translator (`compile::cross`), which decides
+/// which stages each target has ([`super::cross::stage_support`]).
 fn translate(spirv: &[u32], stage: Stage, entry: &str, target: &TargetConfig) -> TargetResult {
-    if !stage.naga_supports() {
-        return Err(unsupported_by_target(stage, target.target()));
-    }
     super::cross::from_spirv(spirv, stage, entry, target)
 }
 
-/// The error of a (variant, target) pair whose stage the target cannot express.
-pub fn unsupported_by_target(stage: Stage, target: Target) -> CompileError {
-    CompileError::new(
-        CompilePhase::Unsupported,
-        format!("{stage} shaders are unsupported by target {target}; only spirv builds them"),
-        None,
-    )
+/// The "unsupported by target" error of a glslang shader of `stage` for `target`, when the
+/// stage table refuses the pair: known without compiling, so the pipeline neither compiles
+/// nor looks up such a pair.
+pub fn refused(stage: Stage, target: Target) -> Option<CompileError> {
+    let translator = super::cross::Translator::for_target(target)?;
+    super::cross::stage_support(translator, stage, target)
+        .err()
+        .map(|why| super::cross::unsupported_by_target(stage, target, why))
 }
 
 /// The first error in glslang's log (`<name>:<line>: error: <message>`), located.

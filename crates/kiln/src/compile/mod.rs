@@ -298,6 +298,16 @@ pub fn compile_with(
     }
 }
 
+/// Why a pass's front end cannot give `target` for a shader of `stage`, when that is known
+/// without compiling (the stage table of `cross`): the pair fails alone, as
+/// [`CompilePhase::Unsupported`]. naga passes have only naga's stages (the manifest checks).
+pub fn refused(front_end: &FrontEnd, stage: Stage, target: Target) -> Option<CompileError> {
+    match front_end {
+        FrontEnd::Naga => None,
+        FrontEnd::Glslang(_) => glslang::refused(stage, target),
+    }
+}
+
 /// Parses and validates `text` (already preprocessed) against `capabilities`, checks that the
 /// entry point exists with the expected stage, and applies the specialization constants'
 /// declared defaults: a module ready for [`emit`] to any target those capabilities suit.
