@@ -552,3 +552,137 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+const OPTIONS_MANIFEST: &str = r#"
+[project]
+targets = ["spirv"]
+
+[[shader]]
+name = "Surface"
+source = "shaders/surface.hlsl"
+axes = [["_", "_FOG"]]
+
+[shader.glslang]
+hlsl_iomap = true
+
+[shader.passes.Vertex]
+stage = "vertex"
+entry = "VSMain"
+
+[shader.passes.Pixel]
+stage = "fragment"
+entry = "PSMain"
+
+[[shader]]
+name = "Blur"
+source = "shaders/blur.frag"
+
+[shader.passes.Main]
+stage = "fragment"
+entry = "main"
+"#;
+
+/// Whether a module holds an instruction with `opcode` and, when given, `operands` right
+/// after its first word.
+fn has_instruction(spirv: &[u32], opcode: u32, operands: &[u32]) -> bool {
+    let mut at = 5;
+    while at < spirv.len() {
+        let count = (spirv[at] >> 16) as usize;
+        let op = &spirv[at..at + count];
+        if spirv[at] & 0xffff == opcode && op[1..].starts_with(operands) {
+            return true;
+        }
+        at += count.max(1);
+    }
+    false
+}
+
+/// Each glslang option of `[shader.glslang]` is part of the identity: setting it recompiles
+/// exactly that shader's variants (the other shader compiles nothing), and the SPIR-V shows
+/// what the option does.
+#[test]
+fn every_glslang_option_recompiles_exactly_its_shader() {
+    if !require_glslang() {
+        return;
+    }
+    let mut f = Fixture::new(
+        OPTIONS_MANIFEST,
+        &[
+            ("shaders/surface.hlsl", test_shader("surface.hlsl")),
+            ("shaders/blur.frag", test_shader("blur.frag")),
+        ],
+    );
+    let cold = f.build();
+    assert_eq!(
+        (cold.failed, cold.variants),
+        (0, 5),
+        "{:#?}",
+        cold.diagnostics
+    );
+    let output = f.path("out/Surface/Pixel/_FOG.spv");
+    let pixel = || words(&std::fs::read(&output).expect("spv"));
+    const OP_STRING: u32 = 7;
+    const OP_DECORATE: u32 = 71;
+    const OP_DECORATE_STRING: u32 = 5632;
+    const BINDING: u32 = 33;
+    let before = pixel();
+    assert!(!has_instruction(&before, OP_STRING, &[]));
+    assert!(!has_instruction(&before, OP_DECORATE_STRING, &[]));
+
+    let surface: BTreeSet<String> = [
+        "Surface/Pixel[]",
+        "Surface/Pixel[_FOG]",
+        "Surface/Vertex[]",
+        "Surface/Vertex[_FOG]",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    let mut options = String::from("hlsl_iomap = true");
+    let mut set = |f: &mut Fixture, option: &str| {
+        options.push('\n');
+        options.push_str(option);
+        let manifest = OPTIONS_MANIFEST.replace("hlsl_iomap = true", &options);
+        std::fs::write(f.path("kiln.toml"), manifest).expect("write manifest");
+        assert!(f.project.reload_manifest().expect("reload"), "{option}");
+        let report = f.build();
+        assert_eq!(report.failed, 0, "{option}: {:#?}", report.diagnostics);
+        let again: BTreeSet<String> = compiled(&report)
+            .into_iter()
+            .map(|id| id.split('@').next().unwrap_or_default().to_owned())
+            .collect();
+        assert_eq!(again, surface, "{option}");
+        for output in walk(&f.path("out/Surface")) {
+            spirv_val(&std::fs::read(&output).expect("read"), option);
+        }
+    };
+
+    // -g: the source and its file name are in the module.
+    set(&mut f, "generate_debug_info = true");
+    assert!(has_instruction(&pixel(), OP_STRING, &[]));
+    // -fhlsl_functionality1: semantics as string decorations.
+    set(&mut f, "hlsl_functionality1 = true");
+    assert!(has_instruction(&pixel(), OP_DECORATE_STRING, &[]));
+    // These change what glslang may write, not necessarily these bytes: they still rebuild.
+    set(&mut f, "hlsl_offsets = true");
+    set(&mut f, "nan_clamp = true");
+    set(&mut f, "target_env = \"vulkan1.1\"");
+    // Register b1 (PerObject) becomes binding 1 + the cbuffer base.
+    let binding = |spirv: &[u32], n: u32| {
+        has_instruction(spirv, OP_DECORATE, &[]) && {
+            let mut at = 5;
+            let mut found = false;
+            while at < spirv.len() {
+                let count = (spirv[at] >> 16) as usize;
+                found |= spirv[at] & 0xffff == OP_DECORATE
+                    && spirv.get(at + 2) == Some(&BINDING)
+                    && spirv.get(at + 3) == Some(&n);
+                at += count.max(1);
+            }
+            found
+        }
+    };
+    assert!(binding(&pixel(), 1) && !binding(&pixel(), 21));
+    set(&mut f, "[shader.glslang.binding_base]\nubo = 20");
+    assert!(binding(&pixel(), 21) && !binding(&pixel(), 1));
+}

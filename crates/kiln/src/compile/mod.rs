@@ -29,7 +29,7 @@ mod target;
 
 pub use constants::{ConstantValue, Constants};
 pub use error::{CompileError, CompilePhase, TextLocation};
-pub use glslang::{GlslangOptions, Optimization};
+pub use glslang::{BindingBase, GlslangOptions, Optimization, VulkanVersion};
 pub use naga::valid::Capabilities;
 pub use target::{
     capability_names, parse_capability, supported_capabilities, Stage, Target, TargetConfig,
