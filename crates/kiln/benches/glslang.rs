@@ -76,6 +76,9 @@ fn run(full: bool) -> Result<(), String> {
         "glslang project shaders={shaders} variants={} reps={reps}",
         variants.len()
     );
+    // Every glslc call starts a process, which a loaded machine slows far more than kiln's
+    // in-process compiles: the load is printed with the figures it inflates.
+    println!("glslang loadavg before={}", load_average());
 
     let mut kiln_times = Vec::new();
     let mut loop_times = Vec::new();
@@ -147,7 +150,21 @@ fn run(full: bool) -> Result<(), String> {
         ms(glslc.median) / variants.len() as f64
     );
     println!("glslang outputs identical={identical}/{}", variants.len());
+    println!("glslang loadavg after={}", load_average());
     Ok(())
+}
+
+/// The 1, 5 and 15 minute load averages (`/proc/loadavg`), or `unknown`.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_else(|| "unknown".to_owned())
 }
 
 fn output(v: &Variant) -> PathBuf {
