@@ -12,7 +12,12 @@
 //! - `glslang cold_vs_glslc ratio=<glslc loop / kiln cold>` (goal >= 5), and `ratio_j2=` for
 //!   the two-process loop;
 //! - `glslang outputs identical=<n>/<variants>`: kiln's outputs compared byte for byte with
-//!   glslc's.
+//!   glslc's (so both ran with the same options: glslc's defaults, keywords as `-DK=1`);
+//! - `glslang loadavg before=` / `after=`: the machine's load, which slows glslc's process
+//!   starts far more than kiln.
+//!
+//! Each clock stops when the contender's last output is written: kiln's covers opening the
+//! project, the build, the index and the store; the loops' the last glslc process.
 //!
 //! `KILN_BENCH_REPS` sets the reps (default 1: the loop takes about a minute);
 //! `KILN_BENCH_DIR` where the project is generated. Without `--bench` (as under
