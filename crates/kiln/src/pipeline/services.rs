@@ -106,6 +106,9 @@ pub(crate) struct BuildSession {
     /// until the build's outputs are written (new store files are the slowest thing a build
     /// does on some file systems, and nobody waits for them), unless this grows too large.
     deferred: Mutex<(Vec<PendingSave>, u64)>,
+    /// Compile time (µs) of each job compiled in this build, by [`identity::job_key`]:
+    /// recorded in the remote cache, where farm builds balance their shards with it.
+    costs: Mutex<Vec<(ContentKey, u64)>>,
 }
 
 impl BuildSession {
@@ -113,6 +116,7 @@ impl BuildSession {
         self.dedup.lock().clear();
         self.outcomes.lock().clear();
         self.warnings.lock().clear();
+        self.costs.lock().clear();
         // `deferred` is not per-build data to forget: every build flushes it.
     }
 }
@@ -136,7 +140,7 @@ pub(crate) struct CompileInput<'a> {
 
 impl CompileInput<'_> {
     /// The store key of this compile within a target's namespace.
-    fn compile_key(&self) -> ContentKey {
+    pub(crate) fn compile_key(&self) -> ContentKey {
         identity::compile_key(
             &self.front_end,
             self.language,
@@ -179,8 +183,13 @@ impl Services {
         self.save_all(overflow);
     }
 
-    /// Writes every deferred artifact to the store, and what the store buffered (recency).
-    pub(crate) fn flush_saves(&self) {
+    /// Writes every deferred artifact to the store, and what the store buffered (recency);
+    /// records this build's compile times in the remote cache, if any (`provisional` from a
+    /// shard, see [`crate::store::RemoteStore::record_costs`]).
+    pub(crate) fn flush_saves(&self, provisional: bool) {
+        if let Some(remote) = self.store.remote() {
+            remote.record_costs(&std::mem::take(&mut *self.build.costs.lock()), provisional);
+        }
         let pending = std::mem::take(&mut self.build.deferred.lock().0);
         self.build.deferred.lock().1 = 0;
         self.save_all(pending);
@@ -310,7 +319,7 @@ impl Services {
         let produced = cell
             .get_or_init(|| {
                 ran = true;
-                self.load_or_compile(compile_key, input, targets)
+                self.load_or_compile(key, compile_key, input, targets)
             })
             .clone();
         match produced {
@@ -331,6 +340,7 @@ impl Services {
 
     fn load_or_compile(
         &self,
+        job: &ContentKey,
         key: &ContentKey,
         input: &CompileInput<'_>,
         targets: &[TargetConfig],
@@ -401,8 +411,11 @@ impl Services {
             entry: input.entry,
             constants: input.constants,
         };
+        let started = std::time::Instant::now();
         let compiled = compile::compile_with(&input.front_end, &request, &missing)
             .map_err(|e| Failures::from(vec![(None, e)]))?;
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.build.costs.lock().push((*job, micros.max(1)));
         let mut done = Vec::with_capacity(outputs.len());
         for (((target, bytes), config), result) in outputs.into_iter().zip(targets).zip(compiled) {
             let bytes = match (bytes, result) {
