@@ -12,6 +12,10 @@
 //!
 //! The oracle is `kiln build --out FRESH --cache-dir FRESH_CACHE` into new, empty directories.
 //!
+//! With glslang linked (`--features kiln/glslang`), about half the GLSL shaders compile their
+//! GLSL passes with glslang (and reach MSL, HLSL, GLSL and WGSL through `compile::cross`),
+//! the rest with naga; the summary says how many steps had one.
+//!
 //! Running it:
 //! - default (CI): 3 sequences x 25 steps, seeds 1..3;
 //! - `KILN_FUZZ_SEED=123`: one sequence with that seed (re-running a failure);
@@ -202,6 +206,8 @@ struct Totals {
     findings: Vec<String>,
     applied: BTreeMap<&'static str, usize>,
     spurious_at: Vec<String>,
+    /// Steps whose project had a shader compiled by glslang (with the `glslang` feature).
+    glslang_steps: usize,
 }
 
 /// The one line a run ends with.
@@ -243,6 +249,11 @@ fn differential_never_stale() {
         .map(|(k, n)| format!("{k}={n}"))
         .collect();
     println!("differential: edits applied: {}", applied.join(" "));
+    println!(
+        "differential: steps with a glslang shader: {} (glslang linked: {})",
+        totals.glslang_steps,
+        kiln::compile::glslang::AVAILABLE
+    );
     for s in totals.spurious_at.iter().take(20) {
         println!("spurious rebuild: {s}");
     }
@@ -883,6 +894,7 @@ impl Sequence {
 
         if step > 0 {
             totals.steps_per_mode += 1;
+            totals.glslang_steps += usize::from(self.model.shaders.iter().any(|s| s.glslang));
         }
         if problems.is_empty() && !watch_dead {
             return true;

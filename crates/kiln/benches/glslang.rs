@@ -12,7 +12,12 @@
 //! - `glslang cold_vs_glslc ratio=<glslc loop / kiln cold>` (goal >= 5), and `ratio_j2=` for
 //!   the two-process loop;
 //! - `glslang outputs identical=<n>/<variants>`: kiln's outputs compared byte for byte with
-//!   glslc's.
+//!   glslc's (so both ran with the same options: glslc's defaults, keywords as `-DK=1`);
+//! - `glslang loadavg before=` / `after=`: the machine's load, which slows glslc's process
+//!   starts far more than kiln.
+//!
+//! Each clock stops when the contender's last output is written: kiln's covers opening the
+//! project, the build, the index and the store; the loops' the last glslc process.
 //!
 //! `KILN_BENCH_REPS` sets the reps (default 1: the loop takes about a minute);
 //! `KILN_BENCH_DIR` where the project is generated. Without `--bench` (as under
@@ -76,6 +81,9 @@ fn run(full: bool) -> Result<(), String> {
         "glslang project shaders={shaders} variants={} reps={reps}",
         variants.len()
     );
+    // Every glslc call starts a process, which a loaded machine slows far more than kiln's
+    // in-process compiles: the load is printed with the figures it inflates.
+    println!("glslang loadavg before={}", load_average());
 
     let mut kiln_times = Vec::new();
     let mut loop_times = Vec::new();
@@ -147,7 +155,21 @@ fn run(full: bool) -> Result<(), String> {
         ms(glslc.median) / variants.len() as f64
     );
     println!("glslang outputs identical={identical}/{}", variants.len());
+    println!("glslang loadavg after={}", load_average());
     Ok(())
+}
+
+/// The 1, 5 and 15 minute load averages (`/proc/loadavg`), or `unknown`.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_else(|| "unknown".to_owned())
 }
 
 fn output(v: &Variant) -> PathBuf {

@@ -62,7 +62,7 @@ impl Compiler {
 }
 
 /// Version of the encodings below; bump it whenever one of them changes.
-const ENCODING: &str = "kiln.identity.v3";
+const ENCODING: &str = "kiln.identity.v4";
 
 /// Length-prefixed fields into blake3, so that no two field lists share an encoding.
 struct Encoder(blake3::Hasher);
@@ -143,13 +143,31 @@ impl Encoder {
                     auto_bind_uniforms,
                     hlsl_iomap,
                     invert_y,
+                    target_env,
+                    generate_debug_info,
+                    hlsl_functionality1,
+                    hlsl_offsets,
+                    nan_clamp,
+                    binding_base,
                 } = options;
-                self.str(optimization.name()).flags(&[
-                    *auto_map_locations,
-                    *auto_bind_uniforms,
-                    *hlsl_iomap,
-                    *invert_y,
-                ])
+                self.str(optimization.name())
+                    .flags(&[
+                        *auto_map_locations,
+                        *auto_bind_uniforms,
+                        *hlsl_iomap,
+                        *invert_y,
+                        *generate_debug_info,
+                        *hlsl_functionality1,
+                        *hlsl_offsets,
+                        *nan_clamp,
+                    ])
+                    .str(target_env.map_or("default", |env| env.name()));
+                let bases = binding_base.values();
+                self.count(bases.len());
+                for base in bases {
+                    self.0.update(&base.to_le_bytes());
+                }
+                self
             }
         }
     }
@@ -437,6 +455,54 @@ mod tests {
             ("glslang invert_y", |s| {
                 s.passes[0].front_end = FrontEnd::Glslang(GlslangOptions {
                     invert_y: true,
+                    ..GlslangOptions::default()
+                })
+            }),
+            ("glslang target_env", |s| {
+                s.passes[0].front_end = FrontEnd::Glslang(GlslangOptions {
+                    target_env: Some(compile::VulkanVersion::V1_1),
+                    ..GlslangOptions::default()
+                })
+            }),
+            ("glslang generate_debug_info", |s| {
+                s.passes[0].front_end = FrontEnd::Glslang(GlslangOptions {
+                    generate_debug_info: true,
+                    ..GlslangOptions::default()
+                })
+            }),
+            ("glslang hlsl_functionality1", |s| {
+                s.passes[0].front_end = FrontEnd::Glslang(GlslangOptions {
+                    hlsl_functionality1: true,
+                    ..GlslangOptions::default()
+                })
+            }),
+            ("glslang hlsl_offsets", |s| {
+                s.passes[0].front_end = FrontEnd::Glslang(GlslangOptions {
+                    hlsl_offsets: true,
+                    ..GlslangOptions::default()
+                })
+            }),
+            ("glslang nan_clamp", |s| {
+                s.passes[0].front_end = FrontEnd::Glslang(GlslangOptions {
+                    nan_clamp: true,
+                    ..GlslangOptions::default()
+                })
+            }),
+            ("glslang binding_base ubo", |s| {
+                s.passes[0].front_end = FrontEnd::Glslang(GlslangOptions {
+                    binding_base: compile::BindingBase {
+                        ubo: 4,
+                        ..compile::BindingBase::default()
+                    },
+                    ..GlslangOptions::default()
+                })
+            }),
+            ("glslang binding_base uav", |s| {
+                s.passes[0].front_end = FrontEnd::Glslang(GlslangOptions {
+                    binding_base: compile::BindingBase {
+                        uav: 4,
+                        ..compile::BindingBase::default()
+                    },
                     ..GlslangOptions::default()
                 })
             }),

@@ -3,8 +3,8 @@
 
 use crate::boundary::check_name;
 use crate::compile::{
-    parse_capability, Capabilities, CompilerKind, ConstantValue, Constants, FrontEnd,
-    GlslangOptions, Optimization, SourceLanguage, Stage, TargetConfig,
+    parse_capability, BindingBase, Capabilities, CompilerKind, ConstantValue, Constants, FrontEnd,
+    GlslangOptions, Optimization, SourceLanguage, Stage, TargetConfig, VulkanVersion,
 };
 use crate::preprocess::normalize_entry;
 use serde::Deserialize;
@@ -231,6 +231,35 @@ struct RawGlslang {
     hlsl_iomap: bool,
     #[serde(default)]
     invert_y: bool,
+    target_env: Option<Spanned<String>>,
+    #[serde(default)]
+    generate_debug_info: bool,
+    #[serde(default)]
+    hlsl_functionality1: bool,
+    #[serde(default)]
+    hlsl_offsets: bool,
+    #[serde(default)]
+    nan_clamp: bool,
+    #[serde(default)]
+    binding_base: RawBindingBase,
+}
+
+/// `[shader.glslang.binding_base]`: glslc's `-f<kind>-binding-base`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawBindingBase {
+    #[serde(default)]
+    image: u32,
+    #[serde(default)]
+    sampler: u32,
+    #[serde(default)]
+    texture: u32,
+    #[serde(default)]
+    ubo: u32,
+    #[serde(default)]
+    ssbo: u32,
+    #[serde(default)]
+    uav: u32,
 }
 
 /// At most this many variants per shader: a product of axes can explode, and a typo should
@@ -303,6 +332,7 @@ impl Manifest {
                 ));
             }
             let spec = cx.shader(shader, &limits, &project_dirs)?;
+            cx.check_target_env(shader, &targets)?;
             total = spec
                 .variants
                 .len()
@@ -645,7 +675,6 @@ impl Context<'_> {
         let include_dirs = self.include_dirs(&shader.include_dirs, project_dirs)?;
         let constants = self.constants(&shader.constants, &format!("shader `{name}`"))?;
         let keyword_constants = self.keyword_constants(shader, &keywords, &variants)?;
-        self.no_constants_for_glslang(shader, &passes)?;
         Ok(ShaderSpec {
             name: name.clone(),
             keywords,
@@ -656,47 +685,6 @@ impl Context<'_> {
             constants,
             keyword_constants,
         })
-    }
-
-    /// Manifest constants are naga's (applied by its pipeline-constant processing); glslang
-    /// keeps specialization constants in its SPIR-V, so a value given for a glslang pass
-    /// would be silently unused: refused instead.
-    fn no_constants_for_glslang(
-        &self,
-        shader: &RawShader,
-        passes: &[PassSpec],
-    ) -> Result<(), ManifestError> {
-        if !passes
-            .iter()
-            .any(|p| p.front_end.kind() == CompilerKind::Glslang)
-        {
-            return Ok(());
-        }
-        let shader_level = shader
-            .constants
-            .values()
-            .next()
-            .map(|v| v.span())
-            .or_else(|| shader.keyword_constants.values().next().map(|v| v.span()));
-        let glslang_pass = |name: &str| {
-            passes
-                .iter()
-                .any(|p| p.name == name && p.front_end.kind() == CompilerKind::Glslang)
-        };
-        let pass_level = shader.passes.iter().find_map(|(name, pass)| {
-            let first = pass.get_ref().constants.values().next()?;
-            glslang_pass(name).then(|| first.span())
-        });
-        match pass_level.or(shader_level) {
-            Some(span) => Err(self.error(
-                Some(span),
-                format!(
-                    "shader `{}`: manifest constants apply to naga passes only; glslang keeps specialization constants in its SPIR-V (set them when creating the pipeline)",
-                    shader.name.get_ref()
-                ),
-            )),
-            None => Ok(()),
-        }
     }
 
     fn keywords(&self, shader: &RawShader) -> Result<BTreeSet<String>, ManifestError> {
@@ -948,7 +936,33 @@ impl Context<'_> {
             auto_bind_uniforms,
             hlsl_iomap,
             invert_y,
+            target_env,
+            generate_debug_info,
+            hlsl_functionality1,
+            hlsl_offsets,
+            nan_clamp,
+            binding_base,
         } = raw.get_ref();
+        let target_env = match target_env {
+            Some(env) => Some(VulkanVersion::from_name(env.get_ref()).ok_or_else(|| {
+                self.error(
+                    Some(env.span()),
+                    format!(
+                        "unknown target_env `{}` (expected vulkan1.0, vulkan1.1, vulkan1.2 or vulkan1.3)",
+                        env.get_ref()
+                    ),
+                )
+            })?),
+            None => None,
+        };
+        let RawBindingBase {
+            image,
+            sampler,
+            texture,
+            ubo,
+            ssbo,
+            uav,
+        } = *binding_base;
         let optimization = match optimization {
             Some(level) => Optimization::from_name(level.get_ref()).ok_or_else(|| {
                 self.error(
@@ -967,7 +981,54 @@ impl Context<'_> {
             auto_bind_uniforms: *auto_bind_uniforms,
             hlsl_iomap: *hlsl_iomap,
             invert_y: *invert_y,
+            target_env,
+            generate_debug_info: *generate_debug_info,
+            hlsl_functionality1: *hlsl_functionality1,
+            hlsl_offsets: *hlsl_offsets,
+            nan_clamp: *nan_clamp,
+            binding_base: BindingBase {
+                image,
+                sampler,
+                texture,
+                ubo,
+                ssbo,
+                uav,
+            },
         })
+    }
+
+    /// A `target_env` too old for the SPIR-V the project's spirv target asks for (glslc
+    /// would write a module that Vulkan version cannot consume): refused, located.
+    fn check_target_env(
+        &self,
+        shader: &RawShader,
+        targets: &[TargetConfig],
+    ) -> Result<(), ManifestError> {
+        let Some(env) = shader
+            .glslang
+            .as_ref()
+            .and_then(|g| g.get_ref().target_env.as_ref())
+        else {
+            return Ok(());
+        };
+        let Some(version) = targets.iter().find_map(TargetConfig::spirv_version) else {
+            return Ok(());
+        };
+        match VulkanVersion::from_name(env.get_ref()) {
+            Some(vulkan) if vulkan.max_spirv() < version => Err(self.error(
+                Some(env.span()),
+                format!(
+                    "shader `{}`: target_env {} consumes SPIR-V up to {}.{}, but the spirv target's version is {}.{}",
+                    shader.name.get_ref(),
+                    vulkan.name(),
+                    vulkan.max_spirv().0,
+                    vulkan.max_spirv().1,
+                    version.0,
+                    version.1
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// `shader_model = "6.0"` on an HLSL pass.
@@ -1171,16 +1232,64 @@ entry = "vs_main"
         );
         let e = parse(&stray).unwrap_err();
         assert!(e.message.contains("no pass of it uses glslang"), "{e}");
-        // Manifest constants would be unused by glslang: refused, located.
+        // Manifest constants reach glslang passes too (as the defaults of the SPIR-V's
+        // specialization constants), per shader and per pass.
         let constants = one_pass("constants = { TAPS = 4 }", "a.frag", "");
-        let e = parse(&constants).unwrap_err();
-        assert!(e.message.contains("naga passes only"), "{e}");
-        assert_eq!(e.line, 7, "{e}");
+        let m = parse(&constants).expect("constants for a glslang shader");
+        assert_eq!(m.shaders[0].constants["TAPS"], ConstantValue(4.0));
         let on_pass = one_pass("", "a.hlsl", "constants = { TAPS = 4 }");
-        assert!(parse(&on_pass).is_err());
-        assert!(
-            parse(&constants.replace("constants =", "compiler = \"naga\"\nconstants =")).is_ok()
+        let m = parse(&on_pass).expect("constants for a glslang pass");
+        assert_eq!(m.shaders[0].passes[0].constants["TAPS"], ConstantValue(4.0));
+    }
+
+    #[test]
+    fn glslang_compiler_options_are_read_and_checked_with_their_line() {
+        let with = |options: &str, targets: &str| {
+            one_pass("", "a.hlsl", "")
+                .replace(
+                    "\n\n[shader.passes.P]",
+                    &format!("\n[shader.glslang]\n{options}\n\n[shader.passes.P]"),
+                )
+                .replace("targets = [\"spirv\"]", targets)
+        };
+        let spirv = "targets = [\"spirv\"]";
+        let m = parse(&with(
+            "target_env = \"vulkan1.2\"\ngenerate_debug_info = true\nhlsl_functionality1 = true\nhlsl_offsets = true\nnan_clamp = true\n[shader.glslang.binding_base]\nubo = 4\nuav = 9",
+            spirv,
+        ))
+        .expect("options");
+        assert_eq!(
+            m.shaders[0].passes[0].front_end,
+            FrontEnd::Glslang(GlslangOptions {
+                target_env: Some(VulkanVersion::V1_2),
+                generate_debug_info: true,
+                hlsl_functionality1: true,
+                hlsl_offsets: true,
+                nan_clamp: true,
+                binding_base: BindingBase {
+                    ubo: 4,
+                    uav: 9,
+                    ..BindingBase::default()
+                },
+                ..GlslangOptions::default()
+            })
         );
+        let e = parse(&with("target_env = \"vulkan2.0\"", spirv)).unwrap_err();
+        assert!(e.message.contains("unknown target_env `vulkan2.0`"), "{e}");
+        assert_eq!(e.line, 9, "{e}");
+        let e = parse(&with("[shader.glslang.binding_base]\nubos = 1", spirv)).unwrap_err();
+        assert!(e.message.contains("ubos"), "{e}");
+        let e = parse(&with("[shader.glslang.binding_base]\nubo = -1", spirv)).unwrap_err();
+        assert_eq!(e.line, 10, "{e}");
+        // An environment too old for the project's SPIR-V: refused at the option's line.
+        let newer = "targets = [{ name = \"spirv\", version = \"1.3\" }]";
+        let e = parse(&with("target_env = \"vulkan1.0\"", newer)).unwrap_err();
+        assert!(
+            e.message.contains("target_env vulkan1.0 consumes SPIR-V up to 1.0, but the spirv target's version is 1.3"),
+            "{e}"
+        );
+        assert_eq!(e.line, 9, "{e}");
+        assert!(parse(&with("target_env = \"vulkan1.1\"", newer)).is_ok());
     }
 
     #[test]

@@ -7,10 +7,10 @@
 
 mod common;
 
-use common::glslang::{require_glslang, spirv_val};
+use common::glslang::{require_glslang, spirv_val, spirv_val_env};
 use kiln::compile::{
     compile_with, CompileError, CompilePhase, CompileRequest, Constants, FrontEnd, GlslangOptions,
-    Optimization, SourceLanguage, Stage, Target, TargetConfig, TargetResult,
+    Optimization, SourceLanguage, Stage, Target, TargetConfig, TargetResult, VulkanVersion,
 };
 
 /// glslang's results for each of `targets`.
@@ -201,4 +201,57 @@ fn other_targets_of_a_glslang_module_fail_for_that_pair_only() {
     let e = results[1].clone().expect_err("no geometry in msl");
     assert_eq!(e.phase, CompilePhase::Unsupported);
     assert!(e.message.contains("unsupported by target msl"), "{e}");
+}
+
+/// `target_env` is the Vulkan version glslang compiles for. Without a SPIR-V target, the
+/// SPIR-V that the other targets are translated from is the newest that version consumes
+/// (as glslc writes for `--target-env` alone): a subgroup operation, which needs SPIR-V 1.3,
+/// then builds GLSL. An environment older than the SPIR-V target's version is refused.
+#[test]
+fn target_env_chooses_the_vulkan_version_and_its_spir_v() {
+    if !require_glslang() {
+        return;
+    }
+    let text = "#version 450\n#extension GL_KHR_shader_subgroup_arithmetic : require\nlayout(local_size_x = 64) in;\nlayout(set = 0, binding = 0, std430) buffer Data { float d[]; };\nvoid main() {\n  d[gl_GlobalInvocationID.x] = subgroupAdd(d[gl_GlobalInvocationID.x]);\n}\n";
+    let glsl = [TargetConfig::new(Target::Glsl)];
+    let compile = |options, targets: &[TargetConfig]| {
+        glslang(
+            options,
+            SourceLanguage::Glsl,
+            text,
+            Stage::Compute,
+            "main",
+            targets,
+        )
+    };
+    let e = compile(GlslangOptions::default(), &glsl).expect_err("SPIR-V 1.0");
+    assert!(e.message.contains("requires SPIR-V 1.3"), "{e}");
+    let vulkan11 = GlslangOptions {
+        target_env: Some(VulkanVersion::V1_1),
+        ..GlslangOptions::default()
+    };
+    let out = compile(vulkan11, &glsl).expect("compiles").remove(0);
+    let out = String::from_utf8(out.expect("glsl")).expect("text");
+    assert!(out.contains("subgroupAdd("), "{out}");
+
+    let mut options = std::collections::BTreeMap::new();
+    options.insert("version".to_owned(), "1.3".to_owned());
+    let spirv13 = [TargetConfig::parse("spirv", &options).expect("valid")];
+    let bytes = compile(vulkan11, &spirv13)
+        .expect("compiles")
+        .remove(0)
+        .expect("spirv");
+    spirv_val_env(&bytes, "vulkan1.1 subgroups", "vulkan1.1");
+    let vulkan10 = GlslangOptions {
+        target_env: Some(VulkanVersion::V1_0),
+        ..GlslangOptions::default()
+    };
+    let e = compile(vulkan10, &spirv13).expect_err("too old");
+    assert_eq!(e.phase, CompilePhase::Unsupported);
+    assert!(
+        e.message.contains(
+            "target_env vulkan1.0 consumes SPIR-V up to 1.0, but the spirv target's version is 1.3"
+        ),
+        "{e}"
+    );
 }

@@ -122,6 +122,9 @@ pub struct Shader {
     pub passes: Vec<Pass>,
     /// The source files created with this shader (its passes may use any of them).
     pub files: Vec<String>,
+    /// Its GLSL passes compile with glslang (drawn only when kiln links it), its WGSL
+    /// passes with naga.
+    pub glslang: bool,
 }
 
 impl Shader {
@@ -302,6 +305,8 @@ impl Model {
                 source: file,
             });
         }
+        // Drawn only with glslang linked, so that a seed replays the same without it.
+        let glslang = glsl && kiln::compile::glslang::AVAILABLE && rng.chance(50);
         self.shaders.push(Shader {
             name: name.clone(),
             source,
@@ -309,6 +314,7 @@ impl Model {
             q,
             passes,
             files,
+            glslang,
         });
         Some(name)
     }
@@ -399,7 +405,8 @@ impl Model {
         s.push_str(&"\n".repeat(self.manifest_noise.blanks));
         for shader in &self.shaders {
             let _ = writeln!(s, "\n[[shader]]\nname = \"{}\"", shader.name);
-            // The model's GLSL is naga's subset, and the model predicts naga's results.
+            // The model's GLSL is naga's subset, and the model predicts naga's results; a
+            // shader drawn for glslang sets it on its GLSL passes (see `Shader::glslang`).
             let _ = writeln!(s, "compiler = \"naga\"");
             if let Some(src) = &shader.source {
                 let _ = writeln!(s, "source = \"{src}\"");
@@ -421,6 +428,12 @@ impl Model {
                 );
                 if let Some(src) = &pass.source {
                     let _ = writeln!(s, "source = \"{src}\"");
+                }
+                let glsl = shader
+                    .effective_source(pass)
+                    .is_some_and(|src| lang_of(&src).is_glsl());
+                if shader.glslang && glsl {
+                    let _ = writeln!(s, "compiler = \"glslang\"");
                 }
             }
         }

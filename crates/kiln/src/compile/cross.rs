@@ -21,9 +21,12 @@
 //! comes first, because SPIRV-Cross trusts its input.
 
 mod naga_in;
+mod spec;
 #[cfg(feature = "glslang")]
 mod spirv_cross;
 mod words;
+
+pub use spec::specialize;
 
 use super::{contain_named, CompileError, CompilePhase, Stage, Target, TargetConfig};
 
@@ -108,7 +111,7 @@ pub fn version(target: Target) -> String {
 /// Turns SPIR-V (as glslang wrote it) into the artifact of `target`, for the entry point
 /// `entry` of `stage`, with the target's options (MSL version, HLSL shader model, GLSL
 /// version and ES). SPIR-V comes back unchanged; the other targets go through the
-/// translator [`Translator::for_target`] names.
+/// translator [`Translator::for_target`] names, where [`stage_support`] allows the pair.
 pub fn from_spirv(
     spirv: &[u32],
     stage: Stage,
@@ -124,10 +127,70 @@ pub fn from_spirv(
     }
 }
 
+/// Whether `translator` writes `target` for a shader of `stage`: `Err` says why not. The one
+/// table of which stage reaches which target from SPIR-V; [`translate`] refuses what it
+/// refuses, so a refused pair fails as "unsupported by target" before a translator runs.
+///
+/// naga reads only vertex, fragment and compute SPIR-V. For SPIRV-Cross, measured on our own
+/// shaders (`tests/cross/`, and the GLSL outputs checked by `glslangValidator` in
+/// `tests/glslang_targets.rs`) and the public Vulkan samples (`docs/spirv-translation.md`):
+/// GLSL has geometry and tessellation; MSL has tessellation (a compute kernel writing the
+/// factors, then a post-tessellation vertex function, as MoltenVK runs them) and no geometry;
+/// SPIRV-Cross's HLSL has neither. Mesh, task and ray-tracing stages stay SPIR-V only: OpenGL
+/// GLSL has none of them, and for MSL and HLSL SPIRV-Cross's output is either refused at
+/// the default versions or unchecked here (no Metal or DXC compiler to validate it).
+pub fn stage_support(
+    translator: Translator,
+    stage: Stage,
+    target: Target,
+) -> Result<(), &'static str> {
+    use Stage as S;
+    use Target as T;
+    if target == T::Spirv {
+        return Ok(());
+    }
+    if stage.naga_supports() {
+        return Ok(());
+    }
+    match translator {
+        Translator::Naga => Err("naga reads only vertex, fragment and compute SPIR-V"),
+        Translator::SpirvCross => match (stage, target) {
+            (S::Geometry, T::Glsl) | (S::TessControl | S::TessEvaluation, T::Glsl | T::Msl) => {
+                Ok(())
+            }
+            (S::Geometry, T::Msl) => Err("Metal has no geometry shaders"),
+            (S::Geometry, T::Hlsl) => {
+                Err("SPIRV-Cross's geometry shaders in HLSL read GLSL built-ins it never declares")
+            }
+            (S::TessControl | S::TessEvaluation, T::Hlsl) => {
+                Err("SPIRV-Cross writes no HLSL hull or domain shaders")
+            }
+            (S::Task | S::Mesh, T::Glsl) => Err("OpenGL GLSL has no task or mesh shaders"),
+            (S::Task | S::Mesh, _) => Err(
+                "SPIRV-Cross's task and mesh shaders need Metal 3 or shader model 6.5, which kiln does not check",
+            ),
+            (_, T::Glsl) => Err("OpenGL GLSL has no ray-tracing shaders"),
+            _ => Err("SPIRV-Cross writes no ray-tracing shaders for this target"),
+        },
+    }
+}
+
+/// The error of a (variant, target) pair whose stage the target cannot express.
+pub fn unsupported_by_target(stage: Stage, target: Target, why: &str) -> CompileError {
+    CompileError::new(
+        CompilePhase::Unsupported,
+        format!(
+            "{stage} shaders are unsupported by target {target} ({why}); only spirv builds them"
+        ),
+        None,
+    )
+}
+
 /// Translates SPIR-V with a given translator: the entry point named `entry` (of `stage`,
 /// when given; otherwise the only entry point of that name, whatever its execution model,
 /// which is how tools reach stages kiln does not name). naga validates against the
-/// target's capabilities.
+/// target's capabilities. A stage [`stage_support`] refuses for the target is an
+/// [`CompilePhase::Unsupported`] error.
 pub fn translate(
     translator: Translator,
     spirv: &[u32],
@@ -136,6 +199,10 @@ pub fn translate(
     target: &TargetConfig,
 ) -> Result<Vec<u8>, CompileError> {
     words::check(spirv)?;
+    if let Some(stage) = stage {
+        stage_support(translator, stage, target.target())
+            .map_err(|why| unsupported_by_target(stage, target.target(), why))?;
+    }
     if !translator.writes(target.target()) {
         return Err(not_written(translator, target.target()));
     }

@@ -67,8 +67,99 @@ impl Optimization {
     }
 }
 
+/// A Vulkan version glslang can compile for (glslc's `--target-env=vulkanX.Y`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum VulkanVersion {
+    /// Vulkan 1.0 (SPIR-V 1.0).
+    V1_0,
+    /// Vulkan 1.1 (SPIR-V up to 1.3).
+    V1_1,
+    /// Vulkan 1.2 (SPIR-V up to 1.5).
+    V1_2,
+    /// Vulkan 1.3 (SPIR-V up to 1.6).
+    V1_3,
+}
+
+impl VulkanVersion {
+    /// Every version, oldest first.
+    pub const ALL: [Self; 4] = [Self::V1_0, Self::V1_1, Self::V1_2, Self::V1_3];
+
+    /// Parses the manifest spelling (`vulkan1.0` ..= `vulkan1.3`, as glslc spells it).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.name() == name)
+    }
+
+    /// The manifest spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::V1_0 => "vulkan1.0",
+            Self::V1_1 => "vulkan1.1",
+            Self::V1_2 => "vulkan1.2",
+            Self::V1_3 => "vulkan1.3",
+        }
+    }
+
+    /// The newest SPIR-V this Vulkan version consumes; also the SPIR-V glslc writes for it
+    /// when no version is given.
+    pub fn max_spirv(self) -> (u16, u16) {
+        match self {
+            Self::V1_0 => (1, 0),
+            Self::V1_1 => (1, 3),
+            Self::V1_2 => (1, 5),
+            Self::V1_3 => (1, 6),
+        }
+    }
+
+    /// The oldest Vulkan version that consumes SPIR-V `version`.
+    pub fn for_spirv(version: (u16, u16)) -> Self {
+        Self::ALL
+            .into_iter()
+            .find(|v| v.max_spirv() >= version)
+            .unwrap_or(Self::V1_3)
+    }
+}
+
+/// Where glslang starts numbering the bindings it assigns, per resource kind (glslc's
+/// `-f{image,sampler,texture,ubo,ssbo,uav}-binding-base`); used for resources without a
+/// binding under `auto_bind_uniforms` and for HLSL registers under `hlsl_iomap`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct BindingBase {
+    /// Storage images and image buffers.
+    pub image: u32,
+    /// Separate samplers.
+    pub sampler: u32,
+    /// Sampled textures (HLSL shader resource views).
+    pub texture: u32,
+    /// Uniform buffers (HLSL cbuffers).
+    pub ubo: u32,
+    /// Storage buffers.
+    pub ssbo: u32,
+    /// HLSL unordered access views.
+    pub uav: u32,
+}
+
+impl BindingBase {
+    /// The manifest's names of the fields, in the order of [`BindingBase::values`].
+    pub const NAMES: [&'static str; 6] = ["image", "sampler", "texture", "ubo", "ssbo", "uav"];
+
+    /// The bases in the order of [`BindingBase::NAMES`].
+    pub fn values(&self) -> [u32; 6] {
+        let Self {
+            image,
+            sampler,
+            texture,
+            ubo,
+            ssbo,
+            uav,
+        } = *self;
+        [image, sampler, texture, ubo, ssbo, uav]
+    }
+}
+
 /// The glslang options a shader can set in `[shader.glslang]`: what glslc's flags of the
 /// same names do. All of them change the SPIR-V, so all of them are part of the identity.
+/// There is no free-form argument list: an option kiln does not know could neither be hashed
+/// by meaning nor be kept from breaking the in-process compiler.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct GlslangOptions {
     /// `-O0` / `-Os` / `-O`.
@@ -81,13 +172,28 @@ pub struct GlslangOptions {
     pub hlsl_iomap: bool,
     /// `-finvert-y`: flip the vertex Y output (Vulkan's clip space to GL's).
     pub invert_y: bool,
+    /// `--target-env=vulkanX.Y`: the Vulkan version glslang compiles for (which built-ins,
+    /// extensions and SPIR-V it allows). `None`: the oldest that consumes the SPIR-V version.
+    pub target_env: Option<VulkanVersion>,
+    /// `-g`: debug information (source text, line numbers) in the SPIR-V.
+    pub generate_debug_info: bool,
+    /// `-fhlsl_functionality1`: HLSL semantics and counter buffers as SPIR-V decorations.
+    pub hlsl_functionality1: bool,
+    /// `-fhlsl-offsets`: HLSL packing offsets for uniform and storage buffer members.
+    pub hlsl_offsets: bool,
+    /// `-fnan-clamp`: `min`, `max` and `clamp` return the non-NaN operand.
+    pub nan_clamp: bool,
+    /// `-f*-binding-base`.
+    pub binding_base: BindingBase,
 }
 
 /// Compiles `request` once to SPIR-V (of the version of the SPIR-V target among `targets`,
 /// 1.0 when there is none) and answers each target from it: the SPIR-V target with those
 /// bytes, every other through [`translate`]. `Err` (the text does not compile, glslang is not
-/// in this build) fails the whole variant; a target's own failure is in its slot.
-/// Specialization constants stay specialization constants in the SPIR-V.
+/// in this build, the manifest names a constant the shader lacks) fails the whole variant; a
+/// target's own failure is in its slot. Specialization constants stay specialization
+/// constants in the SPIR-V, with the manifest's values as their defaults
+/// ([`super::cross::specialize`]).
 pub fn compile_targets(
     options: &GlslangOptions,
     request: &CompileRequest<'_>,
@@ -98,7 +204,7 @@ pub fn compile_targets(
         text,
         stage,
         entry,
-        constants: _,
+        constants,
     } = *request;
     if text.contains('\0') || entry.contains('\0') {
         return Err(CompileError::new(
@@ -108,12 +214,29 @@ pub fn compile_targets(
         ));
     }
     super::check_complexity(text)?;
+    // The SPIR-V target's version; without one, what glslc writes for the environment.
     let version = targets
         .iter()
         .flatten()
         .find_map(|t| t.spirv_version())
-        .unwrap_or((1, 0));
+        .unwrap_or_else(|| options.target_env.map_or((1, 0), VulkanVersion::max_spirv));
+    if let Some(env) = options.target_env.filter(|env| env.max_spirv() < version) {
+        return Err(CompileError::new(
+            CompilePhase::Unsupported,
+            format!(
+                "target_env {} consumes SPIR-V up to {}.{}, but the spirv target's version is {}.{}: raise `target_env` in `[shader.glslang]` or lower the spirv target's `version`",
+                env.name(),
+                env.max_spirv().0,
+                env.max_spirv().1,
+                version.0,
+                version.1
+            ),
+            None,
+        ));
+    }
     let words = imp::compile(language, text, stage, entry, options, version)?;
+    // The manifest's values become the constants' defaults, once, for every target.
+    let words = super::cross::specialize(&words, constants)?;
     Ok(targets
         .iter()
         .map(|target| target.map(|target| emit(&words, stage, entry, target)))
@@ -128,23 +251,20 @@ fn emit(spirv: &[u32], stage: Stage, entry: &str, target: &TargetConfig) -> Targ
     }
 }
 
-/// SPIR-V to another target through the SPIR-V translator (`compile::cross`). Stages naga's
-/// back ends lack stay SPIR-V only for now (SPIRV-Cross can write some of them: GLSL for
-/// geometry and tessellation, MSL for tessellation).
+/// SPIR-V to another target through the SPIR-V translator (`compile::cross`), which decides
+/// which stages each target has ([`super::cross::stage_support`]).
 fn translate(spirv: &[u32], stage: Stage, entry: &str, target: &TargetConfig) -> TargetResult {
-    if !stage.naga_supports() {
-        return Err(unsupported_by_target(stage, target.target()));
-    }
     super::cross::from_spirv(spirv, stage, entry, target)
 }
 
-/// The error of a (variant, target) pair whose stage the target cannot express.
-pub fn unsupported_by_target(stage: Stage, target: Target) -> CompileError {
-    CompileError::new(
-        CompilePhase::Unsupported,
-        format!("{stage} shaders are unsupported by target {target}; only spirv builds them"),
-        None,
-    )
+/// The "unsupported by target" error of a glslang shader of `stage` for `target`, when the
+/// stage table refuses the pair: known without compiling, so the pipeline neither compiles
+/// nor looks up such a pair.
+pub fn refused(stage: Stage, target: Target) -> Option<CompileError> {
+    let translator = super::cross::Translator::for_target(target)?;
+    super::cross::stage_support(translator, stage, target)
+        .err()
+        .map(|why| super::cross::unsupported_by_target(stage, target, why))
 }
 
 /// The first error in glslang's log (`<name>:<line>: error: <message>`), located.
@@ -191,18 +311,26 @@ impl fmt::Display for GlslangOptions {
             auto_bind_uniforms,
             hlsl_iomap,
             invert_y,
+            target_env,
+            generate_debug_info,
+            hlsl_functionality1,
+            hlsl_offsets,
+            nan_clamp,
+            binding_base,
         } = self;
         write!(
             f,
-            "optimization={};auto_map_locations={auto_map_locations};auto_bind_uniforms={auto_bind_uniforms};hlsl_iomap={hlsl_iomap};invert_y={invert_y}",
-            optimization.name()
+            "optimization={};auto_map_locations={auto_map_locations};auto_bind_uniforms={auto_bind_uniforms};hlsl_iomap={hlsl_iomap};invert_y={invert_y};target_env={};generate_debug_info={generate_debug_info};hlsl_functionality1={hlsl_functionality1};hlsl_offsets={hlsl_offsets};nan_clamp={nan_clamp};binding_base={:?}",
+            optimization.name(),
+            target_env.map_or("default", VulkanVersion::name),
+            binding_base.values()
         )
     }
 }
 
 #[cfg(feature = "glslang")]
 mod imp {
-    use super::{first_error, GlslangOptions, Optimization};
+    use super::{first_error, GlslangOptions, Optimization, VulkanVersion};
     use crate::compile::{contain_native, CompileError, CompilePhase, SourceLanguage, Stage};
     use std::sync::OnceLock;
 
@@ -242,18 +370,29 @@ mod imp {
         }
     }
 
-    /// The lowest Vulkan version whose SPIR-V includes `version` (glslc's `--target-env`).
-    fn env(version: (u16, u16)) -> (shaderc::EnvVersion, shaderc::SpirvVersion) {
+    /// shaderc's Vulkan environment and SPIR-V version: the manifest's `target_env`, else
+    /// the oldest Vulkan version that consumes `version` (glslc's `--target-env`).
+    fn env(
+        target_env: Option<VulkanVersion>,
+        version: (u16, u16),
+    ) -> (shaderc::EnvVersion, shaderc::SpirvVersion) {
         use shaderc::{EnvVersion as E, SpirvVersion as S};
-        match version {
-            (1, 0) => (E::Vulkan1_0, S::V1_0),
-            (1, 1) => (E::Vulkan1_1, S::V1_1),
-            (1, 2) => (E::Vulkan1_1, S::V1_2),
-            (1, 3) => (E::Vulkan1_1, S::V1_3),
-            (1, 4) => (E::Vulkan1_2, S::V1_4),
-            (1, 5) => (E::Vulkan1_2, S::V1_5),
-            _ => (E::Vulkan1_3, S::V1_6),
-        }
+        let env = match target_env.unwrap_or_else(|| VulkanVersion::for_spirv(version)) {
+            VulkanVersion::V1_0 => E::Vulkan1_0,
+            VulkanVersion::V1_1 => E::Vulkan1_1,
+            VulkanVersion::V1_2 => E::Vulkan1_2,
+            VulkanVersion::V1_3 => E::Vulkan1_3,
+        };
+        let spirv = match version {
+            (1, 0) => S::V1_0,
+            (1, 1) => S::V1_1,
+            (1, 2) => S::V1_2,
+            (1, 3) => S::V1_3,
+            (1, 4) => S::V1_4,
+            (1, 5) => S::V1_5,
+            _ => S::V1_6,
+        };
+        (env, spirv)
     }
 
     pub(super) fn compile(
@@ -271,7 +410,7 @@ mod imp {
             SourceLanguage::Hlsl => shaderc::SourceLanguage::HLSL,
             _ => shaderc::SourceLanguage::GLSL,
         });
-        let (env, spirv) = env(version);
+        let (env, spirv) = env(options.target_env, version);
         o.set_target_env(shaderc::TargetEnv::Vulkan, env as u32);
         o.set_target_spirv(spirv);
         o.set_optimization_level(match options.optimization {
@@ -283,6 +422,26 @@ mod imp {
         o.set_auto_bind_uniforms(options.auto_bind_uniforms);
         o.set_hlsl_io_mapping(options.hlsl_iomap);
         o.set_invert_y(options.invert_y);
+        if options.generate_debug_info {
+            o.set_generate_debug_info();
+        }
+        o.set_hlsl_functionality1(options.hlsl_functionality1);
+        o.set_hlsl_offsets(options.hlsl_offsets);
+        o.set_nan_clamp(options.nan_clamp);
+        let bases = options.binding_base.values();
+        for (kind, base) in [
+            shaderc::ResourceKind::Image,
+            shaderc::ResourceKind::Sampler,
+            shaderc::ResourceKind::Texture,
+            shaderc::ResourceKind::Buffer,
+            shaderc::ResourceKind::StorageBuffer,
+            shaderc::ResourceKind::UnorderedAccessView,
+        ]
+        .into_iter()
+        .zip(bases)
+        {
+            o.set_binding_base(kind, base);
+        }
         // glslang recurses over the syntax tree like naga: the same own stack and guard.
         contain_native("glslang", || {
             compiler

@@ -29,7 +29,7 @@ mod target;
 
 pub use constants::{ConstantValue, Constants};
 pub use error::{CompileError, CompilePhase, TextLocation};
-pub use glslang::{GlslangOptions, Optimization};
+pub use glslang::{BindingBase, GlslangOptions, Optimization, VulkanVersion};
 pub use naga::valid::Capabilities;
 pub use target::{
     capability_names, parse_capability, supported_capabilities, Stage, Target, TargetConfig,
@@ -295,6 +295,16 @@ pub fn compile_with(
     match front_end {
         FrontEnd::Naga => compile_targets(request, targets),
         FrontEnd::Glslang(options) => glslang::compile_targets(options, request, targets),
+    }
+}
+
+/// Why a pass's front end cannot give `target` for a shader of `stage`, when that is known
+/// without compiling (the stage table of `cross`): the pair fails alone, as
+/// [`CompilePhase::Unsupported`]. naga passes have only naga's stages (the manifest checks).
+pub fn refused(front_end: &FrontEnd, stage: Stage, target: Target) -> Option<CompileError> {
+    match front_end {
+        FrontEnd::Naga => None,
+        FrontEnd::Glslang(_) => glslang::refused(stage, target),
     }
 }
 

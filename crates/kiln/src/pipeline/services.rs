@@ -347,7 +347,21 @@ impl Services {
     ) -> ProduceResult {
         let compiler = input.front_end.kind();
         let mut outputs: Vec<(Target, Option<Arc<[u8]>>)> = Vec::with_capacity(targets.len());
-        for target in targets {
+        // Pairs the stage table refuses fail without a lookup or a compile, so that a variant
+        // whose other targets are all stored is not compiled again for them.
+        let mut failures = Vec::new();
+        let mut wanted = Vec::with_capacity(targets.len());
+        for config in targets {
+            match compile::refused(&input.front_end, input.stage, config.target()) {
+                Some(e) => failures.push((Some(config.target()), e)),
+                None => wanted.push(config),
+            }
+        }
+        let targets = wanted;
+        if targets.is_empty() {
+            return Err(Failures::from(failures));
+        }
+        for target in targets.iter().copied() {
             let ns = self.namespace(compiler, target);
             let bytes = match self.store.load(&ns, key) {
                 Ok(Lookup::Hit(bytes)) => Some(Arc::from(bytes)),
@@ -380,15 +394,15 @@ impl Services {
             return Ok(Produced {
                 artifacts: Arc::new(VariantArtifacts::new(outputs)),
                 outcome: Outcome::Cached,
-                failed: Arc::from(Vec::new()),
+                failed: Failures::from(failures),
             });
         }
 
         // Only the targets the store lacks are compiled.
         let missing: Vec<Option<&TargetConfig>> = outputs
             .iter()
-            .zip(targets)
-            .map(|((_, bytes), config)| bytes.is_none().then_some(config))
+            .zip(&targets)
+            .map(|((_, bytes), config)| bytes.is_none().then_some(*config))
             .collect();
         let request = CompileRequest {
             language: input.language,
@@ -402,7 +416,6 @@ impl Services {
             .map_err(|e| Failures::from(vec![(None, e)]))?;
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         self.build.costs.lock().push((*job, micros.max(1)));
-        let mut failures = Vec::new();
         let mut done = Vec::with_capacity(outputs.len());
         for (((target, bytes), config), result) in outputs.into_iter().zip(targets).zip(compiled) {
             let bytes = match (bytes, result) {

@@ -48,3 +48,49 @@ pub fn spirv_val_env(bytes: &[u8], what: &str, env: &str) {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// What `glslangValidator` checks of a translated output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Checked {
+    /// OpenGL GLSL (glslangValidator's default client).
+    Glsl,
+    /// HLSL, compiled to SPIR-V by glslang's HLSL front end (`-V -D`), entry point `main`.
+    Hlsl,
+}
+
+/// Checks a GLSL or HLSL `text` of `stage` (glslangValidator's `-S` name: `vert`, `frag`,
+/// `comp`, `geom`, `tesc`, `tese`) with `glslangValidator`, when it is installed (required
+/// with `KILN_REQUIRE_GLSLANG=1`). Returns whether it ran.
+pub fn glslang_validator(text: &str, stage: &str, checked: Checked, what: &str) -> bool {
+    if Command::new("glslangValidator")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var("KILN_REQUIRE_GLSLANG").as_deref() != Ok("1"),
+            "KILN_REQUIRE_GLSLANG=1 but glslangValidator is not on PATH (Debian: glslang-tools)"
+        );
+        eprintln!("glslangValidator not found: {what} is not validated");
+        return false;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("shader.txt");
+    std::fs::write(&file, text).expect("write shader");
+    let mut command = Command::new("glslangValidator");
+    command.arg("-S").arg(stage);
+    if checked == Checked::Hlsl {
+        // glslang reads HLSL only to write SPIR-V.
+        command
+            .args(["-V", "-D", "-e", "main", "-o"])
+            .arg(dir.path().join("shader.spv"));
+    }
+    let output = command.arg(&file).output().expect("run glslangValidator");
+    assert!(
+        output.status.success(),
+        "glslangValidator rejects {what}: {}{}\n{text}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    true
+}

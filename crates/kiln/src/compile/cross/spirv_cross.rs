@@ -1,7 +1,7 @@
 //! SPIR-V to MSL, HLSL and GLSL through Khronos SPIRV-Cross (the `spirv-cross2` bindings,
 //! which build SPIRV-Cross from source; compiled with the cargo feature `glslang`).
 
-use super::{pick_entry, translator_error, Translator};
+use super::{pick_entry, stage_support, translator_error, unsupported_by_target, Translator};
 use crate::compile::{CompileError, CompilePhase, Stage, Target, TargetConfig};
 use spirv_cross2::compile::{glsl, hlsl, msl, CompilableTarget};
 use spirv_cross2::spirv::ExecutionModel;
@@ -130,33 +130,15 @@ fn select_entry<T: CompilableTarget>(
         })
         .collect();
     let model = pick_entry(&entries, entry, stage)?;
-    if let Some(why) = unsupported(model, target.target()) {
-        return Err(CompileError::new(
-            CompilePhase::Unsupported,
-            format!("no {} for a {model:?} shader: {why}", target.target()),
-            None,
-        ));
+    // An entry point chosen by name alone is held to the same table as a named stage.
+    if let Some(stage) = Stage::ALL
+        .into_iter()
+        .find(|s| execution_model(*s) == model)
+    {
+        stage_support(Translator::SpirvCross, stage, target.target())
+            .map_err(|why| unsupported_by_target(stage, target.target(), why))?;
     }
     compiler.set_entry_point(entry, model).map_err(error)
-}
-
-/// Why SPIRV-Cross gives no usable `target` for a stage, where it does not. Measured on our
-/// own shaders (`tests/cross/`): for a geometry stage SPIRV-Cross writes MSL with an
-/// `unknown` function qualifier and GLSL's `EmitVertex()`, and HLSL that reads an undeclared
-/// `gl_in`; for tessellation its HLSL back end fails. Metal's tessellation (a compute kernel
-/// writing factors, then a post-tessellation vertex function, as MoltenVK runs it) is written.
-fn unsupported(model: ExecutionModel, target: Target) -> Option<&'static str> {
-    match (model, target) {
-        (ExecutionModel::Geometry, Target::Msl) => Some("Metal has no geometry shaders"),
-        (ExecutionModel::Geometry, Target::Hlsl) => {
-            Some("SPIRV-Cross's geometry shaders in HLSL read GLSL built-ins it never declares")
-        }
-        (
-            ExecutionModel::TessellationControl | ExecutionModel::TessellationEvaluation,
-            Target::Hlsl,
-        ) => Some("SPIRV-Cross writes no HLSL hull or domain shaders"),
-        _ => None,
-    }
 }
 
 /// SPIR-V's execution model of a kiln stage.

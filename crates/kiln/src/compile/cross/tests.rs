@@ -149,3 +149,50 @@ fn a_translator_asked_for_a_target_it_cannot_write_says_so() {
         );
     }
 }
+
+/// The one stage table: which stage reaches which target from SPIR-V, for the translator kiln
+/// uses per target; a refused pair is refused by `translate` before any translator runs.
+#[test]
+fn the_stage_table_allows_what_the_translators_write() {
+    let allowed = |stage: Stage| -> Vec<Target> {
+        Target::ALL
+            .into_iter()
+            .filter(|&target| match Translator::for_target(target) {
+                None => true,
+                Some(translator) => stage_support(translator, stage, target).is_ok(),
+            })
+            .collect()
+    };
+    use Target::{Glsl, Hlsl, Msl, Spirv, Wgsl};
+    for stage in [Stage::Vertex, Stage::Fragment, Stage::Compute] {
+        assert_eq!(allowed(stage), [Spirv, Msl, Hlsl, Glsl, Wgsl], "{stage}");
+    }
+    assert_eq!(allowed(Stage::Geometry), [Spirv, Glsl]);
+    assert_eq!(allowed(Stage::TessControl), [Spirv, Msl, Glsl]);
+    assert_eq!(allowed(Stage::TessEvaluation), [Spirv, Msl, Glsl]);
+    for stage in [
+        Stage::Task,
+        Stage::Mesh,
+        Stage::RayGeneration,
+        Stage::Callable,
+    ] {
+        assert_eq!(allowed(stage), [Spirv], "{stage}");
+    }
+    // naga, asked directly, reads only its own stages.
+    assert!(stage_support(Translator::Naga, Stage::TessControl, Target::Glsl).is_err());
+
+    // A refused pair fails before the words reach a translator.
+    let e = translate(
+        Translator::SpirvCross,
+        &module(&[]),
+        "main",
+        Some(Stage::Geometry),
+        &TargetConfig::new(Target::Msl),
+    )
+    .unwrap_err();
+    assert_eq!(e.phase, CompilePhase::Unsupported);
+    assert_eq!(
+        e.message,
+        "geometry shaders are unsupported by target msl (Metal has no geometry shaders); only spirv builds them"
+    );
+}
