@@ -180,6 +180,14 @@ impl Failed {
     }
 }
 
+/// A build runs its variants in chunks of this many, evicting what the engine's byte
+/// budgets do not allow after each.
+const VARIANTS_PER_EVICTION: usize = 4096;
+
+/// Without `--max-memory`, the byte budget of each of the two text queries (preprocessed
+/// text with line map, compile text) kept between builds.
+const DEFAULT_TEXT_BYTES: u64 = 16 << 20;
+
 /// What the engine answers for one variant.
 type VariantResult =
     Result<Result<queries::Artifacts, queries::VariantFailure>, kiln_incr::QueryError>;
@@ -246,10 +254,16 @@ impl Project {
             .clone()
             .unwrap_or_else(|| manifest.root.join("out"));
         let mut db = Db::new(Services::new(store, options.max_memory));
-        if let Some(bytes) = options.max_memory {
+        // Without a bound, texts are still bounded: they are only needed until compiled.
+        let text_bytes = options
+            .max_memory
+            .map_or(DEFAULT_TEXT_BYTES, |bytes| bytes / 8);
+        {
             // Preprocessed texts are the engine's largest memos; evicting them keeps their
-            // edges, so dependents re-verify without re-executing.
-            let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+            // edges, so dependents re-verify without re-executing. The bound is shared: half
+            // for the variant cache, a quarter for deferred saves (`Services::new`), an
+            // eighth for each of these two.
+            let bytes = usize::try_from(text_bytes).unwrap_or(usize::MAX);
             db.set_lru_bytes::<queries::PreprocessQ>(bytes);
             db.set_lru_bytes::<queries::CompileTextQ>(bytes);
         }
@@ -455,8 +469,20 @@ impl Project {
         let (up_to_date, variants) = self.up_to_date(&last, all_variants, &revisions);
         // Each up-to-date variant contributed one entry per target.
         let up_to_date_variants = up_to_date.len() / self.manifest.targets.len().max(1);
-        let results = self.run_variants(&variants, up_to_date_variants, total, progress);
+        let prepared = self.prepare_out_dir();
+        let mut results = Vec::with_capacity(variants.len());
+        if prepared.is_ok() {
+            // In chunks, with the engine's byte budgets enforced after each: a text is
+            // needed only until its variant is compiled, and a cold build of 100,000
+            // variants would otherwise hold every one until the end.
+            for chunk in variants.chunks(VARIANTS_PER_EVICTION) {
+                let done = up_to_date_variants + results.len();
+                results.extend(self.run_variants(chunk, &last, done, total, progress));
+                self.db.evict();
+            }
+        }
         drop(pinned);
+        prepared?;
 
         let counts = self.events.take();
         let mut report = BuildReport {
@@ -473,7 +499,7 @@ impl Project {
         };
         let (built, failed) = self.sort_results(&variants, results, &mut report);
 
-        let written = self.write_outputs(&built, failed, last, up_to_date, &revisions);
+        let written = self.write_outputs(built, failed, last, up_to_date, &revisions);
         report.outputs_ready = started.elapsed();
         // Even when writing outputs failed, what was compiled is kept.
         self.pool.install(|| self.db.context().flush_saves());
@@ -513,14 +539,18 @@ impl Project {
         }
     }
 
-    /// Every variant's artifacts through the engine, in parallel, reporting progress.
+    /// Every variant's artifacts through the engine, in parallel, reporting progress; each
+    /// variant's outputs are written as soon as its artifacts are known, while their bytes
+    /// are still in memory (a build of 100,000 variants does not hold every artifact until
+    /// the end).
     fn run_variants(
         &self,
         variants: &[VariantId],
+        last: &LastBuild,
         done_before: usize,
         total: usize,
         progress: &(dyn Fn(Progress) + Sync),
-    ) -> Vec<VariantResult> {
+    ) -> Vec<(VariantResult, Option<write::WriteResult>)> {
         let done = AtomicUsize::new(done_before);
         let artifacts_query = self.db.query::<ArtifactsQ>();
         self.pool.install(|| {
@@ -528,6 +558,11 @@ impl Project {
                 .par_iter()
                 .map(|variant| {
                     let result = artifacts_query.get(variant);
+                    let written = match &result {
+                        Ok(Ok(artifacts)) => Some(self.write_variant(variant, artifacts, last)),
+                        _ => None,
+                    };
+                    let result = (result, written);
                     let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
                     progress(Progress {
                         done: finished,
@@ -546,13 +581,13 @@ impl Project {
     fn sort_results<'v>(
         &self,
         variants: &'v [VariantId],
-        results: Vec<VariantResult>,
+        results: Vec<(VariantResult, Option<write::WriteResult>)>,
         report: &mut BuildReport,
-    ) -> (Vec<(&'v VariantId, queries::Artifacts)>, Failed) {
+    ) -> (Vec<write::Built<'v>>, Failed) {
         let outcomes = std::mem::take(&mut *self.db.context().build.outcomes.lock());
         let mut built = Vec::new();
         let mut failed = Failed::default();
-        for (variant, result) in variants.iter().zip(results) {
+        for (variant, (result, written)) in variants.iter().zip(results) {
             let diagnostics = match result {
                 Ok(Ok(artifacts)) => {
                     match outcomes.get(variant) {
@@ -575,7 +610,11 @@ impl Project {
                             .push(IndexFailure::new(variant, target.name(), d));
                         report.diagnostics.push(d.clone());
                     }
-                    built.push((variant, artifacts));
+                    // Written by `run_variants` for every built variant.
+                    let written = written.unwrap_or_else(|| {
+                        Err(Diagnostic::error(format!("{variant}: outputs not written")))
+                    });
+                    built.push((variant, artifacts, written));
                     continue;
                 }
                 Ok(Err(diagnostics)) => diagnostics.to_vec(),
