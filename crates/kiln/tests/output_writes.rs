@@ -63,7 +63,11 @@ fn snapshot(dir: &Path) -> BTreeMap<String, Seen> {
                 walk(root, &path, into);
                 continue;
             }
-            let relative = path.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            let relative = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
             into.insert(
                 relative,
                 Seen {
@@ -133,7 +137,9 @@ fn assert_only_outputs(files: &BTreeMap<String, Seen>, outputs_expected: usize) 
     assert!(files.contains_key("index.json"), "{names:?}");
     assert!(files.contains_key(".kiln-stat"), "{names:?}");
     assert!(
-        files.keys().all(|p| !p.contains(".kiln-tmp") && !p.contains(".tmp")),
+        files
+            .keys()
+            .all(|p| !p.contains(".kiln-tmp") && !p.contains(".tmp")),
         "{names:?}"
     );
 }

@@ -62,7 +62,12 @@ pub struct BuildOptions {
     pub cache_dir: Option<PathBuf>,
     /// Worker threads; default: one per core.
     pub jobs: Option<usize>,
-    /// Byte budget for compiled artifacts kept in memory; default unbounded.
+    /// Byte budget for what a project keeps in memory besides its per-variant records:
+    /// half for compiled artifacts (the variant cache), a quarter for artifacts waiting to
+    /// be saved to the store, an eighth each for preprocessed and compile texts. Default:
+    /// 32 MiB of artifacts, 16 MiB of pending saves, 16 MiB per kind of text. Artifact bytes
+    /// need not stay in memory once written: evicted ones are reloaded from the store,
+    /// never recompiled.
     pub max_memory: Option<u64>,
     /// Keep the last good outputs of a variant that fails, marked `stale` in the index (for
     /// hot reload under `kiln watch`); by default they are removed, so that the output
@@ -649,7 +654,14 @@ impl Project {
 
     /// Why naga had to compile `variant` in this build.
     fn reason(&self, variant: &VariantId, report: &BuildReport) -> String {
-        if let Ok(Ok(pre)) = self.db.get::<queries::PreprocessQ>(variant) {
+        // Only an edit needs the variant's files; without one (a cold build), fetching them
+        // would preprocess every variant again after the engine evicted its text.
+        let pre = if report.changed_files.is_empty() {
+            None
+        } else {
+            self.db.get::<queries::PreprocessQ>(variant).ok()
+        };
+        if let Some(Ok(pre)) = pre {
             let files = pre.files();
             let changed: Vec<&PathBuf> = report
                 .changed_files

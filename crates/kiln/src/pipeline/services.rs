@@ -113,17 +113,21 @@ pub(crate) struct BuildSession {
     /// Store problems met (and repaired) during this build.
     pub(crate) warnings: Mutex<Vec<Diagnostic>>,
     /// Compiled artifacts not yet saved to the store, by compile key, and their total
-    /// size. Saving waits until the build's outputs are written (nobody waits for it), or
-    /// until this grows past [`Services::max_deferred`]. Loads look here before the store.
+    /// size. Saved in batches: at the end of the build, or once this holds
+    /// [`MAX_DEFERRED_COMPILES`] compiles or more bytes than `Services::max_deferred`.
+    /// Loads look here before the store.
     deferred: Mutex<Deferred>,
 }
 
 /// Artifacts waiting to be saved: compile key -> (namespace, bytes) per target.
 #[derive(Default)]
 struct Deferred {
-    by_key: FxHashMap<ContentKey, Vec<(Namespace, Arc<[u8]>)>>,
+    by_key: FxHashMap<ContentKey, Vec<TargetBytes>>,
     bytes: u64,
 }
+
+/// One target's artifact: its store namespace and bytes.
+type TargetBytes = (Namespace, Arc<[u8]>);
 
 /// What a twin (same compile input) finds in the dedup table: the first one's outcome and
 /// failures, and its artifacts if they are still in memory.
@@ -152,6 +156,12 @@ type PendingSave = (Namespace, ContentKey, Arc<[u8]>);
 /// Deferred store saves above this many bytes are written at once, to bound memory (less
 /// under `--max-memory`: see [`Services::new`]).
 const MAX_DEFERRED_BYTES: u64 = 16 << 20;
+
+/// Deferred saves of this many compiles are written at once: another kiln building the
+/// same project at the same time looks in the store right before each compile, so it finds
+/// what this one compiled within a batch instead of at the end of the build. A batch is one
+/// short transaction (no fsync in WAL mode with `synchronous=NORMAL`).
+const MAX_DEFERRED_COMPILES: usize = 128;
 
 /// The variant cache's byte budget without `--max-memory`: artifact bytes need not stay in
 /// memory once written (the outputs and the store hold them); this keeps the most recent
@@ -209,7 +219,8 @@ impl Services {
             let mut deferred = self.build.deferred.lock();
             deferred.bytes += bytes.len() as u64;
             deferred.by_key.entry(key).or_default().push((ns, bytes));
-            if deferred.bytes > self.max_deferred {
+            if deferred.bytes > self.max_deferred || deferred.by_key.len() >= MAX_DEFERRED_COMPILES
+            {
                 Some(std::mem::take(&mut *deferred))
             } else {
                 None
@@ -238,7 +249,7 @@ impl Services {
 
     /// Keeps `artifacts` until the variant's outputs are written ([`Self::take_fresh`]).
     pub(crate) fn keep_fresh(&self, key: &VariantKey, artifacts: Arc<VariantArtifacts>) {
-        self.build.fresh.lock().insert(key.clone(), artifacts);
+        self.build.fresh.lock().insert(*key, artifacts);
     }
 
     /// Writes every deferred artifact to the store, and what the store buffered (recency).

@@ -29,7 +29,11 @@ impl LineMap {
     pub(crate) fn heap_bytes(&self) -> usize {
         self.lines.capacity() * std::mem::size_of::<(u32, u32)>()
             + self.files.capacity() * std::mem::size_of::<PathBuf>()
-            + self.files.iter().map(|f| f.as_os_str().len()).sum::<usize>()
+            + self
+                .files
+                .iter()
+                .map(|f| f.as_os_str().len())
+                .sum::<usize>()
     }
 
     /// The origin of 1-based output line `output_line`; `None` past the end (or for 0).
