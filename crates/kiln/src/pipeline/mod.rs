@@ -65,7 +65,7 @@ pub struct BuildOptions {
     /// Byte budget for what a project keeps in memory besides its per-variant records:
     /// half for compiled artifacts (the variant cache), a quarter for artifacts waiting to
     /// be saved to the store, an eighth each for preprocessed and compile texts. Default:
-    /// 32 MiB of artifacts, 16 MiB of pending saves, 16 MiB per kind of text. Artifact bytes
+    /// 32 MiB of artifacts, 16 MiB of pending saves, 8 MiB per kind of text. Artifact bytes
     /// need not stay in memory once written: evicted ones are reloaded from the store,
     /// never recompiled.
     pub max_memory: Option<u64>,
@@ -187,11 +187,11 @@ impl Failed {
 
 /// A build runs its variants in chunks of this many, evicting what the engine's byte
 /// budgets do not allow after each.
-const VARIANTS_PER_EVICTION: usize = 4096;
+const VARIANTS_PER_EVICTION: usize = 1024;
 
 /// Without `--max-memory`, the byte budget of each of the two text queries (preprocessed
 /// text with line map, compile text) kept between builds.
-const DEFAULT_TEXT_BYTES: u64 = 16 << 20;
+const DEFAULT_TEXT_BYTES: u64 = 8 << 20;
 
 /// What the engine answers for one variant.
 type VariantResult =
