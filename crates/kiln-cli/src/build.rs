@@ -22,6 +22,20 @@ pub struct ProjectArgs {
     /// Print one JSON object per build on stdout instead of a human summary.
     #[arg(long)]
     pub json: bool,
+    /// Remote cache: redis://[user:password@]host[:port][/db], rediss:// for TLS,
+    /// redis+cluster://host1:port1,host2:port2 for a Redis Cluster (overrides
+    /// `[cache] remote` in kiln.toml).
+    #[arg(long, env = "KILN_REMOTE", value_name = "URL", hide_env_values = true)]
+    pub remote: Option<String>,
+    /// Use no remote cache, whatever kiln.toml says.
+    #[arg(long, conflicts_with = "remote")]
+    pub no_remote: bool,
+    /// Only read the remote cache, never upload (also `[cache] read_only = true`).
+    #[arg(long, env = "KILN_REMOTE_READ_ONLY")]
+    pub remote_read_only: bool,
+    /// Give up on a remote round trip after this many milliseconds (default 10000).
+    #[arg(long, env = "KILN_REMOTE_TIMEOUT_MS", value_name = "MS")]
+    pub remote_timeout_ms: Option<u64>,
 }
 
 impl ProjectArgs {
@@ -33,6 +47,11 @@ impl ProjectArgs {
             jobs,
             max_memory,
             keep_failed_outputs: false,
+            remote: self.remote.clone(),
+            no_remote: self.no_remote,
+            remote_read_only: self.remote_read_only,
+            remote_timeout: self.remote_timeout_ms.map(std::time::Duration::from_millis),
+            shard: None,
         }
     }
 }
@@ -44,6 +63,44 @@ pub struct BuildArgs {
     /// Worker threads (default: one per core; at most 256).
     #[arg(long, short, value_parser = parse_jobs)]
     pub jobs: Option<usize>,
+    /// Farm build: compile only shard I of N (0-based) of the distinct compile jobs, upload
+    /// them to the remote cache, write no outputs.
+    #[arg(
+        long,
+        env = "KILN_SHARD",
+        value_name = "I/N",
+        conflicts_with = "shard_count"
+    )]
+    pub shard: Option<kiln::shard::Shard>,
+    /// Farm build of N shards, this one's index from `--shard-index` or
+    /// JOB_COMPLETION_INDEX (a Kubernetes Indexed Job).
+    #[arg(long, env = "KILN_SHARD_COUNT", value_name = "N")]
+    pub shard_count: Option<usize>,
+    /// This shard's index with `--shard-count` (0-based).
+    #[arg(
+        long,
+        env = "JOB_COMPLETION_INDEX",
+        value_name = "I",
+        requires = "shard_count"
+    )]
+    pub shard_index: Option<usize>,
+}
+
+impl BuildArgs {
+    /// The shard, from `--shard` or from `--shard-count` and the index.
+    fn shard(&self) -> Result<Option<kiln::shard::Shard>, kiln::shard::ShardError> {
+        match (self.shard, self.shard_count) {
+            (Some(shard), _) => Ok(Some(shard)),
+            (None, Some(count)) => {
+                let index = self.shard_index.ok_or(kiln::shard::ShardError {
+                    text: format!("?/{count}"),
+                    problem: "--shard-count needs --shard-index or JOB_COMPLETION_INDEX",
+                })?;
+                kiln::shard::Shard::new(index, count).map(Some)
+            }
+            (None, None) => Ok(None),
+        }
+    }
 }
 
 /// The most worker threads `--jobs` accepts: each is an OS thread with its own stack, and
@@ -63,7 +120,15 @@ pub fn parse_jobs(text: &str) -> Result<usize, String> {
 }
 
 pub fn run(args: &BuildArgs) -> ExitCode {
-    let mut project = match Project::open(&args.project.options(args.jobs, None)) {
+    let mut options = args.project.options(args.jobs, None);
+    options.shard = match args.shard() {
+        Ok(shard) => shard,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut project = match Project::open(&options) {
         Ok(project) => project,
         Err(e) => return project_error(&e),
     };
@@ -90,7 +155,17 @@ pub fn run(args: &BuildArgs) -> ExitCode {
         Err(e) => return project_error(&e),
     };
     print_report(&project, &report, args.project.json);
-    if report.failed > 0 {
+    // A shard exists to upload its share: one that could not is a failed job, for the job
+    // engine to run again (the assembling build would compile the share itself).
+    let shard_lost = report.shard.is_some()
+        && report
+            .remote
+            .as_ref()
+            .is_some_and(|r| r.upload_failed > 0 || r.unavailable.is_some());
+    if shard_lost {
+        eprintln!("error: this shard could not upload its share to the remote cache");
+    }
+    if report.failed > 0 || shard_lost {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
@@ -116,6 +191,27 @@ pub fn report_json(report: &BuildReport) -> serde_json::Value {
         "outputs_written": report.outputs_written,
         "outputs_removed": report.outputs_removed,
         "elapsed_ms": report.elapsed.as_secs_f64() * 1000.0,
+        "remote": report.remote.as_ref().map(|r| serde_json::json!({
+            "url": r.url,
+            "read_only": r.read_only,
+            "fetched": r.fetched,
+            "missed": r.missed,
+            "rejected": r.rejected,
+            "uploaded": r.uploaded,
+            "upload_failed": r.upload_failed,
+            "read_failed": r.read_failed,
+            "round_trips": r.round_trips,
+            "unavailable": r.unavailable,
+            "writes_refused": r.writes_refused,
+        })),
+        "shard": report.shard.as_ref().map(|s| serde_json::json!({
+            "index": s.shard.index,
+            "count": s.shard.count,
+            "jobs": s.jobs,
+            "mine": s.mine,
+            "expected_imbalance": s.expected_imbalance,
+            "recorded_costs": s.recorded_costs,
+        })),
         "diagnostics": report.diagnostics.iter().map(|d| serde_json::json!({
             "severity": match d.severity { Severity::Error => "error", Severity::Warning => "warning" },
             "message": d.message,
@@ -146,4 +242,24 @@ fn print_report(project: &Project, report: &BuildReport, json: bool) {
         report.outputs_removed,
         report.elapsed.as_secs_f64() * 1000.0
     );
+    if let Some(shard) = &report.shard {
+        eprintln!(
+            "shard {}: {} of {} distinct compile jobs (expected cost {:.2}x the mean shard's; {} costs recorded); no outputs written",
+            shard.shard, shard.mine, shard.jobs, shard.expected_imbalance, shard.recorded_costs
+        );
+    }
+    if let Some(remote) = &report.remote {
+        eprintln!(
+            "remote {}{}: {} fetched, {} missing, {} rejected, {} uploaded, {} not uploaded, {} reads failed, {} round trips",
+            remote.url,
+            if remote.read_only { " (read-only)" } else { "" },
+            remote.fetched,
+            remote.missed,
+            remote.rejected,
+            remote.uploaded,
+            remote.upload_failed,
+            remote.read_failed,
+            remote.round_trips
+        );
+    }
 }

@@ -27,7 +27,8 @@ enum Command {
     Gc(gc::GcArgs),
 }
 
-/// Exit codes: 0 success, 1 some variants failed, 2 the project could not be built at all.
+/// Exit codes: 0 success, 1 some variants failed (or a shard could not upload its share), 2
+/// the project could not be built at all.
 fn main() -> ExitCode {
     let cli = Cli::parse();
     route_warnings();

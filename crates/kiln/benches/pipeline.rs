@@ -516,6 +516,7 @@ fn kiln_build(
         jobs: Some(jobs),
         max_memory: None,
         keep_failed_outputs: false,
+        ..BuildOptions::default()
     })
     .map_err(|e| e.to_string())?;
     let report = project.build(&|_| {}).map_err(|e| e.to_string())?;

@@ -524,6 +524,7 @@ fn open(project: &WatchProject, out: &Path, cache: &Path, jobs: usize) -> Result
         jobs: Some(jobs),
         max_memory: None,
         keep_failed_outputs: false,
+        ..BuildOptions::default()
     })
     .map_err(|e| e.to_string())
 }

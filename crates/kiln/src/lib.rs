@@ -12,5 +12,6 @@ pub mod key;
 pub mod manifest;
 pub mod pipeline;
 pub mod preprocess;
+pub mod shard;
 pub mod store;
 pub mod variant_cache;

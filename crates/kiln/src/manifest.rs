@@ -43,6 +43,28 @@ pub struct Manifest {
     pub shaders: Vec<ShaderSpec>,
     /// Variant and source-size limits.
     pub limits: Limits,
+    /// `[cache]`: the remote cache (never part of any artifact's identity).
+    pub cache: CacheSettings,
+}
+
+/// `[cache]`: where the shared remote cache is (`remote = "redis://host:6379/0"`) and
+/// whether this project only reads it (`read_only = true`).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct CacheSettings {
+    /// The remote cache's URL (may hold a password: never printed).
+    pub remote: Option<String>,
+    /// Read the remote, never write it.
+    pub read_only: bool,
+}
+
+impl std::fmt::Debug for CacheSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL may carry a password.
+        f.debug_struct("CacheSettings")
+            .field("remote", &self.remote.as_ref().map(|_| "<set>"))
+            .field("read_only", &self.read_only)
+            .finish()
+    }
 }
 
 /// One shader: its passes and its variants.
@@ -129,7 +151,17 @@ impl PassSpec {
 struct RawManifest {
     project: RawProject,
     #[serde(default)]
+    cache: RawCache,
+    #[serde(default)]
     shader: Vec<RawShader>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawCache {
+    remote: Option<String>,
+    #[serde(default)]
+    read_only: bool,
 }
 
 #[derive(Deserialize)]
@@ -294,6 +326,14 @@ impl Manifest {
             targets,
             shaders,
             limits,
+            cache: CacheSettings {
+                remote: raw
+                    .cache
+                    .remote
+                    .clone()
+                    .filter(|url| !url.trim().is_empty()),
+                read_only: raw.cache.read_only,
+            },
         })
     }
 

@@ -73,6 +73,7 @@ fn open(root: &Path, name: &str, max_memory: Option<u64>, jobs: usize) -> Projec
         jobs: Some(jobs),
         max_memory,
         keep_failed_outputs: false,
+        ..BuildOptions::default()
     })
     .unwrap()
 }

@@ -81,6 +81,7 @@ fn options(root: &Path, name: &str, cache: &Path) -> BuildOptions {
         jobs: Some(1),
         max_memory: None,
         keep_failed_outputs: false,
+        ..BuildOptions::default()
     }
 }
 

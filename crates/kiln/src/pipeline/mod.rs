@@ -5,6 +5,7 @@
 mod diagnostic;
 mod discover;
 mod events;
+mod farm;
 mod freshness;
 mod output;
 mod queries;
@@ -14,6 +15,7 @@ mod stat;
 mod write;
 
 pub use diagnostic::{describe_variant, Diagnostic, Location, Severity};
+pub use farm::ShardReport;
 pub use output::{output_path, Index, IndexEntry, IndexFailure, INDEX_FILE};
 pub use services::{Outcome, VariantArtifacts};
 pub use stat::STAT_FILE;
@@ -21,7 +23,11 @@ pub use stat::STAT_FILE;
 use crate::boundary::SourceReadError;
 use crate::identity::Revision;
 use crate::manifest::{Manifest, ManifestError};
-use crate::store::{ArtifactStore, LocalStore};
+use crate::shard::Shard;
+use crate::store::{
+    ArtifactStore, LocalStore, RemoteConfig, RemoteConfigError, RemoteReport, RemoteStore,
+    TieredStore,
+};
 use kiln_incr::Durability;
 use queries::{ArtifactsQ, Db, ManifestInput, RevisionQ, SourceFile};
 use rayon::prelude::*;
@@ -73,6 +79,16 @@ pub struct BuildOptions {
     /// hot reload under `kiln watch`); by default they are removed, so that the output
     /// directory is exactly what a clean build would write.
     pub keep_failed_outputs: bool,
+    /// The remote cache's URL, overriding `[cache] remote` in the manifest.
+    pub remote: Option<String>,
+    /// Use no remote cache, whatever the manifest says.
+    pub no_remote: bool,
+    /// Only read the remote cache (also `[cache] read_only = true`).
+    pub remote_read_only: bool,
+    /// Give up on a remote round trip after this long (default 10 s; connecting: 2 s).
+    pub remote_timeout: Option<Duration>,
+    /// Build only this shard's share of the compile jobs, upload it, write no outputs.
+    pub shard: Option<Shard>,
 }
 
 /// Why a project could not be opened or built at all (a variant's failure is not this: it is
@@ -89,6 +105,15 @@ pub enum ProjectError {
         jobs: usize,
         /// Why.
         source: rayon::ThreadPoolBuildError,
+    },
+    /// The remote cache's URL cannot be used (it is redacted here).
+    #[error(transparent)]
+    Remote(#[from] RemoteConfigError),
+    /// A shard build without a remote cache it may write to.
+    #[error("shard {shard}: a shard build uploads its share, so it needs a remote cache it may write (`--remote URL`, KILN_REMOTE or `[cache] remote`, not read-only)")]
+    ShardWithoutRemote {
+        /// The shard.
+        shard: Shard,
     },
     /// The output directory or its index could not be written.
     #[error("cannot write outputs in {}: {source}", path.display())]
@@ -151,6 +176,10 @@ pub struct BuildReport {
     pub outputs_ready: Duration,
     /// Wall time.
     pub elapsed: Duration,
+    /// What the remote cache did, when there is one.
+    pub remote: Option<RemoteReport>,
+    /// What a shard build was given to do.
+    pub shard: Option<ShardReport>,
 }
 
 /// A variant naga compiled in a build, and the reason.
@@ -214,6 +243,8 @@ pub struct Project {
     /// `.kiln-stat` are read from disk).
     last: Option<LastBuild>,
     events: Arc<events::EventCounts>,
+    /// A farm shard: builds its share, uploads, writes no outputs.
+    shard: Option<Shard>,
 }
 
 /// What a build left in the output directory, as this process knows it.
@@ -237,7 +268,21 @@ impl Project {
             .cache_dir
             .clone()
             .unwrap_or_else(|| manifest.root.join(".kiln"));
-        let store: Arc<dyn ArtifactStore> = Arc::new(LocalStore::new(&cache_dir));
+        let mut store: Arc<dyn ArtifactStore> = Arc::new(LocalStore::new(&cache_dir));
+        let url = match &options.remote {
+            _ if options.no_remote => None,
+            Some(url) => Some(url.clone()),
+            None => manifest.cache.remote.clone(),
+        };
+        if let Some(url) = url {
+            let mut config = RemoteConfig::new(url);
+            config.read_only = options.remote_read_only || manifest.cache.read_only;
+            if let Some(timeout) = options.remote_timeout {
+                config.io_timeout = timeout;
+                config.connect_timeout = config.connect_timeout.min(timeout);
+            }
+            store = Arc::new(TieredStore::new(store, RemoteStore::new(config)?));
+        }
         Self::with_store(manifest, options, store, cache_dir)
     }
 
@@ -248,6 +293,11 @@ impl Project {
         store: Arc<dyn ArtifactStore>,
         cache_dir: PathBuf,
     ) -> Result<Self, ProjectError> {
+        if let Some(shard) = options.shard {
+            if store.remote().is_none_or(RemoteStore::read_only) {
+                return Err(ProjectError::ShardWithoutRemote { shard });
+            }
+        }
         let jobs = options.jobs.unwrap_or(0);
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(jobs)
@@ -289,6 +339,7 @@ impl Project {
             manifest_changed: false,
             last: None,
             events,
+            shard: options.shard,
         })
     }
 
@@ -471,10 +522,19 @@ impl Project {
         let last = self.take_last_build();
         let revisions = self.revisions();
         let pinned = self.invalidate_stale_revisions(&revisions);
-        let (up_to_date, variants) = self.up_to_date(&last, all_variants, &revisions);
+        // A shard writes no outputs: what is on its disk says nothing of its share.
+        let (up_to_date, variants) = match self.shard {
+            Some(_) => (Vec::new(), all_variants),
+            None => self.up_to_date(&last, all_variants, &revisions),
+        };
+        let (variants, shard) = self.plan_remote(variants);
         // Each up-to-date variant contributed one entry per target.
         let up_to_date_variants = up_to_date.len() / self.manifest.targets.len().max(1);
-        let prepared = self.prepare_out_dir();
+        // A shard writes no outputs.
+        let prepared = match self.shard {
+            Some(_) => Ok(()),
+            None => self.prepare_out_dir(),
+        };
         let mut results = Vec::with_capacity(variants.len());
         if prepared.is_ok() {
             // In chunks, with the engine's byte budgets enforced after each: a text is
@@ -503,25 +563,55 @@ impl Project {
             ..BuildReport::default()
         };
         let (built, failed) = self.sort_results(&variants, results, &mut report);
+        report.shard = shard;
+        if self.shard.is_some() {
+            drop(built);
+            drop(failed);
+            report.outputs_ready = started.elapsed();
+            self.pool.install(|| self.db.context().flush_saves(true));
+            self.finish_report(&mut report, started);
+            return Ok(report);
+        }
 
         let written = self.write_outputs(built, failed, last, up_to_date, &revisions);
         report.outputs_ready = started.elapsed();
         // Even when writing outputs failed, what was compiled is kept.
-        self.pool.install(|| self.db.context().flush_saves());
+        self.pool.install(|| self.db.context().flush_saves(false));
         let written = written?;
         report.outputs_written = written.written;
         report.outputs_removed = written.removed;
         report.failed = written.failed;
         report.failed_outputs = written.failed_outputs;
         report.diagnostics.extend(written.diagnostics);
-        report.diagnostics.extend(std::mem::take(
-            &mut *self.db.context().build.warnings.lock(),
-        ));
+        self.finish_report(&mut report, started);
+        Ok(report)
+    }
+
+    /// The store's warnings and the remote's report (one warning per kind of trouble).
+    fn finish_report(&self, report: &mut BuildReport, started: Instant) {
+        if self.shard.is_some() {
+            // No outputs: a variant failed when any of its targets failed.
+            report.failed = report
+                .diagnostics
+                .iter()
+                .filter(|d| d.severity == Severity::Error)
+                .filter_map(|d| d.variant.as_deref())
+                .collect::<BTreeSet<_>>()
+                .len();
+        }
+        let services = self.db.context();
+        report
+            .diagnostics
+            .extend(std::mem::take(&mut *services.build.warnings.lock()));
+        if let Some(remote) = services.store.remote() {
+            let remote = remote.take_report();
+            report.diagnostics.extend(farm::remote_warnings(&remote));
+            report.remote = Some(remote);
+        }
         report
             .diagnostics
             .sort_by_key(|d| std::cmp::Reverse(d.severity));
         report.elapsed = started.elapsed();
-        Ok(report)
     }
 
     /// What the previous build left: in memory, or read from the output directory.
@@ -564,7 +654,9 @@ impl Project {
                 .map(|variant| {
                     let result = artifacts_query.get(variant);
                     let written = match &result {
-                        Ok(Ok(artifacts)) => Some(self.write_variant(variant, artifacts, last)),
+                        Ok(Ok(artifacts)) if self.shard.is_none() => {
+                            Some(self.write_variant(variant, artifacts, last))
+                        }
                         _ => None,
                     };
                     let result = (result, written);

@@ -64,6 +64,7 @@ fn manifest(db: &Db) -> Arc<Manifest> {
             targets: Vec::new(),
             shaders: Vec::new(),
             limits: Default::default(),
+            cache: Default::default(),
         })
     })
 }

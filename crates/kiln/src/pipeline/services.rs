@@ -117,6 +117,9 @@ pub(crate) struct BuildSession {
     /// [`MAX_DEFERRED_COMPILES`] compiles or more bytes than `Services::max_deferred`.
     /// Loads look here before the store.
     deferred: Mutex<Deferred>,
+    /// Compile time (µs) of each job compiled in this build, by [`identity::job_key`]:
+    /// recorded in the remote cache, where farm builds balance their shards with it.
+    costs: Mutex<Vec<(ContentKey, u64)>>,
 }
 
 /// Artifacts waiting to be saved: compile key -> (namespace, bytes) per target.
@@ -146,6 +149,7 @@ impl BuildSession {
         self.fresh.lock().clear();
         self.outcomes.lock().clear();
         self.warnings.lock().clear();
+        self.costs.lock().clear();
         // `deferred` is not per-build data to forget: every build flushes it.
     }
 }
@@ -181,7 +185,7 @@ pub(crate) struct CompileInput<'a> {
 
 impl CompileInput<'_> {
     /// The store key of this compile within a target's namespace.
-    fn compile_key(&self) -> ContentKey {
+    pub(crate) fn compile_key(&self) -> ContentKey {
         identity::compile_key(
             &self.front_end,
             self.language,
@@ -252,9 +256,14 @@ impl Services {
         self.build.fresh.lock().insert(*key, artifacts);
     }
 
-    /// Writes every deferred artifact to the store, and what the store buffered (recency).
-    pub(crate) fn flush_saves(&self) {
+    /// Writes every deferred artifact to the store, and what the store buffered (recency);
+    /// records this build's compile times in the remote cache, if any (`provisional` from a
+    /// shard, see [`crate::store::RemoteStore::record_costs`]).
+    pub(crate) fn flush_saves(&self, provisional: bool) {
         self.build.fresh.lock().clear();
+        if let Some(remote) = self.store.remote() {
+            remote.record_costs(&std::mem::take(&mut *self.build.costs.lock()), provisional);
+        }
         let pending = std::mem::take(&mut *self.build.deferred.lock());
         self.save_all(pending);
         if let Err(error) = self.store.flush() {
@@ -387,7 +396,7 @@ impl Services {
         let mut produced_here: Option<ProduceResult> = None;
         let twin = cell
             .get_or_init(|| {
-                let produced = self.load_or_compile(compile_key, input, targets);
+                let produced = self.load_or_compile(key, compile_key, input, targets);
                 let twin = match &produced {
                     Ok(p) => Ok(Twin {
                         artifacts: Arc::downgrade(&p.artifacts),
@@ -424,7 +433,7 @@ impl Services {
         // Evicted since: the bytes wait among the deferred saves or are in the store (only
         // if the store lost them is anything compiled again).
         let again = self
-            .load_or_compile(compile_key, input, targets)
+            .load_or_compile(key, compile_key, input, targets)
             .map_err(failure)?;
         Ok(Produced {
             outcome: match again.outcome {
@@ -437,6 +446,7 @@ impl Services {
 
     fn load_or_compile(
         &self,
+        job: &ContentKey,
         key: &ContentKey,
         input: &CompileInput<'_>,
         targets: &[TargetConfig],
@@ -497,8 +507,11 @@ impl Services {
             entry: input.entry,
             constants: input.constants,
         };
+        let started = std::time::Instant::now();
         let compiled = compile::compile_with(&input.front_end, &request, &missing)
             .map_err(|e| Failures::from(vec![(None, e)]))?;
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.build.costs.lock().push((*job, micros.max(1)));
         let mut failures = Vec::new();
         let mut done = Vec::with_capacity(outputs.len());
         for (((target, bytes), config), result) in outputs.into_iter().zip(targets).zip(compiled) {

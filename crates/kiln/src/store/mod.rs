@@ -24,6 +24,8 @@ mod gc;
 mod local;
 mod memory;
 mod namespace;
+pub mod remote;
+mod tiered;
 pub mod verify;
 
 use std::sync::Arc;
@@ -34,6 +36,8 @@ pub use gc::{GcReport, NamespaceUsage, StoreUsage};
 pub use local::LocalStore;
 pub use memory::MemoryStore;
 pub use namespace::{Namespace, KILN_VERSION};
+pub use remote::{RemoteConfig, RemoteConfigError, RemoteReport, RemoteStore};
+pub use tiered::TieredStore;
 pub use verify::CorruptReason;
 
 /// What a [`ArtifactStore::load`] found.
@@ -97,6 +101,19 @@ pub trait ArtifactStore: Send + Sync {
     fn flush(&self) -> Result<(), StoreError> {
         Ok(())
     }
+
+    /// Announces the entries a build is about to load, so that a store with a remote
+    /// level fetches them in batches first; says which came from the remote. The default
+    /// does nothing (none did).
+    fn prefetch(&self, entries: &[(Namespace, ContentKey)]) -> Vec<bool> {
+        vec![false; entries.len()]
+    }
+
+    /// The remote cache behind this store, if any (for its report and recorded compile
+    /// times). The default has none.
+    fn remote(&self) -> Option<&RemoteStore> {
+        None
+    }
 }
 
 impl<S: ArtifactStore + ?Sized> ArtifactStore for Arc<S> {
@@ -115,6 +132,14 @@ impl<S: ArtifactStore + ?Sized> ArtifactStore for Arc<S> {
     fn flush(&self) -> Result<(), StoreError> {
         (**self).flush()
     }
+
+    fn prefetch(&self, entries: &[(Namespace, ContentKey)]) -> Vec<bool> {
+        (**self).prefetch(entries)
+    }
+
+    fn remote(&self) -> Option<&RemoteStore> {
+        (**self).remote()
+    }
 }
 
 impl<S: ArtifactStore + ?Sized> ArtifactStore for &S {
@@ -132,5 +157,13 @@ impl<S: ArtifactStore + ?Sized> ArtifactStore for &S {
 
     fn flush(&self) -> Result<(), StoreError> {
         (**self).flush()
+    }
+
+    fn prefetch(&self, entries: &[(Namespace, ContentKey)]) -> Vec<bool> {
+        (**self).prefetch(entries)
+    }
+
+    fn remote(&self) -> Option<&RemoteStore> {
+        (**self).remote()
     }
 }

@@ -1,0 +1,717 @@
+//! The remote cache and farm builds against a real `redis-server` (started by each test on
+//! its own loopback port): end to end with the real `kiln` binary, a new process per
+//! build, each with its own empty local store unless said otherwise; and the faults a
+//! shared cache meets (down, stopped mid-build, slow, full, read-only, damaged values).
+
+mod support;
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+use support::redis::{tree, RedisServer};
+
+const SHADER: &str = r#"#include "common.wgsl"
+
+struct VsOut {
+    @builtin(position) position: vec4<f32>,
+    @location(0) uv: vec2<f32>,
+};
+
+@vertex
+fn vs_main(@location(0) position: vec3<f32>) -> VsOut {
+    var out: VsOut;
+    out.position = vec4<f32>(position * tweak(), 1.0);
+    out.uv = position.xy;
+    return out;
+}
+
+@fragment
+fn fs_main(in: VsOut) -> @location(0) vec4<f32> {
+    var color = vec4<f32>(in.uv, 0.0, 1.0) * tweak();
+#ifdef FOG
+    color = mix(color, vec4<f32>(0.5, 0.5, 0.5, 1.0), 0.25);
+#endif
+    return color;
+}
+"#;
+
+const COMMON: &str = r#"fn tweak() -> f32 {
+    var k = 1.0;
+#ifdef SKIN
+    k = k * 1.5;
+#endif
+#ifdef L2
+    k = k + 2.0;
+#endif
+#ifdef L3
+    k = k + 3.0;
+#endif
+#ifdef L4
+    k = k + 4.0;
+#endif
+#ifdef A
+    k = k * 0.25;
+#endif
+#ifdef B
+    k = k - 0.125;
+#endif
+    return k;
+}
+"#;
+
+/// 64 keyword sets x 2 passes = 128 variants, for 3 targets: 128 distinct compile jobs
+/// (each pass compiles the whole text, so every keyword changes both).
+fn manifest(cache: &str) -> String {
+    format!(
+        r#"{cache}
+[project]
+targets = ["spirv", "msl", "hlsl"]
+
+[[shader]]
+name = "Surf"
+source = "shaders/surf.wgsl"
+axes = [["_", "FOG"], ["_", "SKIN"], ["L1", "L2", "L3", "L4"], ["_", "A"], ["_", "B"]]
+
+[shader.passes.Vertex]
+stage = "vertex"
+entry = "vs_main"
+
+[shader.passes.Forward]
+stage = "fragment"
+entry = "fs_main"
+"#
+    )
+}
+
+struct Project {
+    dir: tempfile::TempDir,
+}
+
+impl Project {
+    fn new() -> Self {
+        Self::with_cache("")
+    }
+
+    fn with_cache(cache: &str) -> Self {
+        let project = Project {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        project.write("kiln.toml", &manifest(cache));
+        project.write("shaders/surf.wgsl", SHADER);
+        project.write("shaders/common.wgsl", COMMON);
+        project
+    }
+
+    fn path(&self, relative: &str) -> PathBuf {
+        self.dir.path().join(relative)
+    }
+
+    fn write(&self, relative: &str, text: &str) {
+        let path = self.path(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn command(&self, extra: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_kiln"));
+        command
+            .arg("build")
+            .arg("--manifest")
+            .arg(self.path("kiln.toml"))
+            .arg("--json")
+            .args(extra)
+            .env_remove("KILN_REMOTE")
+            .env_remove("KILN_REMOTE_READ_ONLY")
+            .env_remove("KILN_SHARD")
+            .env_remove("KILN_SHARD_COUNT")
+            .env_remove("JOB_COMPLETION_INDEX");
+        command
+    }
+
+    fn build(&self, extra: &[&str]) -> Build {
+        Build::of(self.command(extra).output().unwrap())
+    }
+
+    fn out(&self) -> Vec<(String, Vec<u8>)> {
+        tree(&self.path("out"))
+    }
+}
+
+struct Build {
+    report: Value,
+    code: i32,
+    stderr: String,
+}
+
+impl Build {
+    fn of(output: Output) -> Self {
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        let report = serde_json::from_str(stdout.trim())
+            .unwrap_or_else(|e| panic!("no JSON report ({e}); stdout: {stdout}\nstderr: {stderr}"));
+        Build {
+            report,
+            code: output.status.code().unwrap_or(-1),
+            stderr,
+        }
+    }
+
+    fn n(&self, field: &str) -> u64 {
+        self.report[field]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{field}: {}", self.report))
+    }
+
+    fn remote(&self, field: &str) -> u64 {
+        self.report["remote"][field]
+            .as_u64()
+            .unwrap_or_else(|| panic!("remote.{field}: {}", self.report))
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        self.report["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["severity"] == "warning")
+            .map(|d| d["message"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    fn ok(&self) -> &Self {
+        assert_eq!(self.code, 0, "{}\n{}", self.report, self.stderr);
+        self
+    }
+}
+
+/// The outputs of a build of the project on one machine with no remote.
+fn reference() -> Vec<(String, Vec<u8>)> {
+    let project = Project::new();
+    let build = project.build(&["--no-remote"]);
+    build.ok();
+    assert_eq!(build.n("compiled"), 128);
+    project.out()
+}
+
+#[test]
+fn a_warm_build_from_the_remote_fills_an_empty_local_store() {
+    let Some(redis) = RedisServer::start(&[]) else {
+        return;
+    };
+    let url = redis.url();
+    let first = Project::new();
+    let cold = first.build(&["--remote", &url]);
+    cold.ok();
+    assert_eq!(cold.n("compiled"), 128);
+    // 128 jobs x 3 targets, uploaded in pipelines, not one round trip each.
+    assert_eq!(cold.remote("uploaded"), 384);
+    assert_eq!(redis.keys("kiln:v1:a:*").len(), 384);
+    assert!(cold.remote("round_trips") < 20, "{}", cold.report);
+    assert!(cold.warnings().is_empty(), "{:?}", cold.warnings());
+
+    // Another machine: empty local store, the URL from the environment.
+    let second = Project::new();
+    let warm = Build::of(
+        second
+            .command(&[])
+            .env("KILN_REMOTE", &url)
+            .output()
+            .unwrap(),
+    );
+    warm.ok();
+    assert_eq!(warm.n("compiled"), 0);
+    assert_eq!(warm.remote("fetched"), 384);
+    assert!(warm.remote("round_trips") < 10, "{}", warm.report);
+    assert_eq!(second.out(), first.out());
+    assert_eq!(second.out(), reference());
+
+    // What it fetched is in its local store now: without the remote, nothing compiles.
+    std::fs::remove_dir_all(second.path("out")).unwrap();
+    let local = second.build(&["--no-remote"]);
+    local.ok();
+    assert_eq!(local.n("compiled"), 0);
+    assert_eq!(second.out(), first.out());
+}
+
+#[test]
+fn the_manifest_names_the_remote_and_the_command_line_overrides_it() {
+    let Some(redis) = RedisServer::start(&[]) else {
+        return;
+    };
+    let cache = format!("[cache]\nremote = \"{}\"\n", redis.url());
+    let project = Project::with_cache(&cache);
+    project.build(&[]).ok();
+    assert_eq!(redis.keys("kiln:v1:a:*").len(), 384);
+    let other = Project::with_cache(&cache);
+    let off = other.build(&["--no-remote"]);
+    off.ok();
+    assert_eq!(off.n("compiled"), 128);
+    assert!(off.report["remote"].is_null());
+}
+
+#[test]
+fn four_shards_then_an_assembling_build_that_compiles_nothing() {
+    let Some(redis) = RedisServer::start(&[]) else {
+        return;
+    };
+    let url = redis.url();
+    // Four shard processes at once, each with its own empty local store.
+    let shards: Vec<Project> = (0..4).map(|_| Project::new()).collect();
+    let children: Vec<std::process::Child> = shards
+        .iter()
+        .enumerate()
+        .map(|(i, project)| {
+            let mut command = project.command(&["--remote", &url]);
+            if i % 2 == 0 {
+                command.args(["--shard", &format!("{i}/4")]);
+            } else {
+                // As a Kubernetes Indexed Job passes it.
+                command
+                    .env("JOB_COMPLETION_INDEX", i.to_string())
+                    .env("KILN_SHARD_COUNT", "4");
+            }
+            command.stdout(std::process::Stdio::piped());
+            command.stderr(std::process::Stdio::piped());
+            command.spawn().unwrap()
+        })
+        .collect();
+    let mut compiled = 0;
+    let mut mine = Vec::new();
+    for (i, child) in children.into_iter().enumerate() {
+        let build = Build::of(child.wait_with_output().unwrap());
+        build.ok();
+        assert_eq!(build.report["shard"]["index"], i as u64);
+        assert_eq!(build.report["shard"]["jobs"], 128);
+        assert_eq!(build.n("outputs_written"), 0);
+        assert!(!shards[i].path("out").exists(), "a shard writes no outputs");
+        compiled += build.n("compiled");
+        mine.push(build.report["shard"]["mine"].as_u64().unwrap());
+    }
+    // Every distinct job compiled exactly once over the farm, in nearly equal shares.
+    assert_eq!(compiled, 128, "{mine:?}");
+    assert_eq!(mine.iter().sum::<u64>(), 128);
+    assert!(mine.iter().all(|m| (28..=36).contains(m)), "{mine:?}");
+
+    let assemble = Project::new();
+    let build = assemble.build(&["--remote", &url]);
+    build.ok();
+    assert_eq!(build.n("compiled"), 0);
+    assert_eq!(build.remote("fetched"), 384);
+    assert_eq!(assemble.out(), reference());
+    // The shards' compile times are confirmed for the next farm run's partition.
+    assert_eq!(redis.keys("kiln:v1:cost:*").len(), 128);
+}
+
+#[test]
+fn a_shard_uploads_its_share_also_from_its_own_local_store() {
+    let Some(redis) = RedisServer::start(&[]) else {
+        return;
+    };
+    // A reused runner: its local store already has everything.
+    let project = Project::new();
+    project.build(&["--no-remote"]).ok();
+    let build = project.build(&["--remote", &redis.url(), "--shard", "0/1"]);
+    build.ok();
+    assert_eq!(build.n("compiled"), 0);
+    assert_eq!(build.remote("uploaded"), 384);
+    let assemble = Project::new();
+    let build = assemble.build(&["--remote", &redis.url()]);
+    assert_eq!(build.n("compiled"), 0);
+    assert_eq!(assemble.out(), project.out());
+}
+
+#[test]
+fn a_shard_needs_a_writable_remote() {
+    let project = Project::new();
+    let build = project.command(&["--shard", "0/2"]).output().unwrap();
+    assert_eq!(build.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&build.stderr).contains("needs a remote cache"));
+    let build = project
+        .command(&["--shard", "2/2", "--remote", "redis://127.0.0.1:1/0"])
+        .output()
+        .unwrap();
+    assert_eq!(build.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&build.stderr).contains("index counts from 0"));
+    // A shard that cannot upload its share failed: the job engine runs it again.
+    let port = support::redis::free_port();
+    let url = format!("redis://127.0.0.1:{port}/0");
+    let build = project.build(&["--shard", "0/2", "--remote", &url]);
+    assert_eq!(build.code, 1, "{}", build.report);
+    assert!(build.n("compiled") > 0);
+    assert!(
+        build.stderr.contains("could not upload its share"),
+        "{}",
+        build.stderr
+    );
+}
+
+#[test]
+fn a_remote_that_is_down_costs_one_warning_and_never_a_password() {
+    let port = support::redis::free_port();
+    let url = format!("redis://:hunter22@127.0.0.1:{port}/0");
+    let project = Project::new();
+    let build = project.build(&["--remote", &url]);
+    build.ok();
+    assert_eq!(build.n("compiled"), 128);
+    let warnings = build.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("unavailable"), "{warnings:?}");
+    assert!(warnings[0].contains(&format!("redis://***@127.0.0.1:{port}/0")));
+    let everything = format!("{}{}", build.report, build.stderr);
+    assert!(!everything.contains("hunter22"), "{everything}");
+    assert_eq!(project.out(), reference());
+}
+
+#[test]
+fn a_remote_stopped_mid_build_leaves_a_correct_build_and_one_warning() {
+    let Some(mut redis) = RedisServer::start(&[]) else {
+        return;
+    };
+    let url = redis.url();
+    let project = Project::new();
+    let child = project
+        .command(&["--remote", &url, "--jobs", "1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the build has asked the remote for its artifacts, it compiles; then the
+    // server goes away, before the uploads.
+    let started = Instant::now();
+    while redis.calls("get") == 0 {
+        assert!(started.elapsed() < Duration::from_secs(60), "no fetch came");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    redis.stop();
+    let build = Build::of(child.wait_with_output().unwrap());
+    build.ok();
+    assert_eq!(build.n("compiled"), 128);
+    assert_eq!(build.remote("uploaded"), 0);
+    let warnings = build.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("unavailable"), "{warnings:?}");
+    assert_eq!(project.out(), reference());
+}
+
+#[test]
+fn a_remote_that_never_answers_times_out_once() {
+    // Accepts connections, never answers: a hung server.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("redis://{}/0", listener.local_addr().unwrap());
+    let project = Project::new();
+    let started = Instant::now();
+    let build = project.build(&["--remote", &url, "--remote-timeout-ms", "300"]);
+    let elapsed = started.elapsed();
+    build.ok();
+    assert_eq!(build.n("compiled"), 128);
+    assert_eq!(build.warnings().len(), 1, "{:?}", build.warnings());
+    // One timeout, not one per artifact (384 of them would take over a minute).
+    assert!(elapsed < Duration::from_secs(60), "{elapsed:?}");
+    assert_eq!(project.out(), reference());
+    drop(listener);
+}
+
+#[test]
+fn damaged_values_and_values_under_another_key_are_rejected_and_rebuilt() {
+    let Some(redis) = RedisServer::start(&[]) else {
+        return;
+    };
+    let url = redis.url();
+    Project::new().build(&["--remote", &url]).ok();
+    let keys = redis.keys("kiln:v1:a:*");
+    assert_eq!(keys.len(), 384);
+    // One value with a flipped byte; another replaced by a third key's (intact) value.
+    let mut damaged = redis.get(&keys[0]);
+    let last = damaged.len() - 1;
+    damaged[last] ^= 0x40;
+    redis.set(&keys[0], &damaged);
+    let foreign = redis.get(&keys[2]);
+    redis.set(&keys[1], &foreign);
+
+    let project = Project::new();
+    let build = project.build(&["--remote", &url]);
+    build.ok();
+    assert_eq!(build.remote("rejected"), 2, "{}", build.report);
+    assert_eq!(build.remote("fetched"), 382);
+    // The two jobs are compiled again (each for the target it lacked) and re-uploaded.
+    assert_eq!(build.n("compiled"), 2);
+    assert_eq!(build.remote("uploaded"), 2);
+    let warnings = build.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("2 values rejected"), "{warnings:?}");
+    assert_eq!(project.out(), reference());
+    // Repaired: the next machine gets everything.
+    let again = Project::new().build(&["--remote", &url]);
+    assert_eq!(again.n("compiled"), 0);
+    assert_eq!(again.remote("rejected"), 0);
+}
+
+#[test]
+fn a_read_only_remote_is_read_and_never_written() {
+    let Some(redis) = RedisServer::start(&[]) else {
+        return;
+    };
+    let url = redis.url();
+    let first = Project::new();
+    let build = first.build(&["--remote", &url, "--remote-read-only"]);
+    build.ok();
+    assert_eq!(build.n("compiled"), 128);
+    assert!(redis.keys("*").is_empty(), "{:?}", redis.keys("*"));
+    assert!(build.warnings().is_empty());
+
+    // CI fills it; a developer whose kiln.toml says read_only reads it.
+    Project::new().build(&["--remote", &url]).ok();
+    let before = redis.keys("*").len();
+    let dev = Project::with_cache(&format!("[cache]\nremote = \"{url}\"\nread_only = true\n"));
+    std::fs::write(
+        dev.path("shaders/common.wgsl"),
+        COMMON.replace("k * 0.25", "k * 0.75"),
+    )
+    .unwrap();
+    let build = dev.build(&[]);
+    build.ok();
+    assert!(build.report["remote"]["read_only"].as_bool().unwrap());
+    // The edit changed the 64 variants with `A`: those compile, the rest are fetched.
+    assert_eq!(build.n("compiled"), 64);
+    assert_eq!(build.remote("uploaded"), 0);
+    assert_eq!(redis.keys("*").len(), before);
+}
+
+#[test]
+fn a_full_remote_refuses_writes_with_one_warning() {
+    let Some(redis) =
+        RedisServer::start(&["--maxmemory", "1200kb", "--maxmemory-policy", "noeviction"])
+    else {
+        return;
+    };
+    let project = Project::new();
+    let build = project.build(&["--remote", &redis.url()]);
+    build.ok();
+    assert_eq!(build.n("compiled"), 128);
+    assert!(build.remote("upload_failed") > 0, "{}", build.report);
+    let warnings = build.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("refused writes"), "{warnings:?}");
+    assert!(warnings[0].contains("OOM"), "{warnings:?}");
+    assert_eq!(project.out(), reference());
+}
+
+/// `rediss://` with a password against a TLS-only `redis-server` whose certificate a test CA
+/// signed: trusted through `SSL_CERT_FILE`, it works; untrusted, it is one warning.
+#[test]
+fn tls_with_a_password_works_and_an_unknown_issuer_is_refused() {
+    if Command::new("openssl").arg("version").output().is_err() {
+        assert!(
+            std::env::var("KILN_REQUIRE_REDIS").as_deref() != Ok("1"),
+            "KILN_REQUIRE_REDIS=1 but openssl is not installed"
+        );
+        eprintln!("skipped: openssl is not installed");
+        return;
+    }
+    if RedisServer::start(&[]).is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name);
+    let openssl = |args: &[&str]| {
+        let status = Command::new("openssl")
+            .args(args)
+            .current_dir(dir.path())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "openssl {args:?}");
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=kiln test CA",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=localhost",
+    ]);
+    std::fs::write(
+        path("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    ]);
+    let port = support::redis::free_port();
+    let mut server = Command::new("redis-server")
+        .args([
+            "--port",
+            "0",
+            "--tls-port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+        ])
+        .args(["--tls-auth-clients", "no", "--requirepass", "tls-secret-77"])
+        .args(["--save", "", "--appendonly", "no"])
+        .arg("--tls-cert-file")
+        .arg(path("server.crt"))
+        .arg("--tls-key-file")
+        .arg(path("server.key"))
+        .arg("--dir")
+        .arg(dir.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "TLS redis-server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let url = format!("rediss://:tls-secret-77@127.0.0.1:{port}/0");
+    let trusted = |project: &Project| {
+        Build::of(
+            project
+                .command(&["--remote", &url])
+                .env("SSL_CERT_FILE", path("ca.crt"))
+                .output()
+                .unwrap(),
+        )
+    };
+    let first = trusted(&Project::new());
+    first.ok();
+    assert_eq!(first.remote("uploaded"), 384, "{}", first.report);
+    let second = trusted(&Project::new());
+    assert_eq!(second.n("compiled"), 0);
+    assert_eq!(second.remote("fetched"), 384);
+
+    let untrusted = Project::new();
+    let build = Build::of(
+        untrusted
+            .command(&["--remote", &url])
+            .env("SSL_CERT_FILE", path("server.key"))
+            .output()
+            .unwrap(),
+    );
+    build.ok();
+    assert_eq!(build.n("compiled"), 128);
+    let warnings = build.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("certificate"), "{warnings:?}");
+    assert!(!format!("{}{}", build.report, build.stderr).contains("tls-secret-77"));
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+#[test]
+fn a_misspelt_cache_option_is_an_error_with_its_line() {
+    let project = Project::with_cache("[cache]\nremot = \"redis://127.0.0.1:1/0\"\n");
+    let output = project.command(&[]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("remot"), "{stderr}");
+    assert!(stderr.contains("kiln.toml:2:1"), "{stderr}");
+}
+
+/// A three-node Redis Cluster on loopback: pipelines reach each key's node, and a machine
+/// that knows only some of the nodes still finds everything.
+#[test]
+fn a_three_node_cluster_serves_a_warm_build() {
+    let cluster_options = [
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+    ];
+    let Some(first) = RedisServer::start(&cluster_options) else {
+        return;
+    };
+    let nodes = [
+        first,
+        RedisServer::start(&cluster_options).unwrap(),
+        RedisServer::start(&cluster_options).unwrap(),
+    ];
+    let addresses: Vec<String> = nodes
+        .iter()
+        .map(|n| format!("127.0.0.1:{}", n.port))
+        .collect();
+    let created = Command::new("redis-cli")
+        .arg("--cluster")
+        .arg("create")
+        .args(&addresses)
+        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .output()
+        .unwrap();
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stdout)
+    );
+    let started = Instant::now();
+    for node in &nodes {
+        loop {
+            let info: String = redis::cmd("CLUSTER")
+                .arg("INFO")
+                .query(&mut node.con())
+                .unwrap();
+            if info.contains("cluster_state:ok") {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "cluster not ready: {info}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let url = format!("redis+cluster://{}", addresses.join(","));
+    let cold = Project::new();
+    let build = cold.build(&["--remote", &url]);
+    build.ok();
+    assert_eq!(build.remote("uploaded"), 384, "{}", build.report);
+    // Spread over the three nodes.
+    for node in &nodes {
+        let keys = node.keys("kiln:v1:a:*").len();
+        assert!((60..=200).contains(&keys), "{keys} keys on one node");
+    }
+    let warm = Project::new();
+    let url = format!("redis+cluster://{}", addresses[1]);
+    let build = warm.build(&["--remote", &url]);
+    build.ok();
+    assert_eq!(build.n("compiled"), 0);
+    assert_eq!(build.remote("fetched"), 384);
+    assert_eq!(warm.out(), cold.out());
+}

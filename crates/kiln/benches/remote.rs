@@ -1,0 +1,246 @@
+//! The remote cache on a real `redis-server` (started here on a loopback port), on the
+//! generated 2,000-variant project (10 shaders x 100 keyword sets x 2 passes; targets spirv,
+//! msl, hlsl). Printed from one run, reps alternated (medians and minimums):
+//! - `remote build cold_ms= warm_remote_ms= warm_local_ms= cold_over_warm_remote=
+//!   warm_remote_over_warm_local=`: a cold build (empty local store, no remote); a build
+//!   with an empty local store from a filled remote (it fills the local store); a build
+//!   from that filled local store with no remote. Each starts a new `Project` (as a new
+//!   process would) and writes every output into an empty output directory.
+//!   Goals: cold at least 20x slower than warm-from-remote; warm-from-remote at most 2x
+//!   slower than warm-from-local. `cold_over_warm_local` shows the floor of the first
+//!   ratio: both warm builds write all 6,000 outputs into an empty directory.
+//! - `remote shard_balance n= max_over_mean=`: the partition of the project's distinct
+//!   compile jobs over N shards by the compile times a cold build recorded in the remote
+//!   (what `kiln build --shard I/N` reads), as the largest shard's recorded cost over the
+//!   mean shard's. Goal: at most 1.10.
+//!
+//! `cargo bench -p kiln --bench remote` (`KILN_BENCH_REPS=N` to change the 3 reps); without
+//! `--bench` (e.g. under `cargo test
+//! --benches`) a small project and one rep. Skips with a message without `redis-server`.
+
+#[path = "common/project.rs"]
+#[allow(dead_code)]
+mod project;
+#[path = "common/stats.rs"]
+#[allow(dead_code)]
+mod stats;
+
+use std::path::Path;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::Duration;
+
+use kiln::pipeline::{BuildOptions, BuildReport, Project};
+use kiln::store::ContentKey;
+use project::Scale;
+use stats::{ms, ratio, Stats};
+
+const FULL: Scale = Scale {
+    shaders: 10,
+    lights: 5,
+    tones: 5,
+};
+const SMOKE: Scale = Scale {
+    shaders: 2,
+    lights: 2,
+    tones: 2,
+};
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn main() -> ExitCode {
+    let full = std::env::args().any(|arg| arg == "--bench");
+    match run(full) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("remote bench failed: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn build(manifest: &Path, cache: &Path, remote: Option<&str>) -> Result<BuildReport, String> {
+    let _ = std::fs::remove_dir_all(manifest.with_file_name("out"));
+    let options = BuildOptions {
+        manifest: manifest.to_owned(),
+        cache_dir: Some(cache.to_owned()),
+        remote: remote.map(str::to_owned),
+        no_remote: remote.is_none(),
+        ..BuildOptions::default()
+    };
+    let mut project = Project::open(&options).map_err(|e| e.to_string())?;
+    let report = project.build(&|_| {}).map_err(|e| e.to_string())?;
+    if report.failed > 0
+        || report
+            .diagnostics
+            .iter()
+            .any(|d| d.severity == kiln::pipeline::Severity::Warning)
+    {
+        return Err(format!(
+            "build had problems: {:?}",
+            report.diagnostics.first()
+        ));
+    }
+    Ok(report)
+}
+
+fn run(full: bool) -> Result<(), String> {
+    let installed = Command::new("redis-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !installed {
+        println!("remote skipped: redis-server is not installed");
+        return Ok(());
+    }
+    let scale = if full { FULL } else { SMOKE };
+    // KILN_BENCH_REPS: fewer reps on a busy machine (each rep is a cold build).
+    let reps = std::env::var("KILN_BENCH_REPS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(if full { 3 } else { 1 });
+    let temp = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| e.to_string())?
+        .port();
+    let _server = Server(
+        Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .arg("--dir")
+            .arg(temp.path())
+            .stdout(Stdio::null())
+            .spawn()
+            .map_err(|e| e.to_string())?,
+    );
+    let url = format!("redis://127.0.0.1:{port}/0");
+    let client = redis::Client::open(url.as_str()).map_err(|e| e.to_string())?;
+    let mut con = (0..200)
+        .find_map(|_| {
+            std::thread::sleep(Duration::from_millis(25));
+            client.get_connection().ok()
+        })
+        .ok_or("redis-server did not start")?;
+
+    let targets: Vec<String> = ["spirv", "msl", "hlsl"].map(String::from).to_vec();
+    let options = project::Options {
+        bench: "remote",
+        targets: &targets,
+        edit_points: false,
+    };
+    let generated = project::generate(&temp.path().join("project"), scale, &options)
+        .map_err(|e| e.to_string())?;
+    let manifest = generated.manifest;
+    println!(
+        "remote project variants={} targets={} redis=127.0.0.1 (loopback)",
+        scale.variants(),
+        targets.len()
+    );
+    let cache = |name: &str| temp.path().join(name);
+
+    // Fill the remote (and record compile times) once.
+    let fill = build(&manifest, &cache("fill"), Some(&url))?;
+    println!(
+        "remote fill compiled={} uploaded={:?}",
+        fill.compiled,
+        fill.remote.as_ref().map(|r| r.uploaded)
+    );
+
+    let (mut cold, mut warm_remote, mut warm_local) = (Vec::new(), Vec::new(), Vec::new());
+    for rep in 0..reps {
+        let run_cold = |cold: &mut Vec<Duration>| -> Result<(), String> {
+            let dir = cache(&format!("cold{rep}"));
+            let report = build(&manifest, &dir, None)?;
+            assert_eq!(report.compiled + report.deduplicated, scale.variants());
+            cold.push(report.elapsed);
+            Ok(())
+        };
+        if rep % 2 == 1 {
+            run_cold(&mut cold)?;
+        }
+        let dir = cache(&format!("warm{rep}"));
+        let report = build(&manifest, &dir, Some(&url))?;
+        if report.compiled != 0 {
+            return Err(format!("warm-from-remote compiled {}", report.compiled));
+        }
+        warm_remote.push(report.elapsed);
+        if let Some(remote) = &report.remote {
+            println!(
+                "remote warm rep={rep} fetched={} round_trips={} ms={:.1}",
+                remote.fetched,
+                remote.round_trips,
+                ms(report.elapsed)
+            );
+        }
+        let report = build(&manifest, &dir, None)?;
+        if report.compiled != 0 {
+            return Err(format!("warm-from-local compiled {}", report.compiled));
+        }
+        warm_local.push(report.elapsed);
+        if rep % 2 == 0 {
+            run_cold(&mut cold)?;
+        }
+    }
+    let (cold, warm_remote, warm_local) = (
+        Stats::of(&cold),
+        Stats::of(&warm_remote),
+        Stats::of(&warm_local),
+    );
+    println!(
+        "remote build reps={reps} cold_ms={:.1} (min {:.1}) warm_remote_ms={:.1} (min {:.1}) warm_local_ms={:.1} (min {:.1}) cold_over_warm_remote={:.1}x warm_remote_over_warm_local={:.2}x cold_over_warm_local={:.1}x",
+        ms(cold.median),
+        ms(cold.min),
+        ms(warm_remote.median),
+        ms(warm_remote.min),
+        ms(warm_local.median),
+        ms(warm_local.min),
+        ratio(cold.median, warm_remote.median),
+        ratio(warm_remote.median, warm_local.median),
+        ratio(cold.median, warm_local.median),
+    );
+
+    // Shard balance by the compile times the fill build recorded.
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("kiln:v1:cost:*")
+        .query(&mut con)
+        .map_err(|e| e.to_string())?;
+    let mut jobs: Vec<(ContentKey, u64)> = Vec::new();
+    for key in keys {
+        let micros: u64 = redis::cmd("GET")
+            .arg(&key)
+            .query(&mut con)
+            .map_err(|e| e.to_string())?;
+        let hex = key.rsplit(':').next().unwrap_or_default();
+        jobs.push((
+            hex.parse()
+                .map_err(|e: kiln::store::ParseContentKeyError| e.to_string())?,
+            micros,
+        ));
+    }
+    let costs: Vec<u64> = jobs.iter().map(|j| j.1).collect();
+    for n in [2, 4, 8] {
+        let assigned = kiln::shard::partition(&jobs, n);
+        println!(
+            "remote shard_balance n={n} jobs={} max_over_mean={:.4}",
+            jobs.len(),
+            kiln::shard::imbalance(&costs, &assigned, n)
+        );
+    }
+    Ok(())
+}

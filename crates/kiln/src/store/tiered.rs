@@ -1,0 +1,174 @@
+//! Two levels: the local store, then the remote cache. A build asks the local store first;
+//! what it lacks comes from the remote (and is kept locally); what neither has is compiled,
+//! then saved to both.
+//!
+//! Design decisions:
+//! - Batches, not round trips: before a build loads anything, [`ArtifactStore::prefetch`]
+//!   receives every key it is about to load; what the local store lacks is fetched from the
+//!   remote in pipelines and written to the local store in one batch. The loads that follow
+//!   are answered from memory. A load that was not announced still works, one round trip.
+//! - The local store's answers and errors are the build's; the remote's failures never are
+//!   (see [`super::remote`]): they end up in one report per build.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use rayon::prelude::*;
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use super::remote::RemoteStore;
+use super::{ArtifactStore, ContentKey, Lookup, Namespace, SaveEntry, SaveManyError, StoreError};
+
+/// Prefetched bytes kept in memory at most; past it, loads fetch one by one.
+const MAX_PREFETCH_BYTES: usize = 512 << 20;
+
+/// The local store in front of a remote cache.
+pub struct TieredStore {
+    local: Arc<dyn ArtifactStore>,
+    remote: RemoteStore,
+    /// Fetched or read ahead by [`ArtifactStore::prefetch`], waiting for their load.
+    ahead: Mutex<FxHashMap<(String, ContentKey), Vec<u8>>>,
+    /// Announced, and neither level had them (or the remote failed): their load is a miss
+    /// without another round trip.
+    absent: Mutex<FxHashSet<(String, ContentKey)>>,
+    /// Fetched one by one from the remote: saved locally at the next flush.
+    fill: Mutex<Vec<(Namespace, ContentKey, Vec<u8>)>>,
+}
+
+impl TieredStore {
+    /// `local` in front of `remote`.
+    pub fn new(local: Arc<dyn ArtifactStore>, remote: RemoteStore) -> Self {
+        Self {
+            local,
+            remote,
+            ahead: Mutex::default(),
+            absent: Mutex::default(),
+            fill: Mutex::default(),
+        }
+    }
+
+    fn save_local_fill(&self) {
+        let fill = std::mem::take(&mut *self.fill.lock());
+        if fill.is_empty() {
+            return;
+        }
+        let entries: Vec<SaveEntry<'_>> = fill.iter().map(|(ns, k, b)| (ns, k, &b[..])).collect();
+        if let Err(e) = self.local.save_many(&entries) {
+            tracing::debug!(%e, "cannot keep fetched artifacts in the local store");
+        }
+    }
+}
+
+impl ArtifactStore for TieredStore {
+    fn load(&self, ns: &Namespace, key: &ContentKey) -> Result<Lookup, StoreError> {
+        if let Some(bytes) = self.ahead.lock().remove(&(ns.dir_name().to_owned(), *key)) {
+            return Ok(Lookup::Hit(bytes));
+        }
+        match self.local.load(ns, key)? {
+            Lookup::Miss => {}
+            other => return Ok(other),
+        }
+        if self.absent.lock().remove(&(ns.dir_name().to_owned(), *key)) {
+            return Ok(Lookup::Miss);
+        }
+        match self.remote.get_many(&[(ns, key)]).pop().flatten() {
+            Some(bytes) => {
+                self.fill.lock().push((ns.clone(), *key, bytes.clone()));
+                Ok(Lookup::Hit(bytes))
+            }
+            None => Ok(Lookup::Miss),
+        }
+    }
+
+    fn save(&self, ns: &Namespace, key: &ContentKey, bytes: &[u8]) -> Result<(), StoreError> {
+        let saved = self.local.save(ns, key, bytes);
+        self.remote.put_many(&[(ns, key, bytes)]);
+        saved
+    }
+
+    fn save_many(&self, entries: &[SaveEntry<'_>]) -> Result<(), SaveManyError> {
+        let saved = self.local.save_many(entries);
+        self.remote.put_many(entries);
+        saved
+    }
+
+    fn flush(&self) -> Result<(), StoreError> {
+        self.save_local_fill();
+        self.local.flush()
+    }
+
+    fn prefetch(&self, entries: &[(Namespace, ContentKey)]) -> Vec<bool> {
+        // What an earlier build announced and never loaded is forgotten: the remote may
+        // have it by now.
+        self.ahead.lock().clear();
+        self.absent.lock().clear();
+        // The local store first, in parallel (a load verifies a checksum); its hits wait in
+        // memory for their load, so nothing is read twice.
+        let local: Vec<Option<Vec<u8>>> = entries
+            .par_iter()
+            .map(|(ns, key)| match self.local.load(ns, key) {
+                Ok(Lookup::Hit(bytes)) => Some(bytes),
+                _ => None,
+            })
+            .collect();
+        let mut missing: Vec<usize> = Vec::new();
+        let mut held: usize = self.ahead.lock().values().map(Vec::len).sum();
+        {
+            let mut ahead = self.ahead.lock();
+            for (index, bytes) in local.into_iter().enumerate() {
+                let (ns, key) = &entries[index];
+                match bytes {
+                    Some(bytes) if held + bytes.len() <= MAX_PREFETCH_BYTES => {
+                        held += bytes.len();
+                        ahead.insert((ns.dir_name().to_owned(), *key), bytes);
+                    }
+                    // Read again by its load.
+                    Some(_) => {}
+                    None => missing.push(index),
+                }
+            }
+        }
+        let mut from_remote = vec![false; entries.len()];
+        if missing.is_empty() {
+            return from_remote;
+        }
+        let asked: Vec<(&Namespace, &ContentKey)> = missing
+            .iter()
+            .map(|&i| (&entries[i].0, &entries[i].1))
+            .collect();
+        let fetched = self.remote.get_many(&asked);
+        let found: Vec<SaveEntry<'_>> = asked
+            .iter()
+            .zip(&fetched)
+            .filter_map(|((ns, key), bytes)| Some((*ns, *key, bytes.as_deref()?)))
+            .collect();
+        // Kept locally at once, in one batch: the next build needs no remote.
+        if let Err(e) = self.local.save_many(&found) {
+            tracing::debug!(%e, "cannot keep fetched artifacts in the local store");
+        }
+        drop(found);
+        let mut ahead = self.ahead.lock();
+        let mut absent = self.absent.lock();
+        for (index, bytes) in missing.into_iter().zip(fetched) {
+            let (ns, key) = &entries[index];
+            let name = (ns.dir_name().to_owned(), *key);
+            match bytes {
+                Some(bytes) => {
+                    from_remote[index] = true;
+                    if held + bytes.len() <= MAX_PREFETCH_BYTES {
+                        held += bytes.len();
+                        ahead.insert(name, bytes);
+                    }
+                }
+                None => {
+                    absent.insert(name);
+                }
+            }
+        }
+        from_remote
+    }
+
+    fn remote(&self) -> Option<&RemoteStore> {
+        Some(&self.remote)
+    }
+}
