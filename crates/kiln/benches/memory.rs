@@ -101,7 +101,7 @@ fn run(full: bool) -> Result<(), String> {
             jobs: Some(jobs),
             max_memory,
             keep_failed_outputs: false,
-        ..BuildOptions::default()
+            ..BuildOptions::default()
         })
         .map_err(|e| e.to_string())
     };
