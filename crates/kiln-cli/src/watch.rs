@@ -19,8 +19,9 @@ pub struct WatchArgs {
     /// Worker threads (default: one per core).
     #[arg(long, short, value_parser = crate::build::parse_jobs)]
     pub jobs: Option<usize>,
-    /// Byte budget for compiled artifacts and preprocessed texts kept in memory; evicted
-    /// ones are reloaded from the store, never recompiled.
+    /// Byte budget for compiled artifacts, pending store saves and preprocessed texts kept
+    /// in memory (split 1/2, 1/4, 1/4); evicted ones are reloaded from the store, never
+    /// recompiled. Per-variant records (engine memos, index entries) come on top.
     #[arg(long)]
     pub max_memory: Option<u64>,
     /// How long to wait for a burst of file events to settle, in milliseconds.

@@ -5,8 +5,9 @@
 //! target, and writes each output file, as a Makefile calling naga would.
 //!
 //! Every keyword changes the preprocessed text, so the project has no duplicate variants (the
-//! line `pipeline project` prints how many distinct compile inputs there are): kiln compiles
-//! exactly what the loop compiles, and the comparison measures kiln's overhead only.
+//! line `pipeline project` prints how many distinct compile inputs there are, and the bench
+//! fails if any two variants share one): kiln compiles exactly what the loop compiles, and
+//! the comparison measures kiln's overhead only.
 //!
 //! Printed, each measured in this one run with the contenders alternating rep by rep (these
 //! VMs have slow phases), as the median of the reps and their minimum:
@@ -145,6 +146,15 @@ fn run(full: bool) -> Result<(), String> {
     let project = project::generate(&temp.path().join("project"), scale, &options)
         .map_err(|e| e.to_string())?;
     let distinct = distinct_compile_inputs(&project)?;
+    // The comparison is kiln's overhead only if kiln compiles exactly what the loop
+    // compiles: a duplicate text would be compiled once by kiln and twice by the loop.
+    if distinct != project.variants.len() {
+        return Err(format!(
+            "the generated project has {} variants but {distinct} distinct compile inputs: \
+             duplicates would flatter kiln",
+            project.variants.len()
+        ));
+    }
     println!(
         "pipeline project shaders={} keyword_sets={} passes={} variants={} targets={} \
          distinct_compile_inputs={} duplicates={} dir={} file_create_us={:.0}",

@@ -68,7 +68,12 @@ pub struct BuildOptions {
     pub cache_dir: Option<PathBuf>,
     /// Worker threads; default: one per core.
     pub jobs: Option<usize>,
-    /// Byte budget for compiled artifacts kept in memory; default unbounded.
+    /// Byte budget for what a project keeps in memory besides its per-variant records:
+    /// half for compiled artifacts (the variant cache), a quarter for artifacts waiting to
+    /// be saved to the store, an eighth each for preprocessed and compile texts. Default:
+    /// 32 MiB of artifacts, 16 MiB of pending saves, 8 MiB per kind of text. Artifact bytes
+    /// need not stay in memory once written: evicted ones are reloaded from the store,
+    /// never recompiled.
     pub max_memory: Option<u64>,
     /// Keep the last good outputs of a variant that fails, marked `stale` in the index (for
     /// hot reload under `kiln watch`); by default they are removed, so that the output
@@ -209,6 +214,14 @@ impl Failed {
     }
 }
 
+/// A build runs its variants in chunks of this many, evicting what the engine's byte
+/// budgets do not allow after each.
+const VARIANTS_PER_EVICTION: usize = 1024;
+
+/// Without `--max-memory`, the byte budget of each of the two text queries (preprocessed
+/// text with line map, compile text) kept between builds.
+const DEFAULT_TEXT_BYTES: u64 = 8 << 20;
+
 /// What the engine answers for one variant.
 type VariantResult =
     Result<Result<queries::Artifacts, queries::VariantFailure>, kiln_incr::QueryError>;
@@ -296,10 +309,16 @@ impl Project {
             .clone()
             .unwrap_or_else(|| manifest.root.join("out"));
         let mut db = Db::new(Services::new(store, options.max_memory));
-        if let Some(bytes) = options.max_memory {
+        // Without a bound, texts are still bounded: they are only needed until compiled.
+        let text_bytes = options
+            .max_memory
+            .map_or(DEFAULT_TEXT_BYTES, |bytes| bytes / 8);
+        {
             // Preprocessed texts are the engine's largest memos; evicting them keeps their
-            // edges, so dependents re-verify without re-executing.
-            let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+            // edges, so dependents re-verify without re-executing. The bound is shared: half
+            // for the variant cache, a quarter for deferred saves (`Services::new`), an
+            // eighth for each of these two.
+            let bytes = usize::try_from(text_bytes).unwrap_or(usize::MAX);
             db.set_lru_bytes::<queries::PreprocessQ>(bytes);
             db.set_lru_bytes::<queries::CompileTextQ>(bytes);
         }
@@ -511,8 +530,24 @@ impl Project {
         let (variants, shard) = self.plan_remote(variants);
         // Each up-to-date variant contributed one entry per target.
         let up_to_date_variants = up_to_date.len() / self.manifest.targets.len().max(1);
-        let results = self.run_variants(&variants, up_to_date_variants, total, progress);
+        // A shard writes no outputs.
+        let prepared = match self.shard {
+            Some(_) => Ok(()),
+            None => self.prepare_out_dir(),
+        };
+        let mut results = Vec::with_capacity(variants.len());
+        if prepared.is_ok() {
+            // In chunks, with the engine's byte budgets enforced after each: a text is
+            // needed only until its variant is compiled, and a cold build of 100,000
+            // variants would otherwise hold every one until the end.
+            for chunk in variants.chunks(VARIANTS_PER_EVICTION) {
+                let done = up_to_date_variants + results.len();
+                results.extend(self.run_variants(chunk, &last, done, total, progress));
+                self.db.evict();
+            }
+        }
         drop(pinned);
+        prepared?;
 
         let counts = self.events.take();
         let mut report = BuildReport {
@@ -538,7 +573,7 @@ impl Project {
             return Ok(report);
         }
 
-        let written = self.write_outputs(&built, failed, last, up_to_date, &revisions);
+        let written = self.write_outputs(built, failed, last, up_to_date, &revisions);
         report.outputs_ready = started.elapsed();
         // Even when writing outputs failed, what was compiled is kept.
         self.pool.install(|| self.db.context().flush_saves(false));
@@ -599,14 +634,18 @@ impl Project {
         }
     }
 
-    /// Every variant's artifacts through the engine, in parallel, reporting progress.
+    /// Every variant's artifacts through the engine, in parallel, reporting progress; each
+    /// variant's outputs are written as soon as its artifacts are known, while their bytes
+    /// are still in memory (a build of 100,000 variants does not hold every artifact until
+    /// the end).
     fn run_variants(
         &self,
         variants: &[VariantId],
+        last: &LastBuild,
         done_before: usize,
         total: usize,
         progress: &(dyn Fn(Progress) + Sync),
-    ) -> Vec<VariantResult> {
+    ) -> Vec<(VariantResult, Option<write::WriteResult>)> {
         let done = AtomicUsize::new(done_before);
         let artifacts_query = self.db.query::<ArtifactsQ>();
         self.pool.install(|| {
@@ -614,6 +653,13 @@ impl Project {
                 .par_iter()
                 .map(|variant| {
                     let result = artifacts_query.get(variant);
+                    let written = match &result {
+                        Ok(Ok(artifacts)) if self.shard.is_none() => {
+                            Some(self.write_variant(variant, artifacts, last))
+                        }
+                        _ => None,
+                    };
+                    let result = (result, written);
                     let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
                     progress(Progress {
                         done: finished,
@@ -632,13 +678,13 @@ impl Project {
     fn sort_results<'v>(
         &self,
         variants: &'v [VariantId],
-        results: Vec<VariantResult>,
+        results: Vec<(VariantResult, Option<write::WriteResult>)>,
         report: &mut BuildReport,
-    ) -> (Vec<(&'v VariantId, queries::Artifacts)>, Failed) {
+    ) -> (Vec<write::Built<'v>>, Failed) {
         let outcomes = std::mem::take(&mut *self.db.context().build.outcomes.lock());
         let mut built = Vec::new();
         let mut failed = Failed::default();
-        for (variant, result) in variants.iter().zip(results) {
+        for (variant, (result, written)) in variants.iter().zip(results) {
             let diagnostics = match result {
                 Ok(Ok(artifacts)) => {
                     match outcomes.get(variant) {
@@ -661,7 +707,11 @@ impl Project {
                             .push(IndexFailure::new(variant, target.name(), d));
                         report.diagnostics.push(d.clone());
                     }
-                    built.push((variant, artifacts));
+                    // Written by `run_variants` for every built variant.
+                    let written = written.unwrap_or_else(|| {
+                        Err(Diagnostic::error(format!("{variant}: outputs not written")))
+                    });
+                    built.push((variant, artifacts, written));
                     continue;
                 }
                 Ok(Err(diagnostics)) => diagnostics.to_vec(),
@@ -696,7 +746,14 @@ impl Project {
 
     /// Why naga had to compile `variant` in this build.
     fn reason(&self, variant: &VariantId, report: &BuildReport) -> String {
-        if let Ok(Ok(pre)) = self.db.get::<queries::PreprocessQ>(variant) {
+        // Only an edit needs the variant's files; without one (a cold build), fetching them
+        // would preprocess every variant again after the engine evicted its text.
+        let pre = if report.changed_files.is_empty() {
+            None
+        } else {
+            self.db.get::<queries::PreprocessQ>(variant).ok()
+        };
+        if let Some(Ok(pre)) = pre {
             let files = pre.files();
             let changed: Vec<&PathBuf> = report
                 .changed_files

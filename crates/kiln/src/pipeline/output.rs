@@ -124,9 +124,13 @@ impl Index {
 
     /// Writes `dir/index.json` atomically; returns the written file's metadata.
     pub fn write(&self, dir: &Path) -> std::io::Result<std::fs::Metadata> {
-        // Compact: a warm build reads it back, and thousands of entries add up.
-        let json = serde_json::to_vec(self).map_err(std::io::Error::other)?;
-        write_atomic(&dir.join(INDEX_FILE), &json)
+        // Compact: a warm build reads it back, and thousands of entries add up. Streamed
+        // through a buffer: at 100,000 variants the whole text would be ~100 MB in memory.
+        write_atomic_with(dir, &dir.join(INDEX_FILE), |file| {
+            let mut out = std::io::BufWriter::with_capacity(64 << 10, file);
+            serde_json::to_writer(&mut out, self).map_err(std::io::Error::other)?;
+            out.flush()
+        })
     }
 }
 
@@ -182,6 +186,15 @@ fn write_atomic_via(
     path: &Path,
     bytes: &[u8],
 ) -> std::io::Result<std::fs::Metadata> {
+    write_atomic_with(temp_dir, path, |file| file.write_all(bytes))
+}
+
+/// Writes what `fill` writes to `path` atomically, through a temporary file in `temp_dir`.
+fn write_atomic_with(
+    temp_dir: &Path,
+    path: &Path,
+    fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> std::io::Result<std::fs::Metadata> {
     let mut builder = tempfile::Builder::new();
     builder.prefix(TEMP_PREFIX);
     // tempfile's default is 0600; outputs are read by other tools and users.
@@ -196,7 +209,7 @@ fn write_atomic_via(
         }
         other => other?,
     };
-    file.write_all(bytes)?;
+    fill(file.as_file_mut())?;
     let meta = file.as_file().metadata()?;
     match file.persist(path) {
         Ok(_) => Ok(meta),

@@ -202,6 +202,9 @@ impl Query<Services> for PreprocessQ {
     type Key = VariantId;
     type Value = Result<Arc<Preprocessed>, Diagnostic>;
     const NAME: &'static str = "preprocess";
+    fn size_bytes(value: &Self::Value) -> usize {
+        std::mem::size_of::<Self::Value>() + value.as_ref().map_or(0, |p| p.heap_bytes())
+    }
     fn execute(db: &Db, variant: &VariantId) -> Result<Self::Value, QueryError> {
         let (spec, pass) = match spec_and_pass(db, variant)? {
             Ok(found) => found,
@@ -235,10 +238,35 @@ impl Query<Services> for PreprocessQ {
 
 /// A variant's text as naga sees it, with its hash. Editing a comment changes the line map
 /// but not this, so nothing downstream re-executes.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+///
+/// The text is the preprocessed one itself, shared, not a copy: at 100,000 variants a
+/// second copy of every text was a large part of a build's memory. Equality is the text's
+/// (the line map is not part of this value); the fingerprint is the text's hash.
+#[derive(Clone, Debug)]
 pub(crate) struct CompileText {
-    pub text: Arc<str>,
+    pre: Arc<Preprocessed>,
     pub hash: ContentKey,
+}
+
+impl CompileText {
+    pub fn text(&self) -> &str {
+        &self.pre.text
+    }
+}
+
+impl PartialEq for CompileText {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.pre.text == other.pre.text
+    }
+}
+
+impl Eq for CompileText {}
+
+impl std::hash::Hash for CompileText {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // Equal texts have equal hashes, so this agrees with `eq`.
+        self.hash.hash(state);
+    }
 }
 
 pub(crate) struct CompileTextQ;
@@ -249,11 +277,11 @@ impl Query<Services> for CompileTextQ {
     fn execute(db: &Db, variant: &VariantId) -> Result<Self::Value, QueryError> {
         Ok(db.get::<PreprocessQ>(variant)?.map(|pre| CompileText {
             hash: ContentKey::hash(pre.text.as_bytes()),
-            text: Arc::from(pre.text.as_str()),
+            pre,
         }))
     }
     fn size_bytes(value: &Self::Value) -> usize {
-        std::mem::size_of::<Self::Value>() + value.as_ref().map_or(0, |t| t.text.len())
+        std::mem::size_of::<Self::Value>() + value.as_ref().map_or(0, |t| t.pre.heap_bytes())
     }
 }
 
@@ -295,7 +323,7 @@ impl CompileJob {
             language: pass.language,
             stage: pass.stage,
             entry: &pass.entry,
-            text: &self.text.text,
+            text: self.text.text(),
             text_hash: self.text.hash,
             constants: &self.constants,
         }
@@ -375,6 +403,8 @@ impl Query<Services> for ArtifactsQ {
                     .outcomes
                     .lock()
                     .insert(variant.clone(), produced.outcome);
+                // Until its outputs are written (see `Project::write_variant`).
+                services.keep_fresh(&key, produced.artifacts.clone());
                 let outputs = produced
                     .artifacts
                     .outputs

@@ -90,30 +90,63 @@ pub struct Services {
     resident: Mutex<FxHashMap<ContentKey, Weak<VariantArtifacts>>>,
     namespaces: Mutex<FxHashMap<(CompilerKind, TargetConfig), Namespace>>,
     pub(crate) build: BuildSession,
+    /// Deferred saves above this many bytes are written at once.
+    max_deferred: u64,
 }
 
 /// The state of the build in progress. Queries add to it only when they execute: a variant
 /// that the engine re-verified has no outcome here, which the build reports as up to date.
 #[derive(Default)]
 pub(crate) struct BuildSession {
-    /// Identical compiles run once per build: [`identity::job_key`] -> result.
-    dedup: Mutex<FxHashMap<ContentKey, Arc<OnceLock<ProduceResult>>>>,
+    /// Identical compiles run once per build: [`identity::job_key`] -> result. The bytes
+    /// are held weakly: a twin finds them while the variant cache keeps them, else among
+    /// the pending saves or in the store, so this table never keeps a build's artifacts
+    /// alive on its own.
+    dedup: Mutex<FxHashMap<ContentKey, Arc<OnceLock<TwinResult>>>>,
+    /// Artifacts produced in this build and not yet written to the output directory, by
+    /// variant key: held until the variant's outputs are written (moments later, by the
+    /// same worker), so that a bounded variant cache never makes a build reload or
+    /// recompile what it just produced.
+    fresh: Mutex<FxHashMap<VariantKey, Arc<VariantArtifacts>>>,
     /// How each variant whose artifacts query executed in this build got its artifacts.
     pub(crate) outcomes: Mutex<FxHashMap<VariantId, Outcome>>,
     /// Store problems met (and repaired) during this build.
     pub(crate) warnings: Mutex<Vec<Diagnostic>>,
-    /// Compiled artifacts not yet saved to the store, and their total size. Saving waits
-    /// until the build's outputs are written (new store files are the slowest thing a build
-    /// does on some file systems, and nobody waits for them), unless this grows too large.
-    deferred: Mutex<(Vec<PendingSave>, u64)>,
+    /// Compiled artifacts not yet saved to the store, by compile key, and their total
+    /// size. Saved in batches: at the end of the build, or once this holds
+    /// [`MAX_DEFERRED_COMPILES`] compiles or more bytes than `Services::max_deferred`.
+    /// Loads look here before the store.
+    deferred: Mutex<Deferred>,
     /// Compile time (µs) of each job compiled in this build, by [`identity::job_key`]:
     /// recorded in the remote cache, where farm builds balance their shards with it.
     costs: Mutex<Vec<(ContentKey, u64)>>,
 }
 
+/// Artifacts waiting to be saved: compile key -> (namespace, bytes) per target.
+#[derive(Default)]
+struct Deferred {
+    by_key: FxHashMap<ContentKey, Vec<TargetBytes>>,
+    bytes: u64,
+}
+
+/// One target's artifact: its store namespace and bytes.
+type TargetBytes = (Namespace, Arc<[u8]>);
+
+/// What a twin (same compile input) finds in the dedup table: the first one's outcome and
+/// failures, and its artifacts if they are still in memory.
+#[derive(Clone)]
+struct Twin {
+    artifacts: Weak<VariantArtifacts>,
+    outcome: Outcome,
+    failed: Failures,
+}
+
+type TwinResult = Result<Twin, Failures>;
+
 impl BuildSession {
     fn reset(&self) {
         self.dedup.lock().clear();
+        self.fresh.lock().clear();
         self.outcomes.lock().clear();
         self.warnings.lock().clear();
         self.costs.lock().clear();
@@ -124,8 +157,20 @@ impl BuildSession {
 /// An artifact waiting to be saved to the store.
 type PendingSave = (Namespace, ContentKey, Arc<[u8]>);
 
-/// Deferred store saves above this many bytes are written at once, to bound memory.
-const MAX_DEFERRED_BYTES: u64 = 64 << 20;
+/// Deferred store saves above this many bytes are written at once, to bound memory (less
+/// under `--max-memory`: see [`Services::new`]).
+const MAX_DEFERRED_BYTES: u64 = 16 << 20;
+
+/// Deferred saves of this many compiles are written at once: another kiln building the
+/// same project at the same time looks in the store right before each compile, so it finds
+/// what this one compiled within a batch instead of at the end of the build. A batch is one
+/// short transaction (no fsync in WAL mode with `synchronous=NORMAL`).
+const MAX_DEFERRED_COMPILES: usize = 128;
+
+/// The variant cache's byte budget without `--max-memory`: artifact bytes need not stay in
+/// memory once written (the outputs and the store hold them); this keeps the most recent
+/// ones for rebuilds under `kiln watch` without growing with the project.
+pub(crate) const DEFAULT_CACHE_BYTES: u64 = 32 << 20;
 
 /// What determines a compile's result besides the target: the compile-input hash.
 pub(crate) struct CompileInput<'a> {
@@ -153,45 +198,73 @@ impl CompileInput<'_> {
 }
 
 impl Services {
+    /// Services over `store`. Artifact bytes are bounded by `max_memory` (half of it for
+    /// the variant cache, a quarter for deferred saves, the engine's texts take the rest:
+    /// see `Project::with_store`), else by [`DEFAULT_CACHE_BYTES`] and
+    /// [`MAX_DEFERRED_BYTES`].
     pub(crate) fn new(store: Arc<dyn ArtifactStore>, max_memory: Option<u64>) -> Self {
-        let cache = match max_memory {
-            Some(bytes) => VariantCache::with_capacity(bytes),
-            None => VariantCache::new(),
+        let (cache_bytes, max_deferred) = match max_memory {
+            Some(bytes) => (bytes / 2, (bytes / 4).min(MAX_DEFERRED_BYTES)),
+            None => (DEFAULT_CACHE_BYTES, MAX_DEFERRED_BYTES),
         };
         Self {
             store,
             preprocessor: crate::preprocess::Preprocessor::new(),
-            cache,
+            cache: VariantCache::with_capacity(cache_bytes),
             resident: Mutex::default(),
             namespaces: Mutex::default(),
             build: BuildSession::default(),
+            max_deferred,
         }
     }
 
     fn defer_save(&self, ns: Namespace, key: ContentKey, bytes: Arc<[u8]>) {
         let overflow = {
             let mut deferred = self.build.deferred.lock();
-            deferred.1 += bytes.len() as u64;
-            deferred.0.push((ns, key, bytes));
-            if deferred.1 > MAX_DEFERRED_BYTES {
-                deferred.1 = 0;
-                std::mem::take(&mut deferred.0)
+            deferred.bytes += bytes.len() as u64;
+            deferred.by_key.entry(key).or_default().push((ns, bytes));
+            if deferred.bytes > self.max_deferred || deferred.by_key.len() >= MAX_DEFERRED_COMPILES
+            {
+                Some(std::mem::take(&mut *deferred))
             } else {
-                Vec::new()
+                None
             }
         };
-        self.save_all(overflow);
+        if let Some(overflow) = overflow {
+            self.save_all(overflow);
+        }
+    }
+
+    /// The bytes of `key` in `ns` if they wait among the deferred saves.
+    fn deferred(&self, ns: &Namespace, key: &ContentKey) -> Option<Arc<[u8]>> {
+        let deferred = self.build.deferred.lock();
+        deferred
+            .by_key
+            .get(key)?
+            .iter()
+            .find(|(n, _)| n == ns)
+            .map(|(_, bytes)| bytes.clone())
+    }
+
+    /// The artifacts produced for `key` in this build and not yet written, handed over once.
+    pub(crate) fn take_fresh(&self, key: &VariantKey) -> Option<Arc<VariantArtifacts>> {
+        self.build.fresh.lock().remove(key)
+    }
+
+    /// Keeps `artifacts` until the variant's outputs are written ([`Self::take_fresh`]).
+    pub(crate) fn keep_fresh(&self, key: &VariantKey, artifacts: Arc<VariantArtifacts>) {
+        self.build.fresh.lock().insert(*key, artifacts);
     }
 
     /// Writes every deferred artifact to the store, and what the store buffered (recency);
     /// records this build's compile times in the remote cache, if any (`provisional` from a
     /// shard, see [`crate::store::RemoteStore::record_costs`]).
     pub(crate) fn flush_saves(&self, provisional: bool) {
+        self.build.fresh.lock().clear();
         if let Some(remote) = self.store.remote() {
             remote.record_costs(&std::mem::take(&mut *self.build.costs.lock()), provisional);
         }
-        let pending = std::mem::take(&mut self.build.deferred.lock().0);
-        self.build.deferred.lock().1 = 0;
+        let pending = std::mem::take(&mut *self.build.deferred.lock());
         self.save_all(pending);
         if let Err(error) = self.store.flush() {
             // Only recency is lost: garbage collection may evict these entries earlier.
@@ -200,10 +273,15 @@ impl Services {
     }
 
     /// One batched save: the store writes it in a few transactions, not one per entry.
-    fn save_all(&self, pending: Vec<PendingSave>) {
-        if pending.is_empty() {
+    fn save_all(&self, pending: Deferred) {
+        if pending.by_key.is_empty() {
             return;
         }
+        let pending: Vec<PendingSave> = pending
+            .by_key
+            .into_iter()
+            .flat_map(|(key, outputs)| outputs.into_iter().map(move |(ns, b)| (ns, key, b)))
+            .collect();
         let entries: Vec<crate::store::SaveEntry<'_>> = pending
             .iter()
             .map(|(ns, key, bytes)| (ns, key, &bytes[..]))
@@ -315,27 +393,55 @@ impl Services {
         targets: &[TargetConfig],
     ) -> Result<Produced, FailureList> {
         let cell = self.build.dedup.lock().entry(*key).or_default().clone();
-        let mut ran = false;
-        let produced = cell
+        let mut produced_here: Option<ProduceResult> = None;
+        let twin = cell
             .get_or_init(|| {
-                ran = true;
-                self.load_or_compile(key, compile_key, input, targets)
+                let produced = self.load_or_compile(key, compile_key, input, targets);
+                let twin = match &produced {
+                    Ok(p) => Ok(Twin {
+                        artifacts: Arc::downgrade(&p.artifacts),
+                        outcome: p.outcome,
+                        failed: p.failed.clone(),
+                    }),
+                    Err(failures) => Err(failures.clone()),
+                };
+                produced_here = Some(produced);
+                twin
             })
             .clone();
-        match produced {
-            Ok(mut produced) => {
-                // A twin of a compiled variant was deduplicated; a twin of a cached one is
-                // simply cached too.
-                if !ran && produced.outcome == Outcome::Compiled {
-                    produced.outcome = Outcome::Deduplicated;
-                }
-                Ok(produced)
-            }
-            Err(failures) => Err(FailureList {
-                failures,
-                partial: None,
-            }),
+        let failure = |failures| FailureList {
+            failures,
+            partial: None,
+        };
+        if let Some(produced) = produced_here {
+            return produced.map_err(failure);
         }
+        let twin = twin.map_err(failure)?;
+        // A twin of a compiled variant was deduplicated; a twin of a cached one is simply
+        // cached too.
+        let outcome = match twin.outcome {
+            Outcome::Compiled => Outcome::Deduplicated,
+            other => other,
+        };
+        if let Some(artifacts) = twin.artifacts.upgrade() {
+            return Ok(Produced {
+                artifacts,
+                outcome,
+                failed: twin.failed,
+            });
+        }
+        // Evicted since: the bytes wait among the deferred saves or are in the store (only
+        // if the store lost them is anything compiled again).
+        let again = self
+            .load_or_compile(key, compile_key, input, targets)
+            .map_err(failure)?;
+        Ok(Produced {
+            outcome: match again.outcome {
+                Outcome::Cached => outcome,
+                other => other,
+            },
+            ..again
+        })
     }
 
     fn load_or_compile(
@@ -363,6 +469,10 @@ impl Services {
         }
         for target in targets.iter().copied() {
             let ns = self.namespace(compiler, target);
+            if let Some(bytes) = self.deferred(&ns, key) {
+                outputs.push((target.target(), Some(bytes)));
+                continue;
+            }
             let bytes = match self.store.load(&ns, key) {
                 Ok(Lookup::Hit(bytes)) => Some(Arc::from(bytes)),
                 Ok(Lookup::Miss) => None,

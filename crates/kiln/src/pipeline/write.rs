@@ -11,7 +11,6 @@ use super::stat::{FileStat, OutputStats};
 use super::{Failed, LastBuild, Project, ProjectError, VariantId};
 use crate::identity::Revision;
 use crate::store::ContentKey;
-use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -29,29 +28,40 @@ pub(super) struct Written {
 }
 
 /// One variant's outputs after writing: its index entries and the stats to record.
-type VariantWrite = (Vec<IndexEntry>, Vec<(String, FileStat)>, usize);
+pub(super) type VariantWrite = (Vec<IndexEntry>, Vec<(String, FileStat)>, usize);
+
+/// Writing one variant's outputs: done, or why not (that variant fails alone).
+pub(super) type WriteResult = Result<VariantWrite, Diagnostic>;
+
+/// A variant the engine built, its artifacts, and what writing its outputs did.
+pub(super) type Built<'v> = (&'v VariantId, Artifacts, WriteResult);
 
 impl Project {
-    pub(super) fn write_outputs(
-        &mut self,
-        built: &[(&VariantId, Artifacts)],
-        mut failed: Failed,
-        last: LastBuild,
-        up_to_date: Vec<IndexEntry>,
-        revisions: &FxHashMap<Arc<str>, Revision>,
-    ) -> Result<Written, ProjectError> {
+    /// Creates the output directory and removes what killed writers left in it, before
+    /// any output is written.
+    pub(super) fn prepare_out_dir(&self) -> Result<(), ProjectError> {
         let out_dir = &self.out_dir;
         std::fs::create_dir_all(out_dir).map_err(|source| ProjectError::Output {
             path: out_dir.clone(),
             source,
         })?;
         output::remove_stale_temps(out_dir);
-        let results: Vec<Result<VariantWrite, Diagnostic>> = self.pool.install(|| {
-            built
-                .par_iter()
-                .map(|(variant, artifacts)| self.write_variant(variant, artifacts, &last))
-                .collect()
-        });
+        Ok(())
+    }
+
+    /// Records the outputs written while the variants ran (see `run_variants`), removes
+    /// those nobody produces any more, and writes `index.json` and `.kiln-stat`.
+    pub(super) fn write_outputs(
+        &mut self,
+        built: Vec<Built<'_>>,
+        mut failed: Failed,
+        last: LastBuild,
+        up_to_date: Vec<IndexEntry>,
+        revisions: &FxHashMap<Arc<str>, Revision>,
+    ) -> Result<Written, ProjectError> {
+        let out_dir = &self.out_dir;
+        let mut built_artifacts = FxHashMap::default();
+        built_artifacts.reserve(built.len());
 
         let mut stats = last.stats;
         let mut entries = up_to_date;
@@ -62,7 +72,8 @@ impl Project {
             failed_outputs: 0,
             diagnostics: Vec::new(),
         };
-        for ((variant, _), result) in built.iter().zip(results) {
+        for (variant, artifacts, result) in built {
+            built_artifacts.insert(variant.clone(), artifacts);
             match result {
                 Ok((variant_entries, variant_stats, count)) => {
                     entries.extend(variant_entries);
@@ -72,7 +83,7 @@ impl Project {
                     written.written += count;
                 }
                 Err(diagnostic) => {
-                    failed.variants.insert((*variant).clone());
+                    failed.variants.insert(variant.clone());
                     failed.index.extend(self.manifest.targets.iter().map(|t| {
                         super::IndexFailure::new(variant, t.target().name(), &diagnostic)
                     }));
@@ -175,23 +186,25 @@ impl Project {
         self.last = Some(LastBuild {
             index,
             stats,
-            artifacts: built
-                .iter()
-                .map(|(variant, artifacts)| ((*variant).clone(), artifacts.clone()))
-                .collect(),
+            artifacts: built_artifacts,
             suspect: BTreeSet::new(),
             index_suspect: false,
         });
         Ok(written)
     }
 
-    /// Writes one variant's outputs that the disk does not already hold.
-    fn write_variant(
+    /// Writes one variant's outputs that the disk does not already hold. Run as soon as the
+    /// variant's artifacts are known, so their bytes are written while still in memory.
+    pub(super) fn write_variant(
         &self,
         variant: &VariantId,
         artifacts: &Artifacts,
         last: &LastBuild,
-    ) -> Result<VariantWrite, Diagnostic> {
+    ) -> WriteResult {
+        // Artifacts produced in this build are handed over once, here; after this the
+        // variant cache (bounded) is all that keeps their bytes.
+        let mut bytes_of_variant: Option<Arc<VariantArtifacts>> =
+            self.db.context().take_fresh(&artifacts.key);
         // Outputs this process wrote with the same bytes need no look on disk, unless a file
         // event said someone touched them since.
         let built_here = last
@@ -204,7 +217,6 @@ impl Project {
         let mut entries = Vec::with_capacity(artifacts.outputs.len());
         let mut stats = Vec::new();
         let mut count = 0;
-        let mut bytes_of_variant: Option<Arc<VariantArtifacts>> = None;
         for output in artifacts.outputs.iter() {
             let relative = output_path(
                 &variant.shader,

@@ -25,6 +25,17 @@ impl LineMap {
         Self { files, lines }
     }
 
+    /// The heap memory this holds.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.lines.capacity() * std::mem::size_of::<(u32, u32)>()
+            + self.files.capacity() * std::mem::size_of::<PathBuf>()
+            + self
+                .files
+                .iter()
+                .map(|f| f.as_os_str().len())
+                .sum::<usize>()
+    }
+
     /// The origin of 1-based output line `output_line`; `None` past the end (or for 0).
     pub fn origin(&self, output_line: u32) -> Option<LineOrigin<'_>> {
         let index = usize::try_from(output_line.checked_sub(1)?).ok()?;

@@ -183,6 +183,11 @@ pub struct Preprocessed {
 }
 
 impl Preprocessed {
+    /// The heap memory this holds (text and line map), for byte-bounded caches.
+    pub fn heap_bytes(&self) -> usize {
+        self.text.capacity() + self.line_map.heap_bytes()
+    }
+
     /// The files read for this variant (entry first, each once, in first-read order).
     pub fn files(&self) -> &[PathBuf] {
         self.line_map.files()

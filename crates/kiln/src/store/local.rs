@@ -50,10 +50,54 @@ pub struct LocalStore {
 
 #[derive(Debug, Default)]
 struct Pool {
-    idle: Vec<Connection>,
+    idle: Vec<Pooled>,
     /// Bumped when the database file is replaced: connections of an older generation still
     /// point at the old file and are closed instead of returned.
     generation: u64,
+}
+
+/// A connection and what it learned of its database file.
+#[derive(Debug)]
+pub(crate) struct Pooled {
+    pub(crate) conn: Connection,
+    /// Namespace name -> row id, as read through this connection. Per connection, not per
+    /// store: a connection reads one database file for its whole life, and in that file a
+    /// namespace row is never deleted or renumbered, so its id can never be stale, even if
+    /// another process replaced the file (an id cached per store could then name another
+    /// namespace's row in the new file, and serve one target's bytes for another).
+    namespaces: FxHashMap<Box<str>, i64>,
+}
+
+impl Pooled {
+    /// The id of `ns` in this connection's database, if it has one: cached, else one
+    /// indexed lookup (the answer "none" is not cached: another process may add it).
+    fn namespace_id(&mut self, ns: &Namespace) -> rusqlite::Result<Option<i64>> {
+        if let Some(&id) = self.namespaces.get(ns.dir_name()) {
+            return Ok(Some(id));
+        }
+        let id: Option<i64> = self
+            .conn
+            .prepare_cached("SELECT id FROM namespaces WHERE name = ?1")?
+            .query_row([ns.dir_name()], |row| row.get(0))
+            .optional()?;
+        if let Some(id) = id {
+            self.namespaces.insert(Box::from(ns.dir_name()), id);
+        }
+        Ok(id)
+    }
+
+    /// The id of `ns`, inserting it (and its description for humans) if new; inside a
+    /// write transaction. Cached only once the transaction commits (see `commit_namespaces`).
+    fn namespace_id_for_write(
+        namespaces: &FxHashMap<Box<str>, i64>,
+        tx: &Connection,
+        ns: &Namespace,
+    ) -> rusqlite::Result<i64> {
+        match namespaces.get(ns.dir_name()) {
+            Some(&id) => Ok(id),
+            None => namespace_id(tx, ns),
+        }
+    }
 }
 
 /// Connections kept open between uses; more threads than this open and close their own.
@@ -95,9 +139,9 @@ CREATE TABLE entries (
 CREATE INDEX entries_by_last_use ON entries (last_used);
 ";
 
-const LOAD: &str = "SELECT e.id, e.size, e.checksum, e.last_used, e.payload
-    FROM entries e JOIN namespaces n ON n.id = e.namespace
-    WHERE n.name = ?1 AND e.key = ?2";
+/// By namespace id (cached per connection) and key: one lookup in the unique index.
+const LOAD: &str = "SELECT id, size, checksum, last_used, payload
+    FROM entries WHERE namespace = ?1 AND key = ?2";
 
 /// Identical content (another process saved the same key) is not rewritten.
 const UPSERT: &str = "INSERT INTO entries (namespace, key, size, checksum, last_used, payload)
@@ -164,14 +208,17 @@ impl LocalStore {
             }
             let touched = std::mem::take(&mut *self.touched.lock());
             let batch = &entries[start..end];
-            let written = self.with_connection(true, |conn| {
-                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let written = self.with_pooled(true, |pooled| {
+                let known = &pooled.namespaces;
+                let tx = pooled
+                    .conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)?;
                 let mut namespaces: FxHashMap<&str, i64> = FxHashMap::default();
                 for ((ns, key, payload), sum) in batch.iter().zip(&sums[start..end]) {
                     let ns_id = match namespaces.get(ns.dir_name()) {
                         Some(&id) => id,
                         None => {
-                            let id = namespace_id(&tx, ns)?;
+                            let id = Pooled::namespace_id_for_write(known, &tx, ns)?;
                             namespaces.insert(ns.dir_name(), id);
                             id
                         }
@@ -186,7 +233,13 @@ impl LocalStore {
                     ])?;
                 }
                 write_recency(&tx, &touched, now)?;
-                tx.commit()
+                tx.commit()?;
+                let learned: Vec<(Box<str>, i64)> = namespaces
+                    .into_iter()
+                    .map(|(name, id)| (Box::from(name), id))
+                    .collect();
+                pooled.namespaces.extend(learned);
+                Ok(())
             });
             if let Err(first) = written {
                 // Later batches may still fit (a transient lock, a full disk freed).
@@ -255,6 +308,15 @@ impl LocalStore {
         create: bool,
         mut f: impl FnMut(&mut Connection) -> rusqlite::Result<T>,
     ) -> Result<Option<T>, StoreError> {
+        self.with_pooled(create, |pooled| f(&mut pooled.conn))
+    }
+
+    /// [`Self::with_connection`] with the connection's cached namespace ids.
+    fn with_pooled<T>(
+        &self,
+        create: bool,
+        mut f: impl FnMut(&mut Pooled) -> rusqlite::Result<T>,
+    ) -> Result<Option<T>, StoreError> {
         self.remove_old_layout_once();
         let mut retried = false;
         loop {
@@ -282,7 +344,7 @@ impl LocalStore {
     }
 
     /// An idle connection, or a new one.
-    fn checkout(&self, create: bool) -> Result<Option<(Connection, u64)>, StoreError> {
+    fn checkout(&self, create: bool) -> Result<Option<(Pooled, u64)>, StoreError> {
         let generation = {
             let mut pool = self.pool.lock();
             if let Some(conn) = pool.idle.pop() {
@@ -296,7 +358,13 @@ impl LocalStore {
         let mut retried = false;
         loop {
             match self.open(create) {
-                Ok(conn) => return Ok(Some((conn, generation))),
+                Ok(conn) => {
+                    let pooled = Pooled {
+                        conn,
+                        namespaces: FxHashMap::default(),
+                    };
+                    return Ok(Some((pooled, generation)));
+                }
                 Err(OpenError::Damaged(err)) if !retried => {
                     self.discard_damaged(&err, generation)?;
                     if !create {
@@ -315,7 +383,7 @@ impl LocalStore {
         }
     }
 
-    fn give_back(&self, conn: Connection, generation: u64) {
+    fn give_back(&self, conn: Pooled, generation: u64) {
         let mut pool = self.pool.lock();
         if pool.generation == generation && pool.idle.len() < MAX_IDLE {
             pool.idle.push(conn);
@@ -546,9 +614,14 @@ struct Row {
 impl ArtifactStore for LocalStore {
     /// One indexed `SELECT` on a pooled connection; no write (recency is batched).
     fn load(&self, ns: &Namespace, key: &ContentKey) -> Result<Lookup, StoreError> {
-        let found = self.with_connection(false, |conn| {
-            conn.prepare_cached(LOAD)?
-                .query_row((ns.dir_name(), &key.as_bytes()[..]), |row| {
+        let found = self.with_pooled(false, |pooled| {
+            let Some(ns_id) = pooled.namespace_id(ns)? else {
+                return Ok(None);
+            };
+            pooled
+                .conn
+                .prepare_cached(LOAD)?
+                .query_row((ns_id, &key.as_bytes()[..]), |row| {
                     let payload = match row.get_ref(4)? {
                         ValueRef::Blob(bytes) => Ok(bytes.to_vec()),
                         ValueRef::Null => Err("NULL"),

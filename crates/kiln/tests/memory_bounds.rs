@@ -1,0 +1,141 @@
+//! Builds under a memory bound too small to keep any artifact in memory (issue 12): every
+//! variant is still compiled exactly once, identical texts still compile once, every output
+//! is written with the bytes of a clean build, and nothing is reloaded or recompiled
+//! because the variant cache let go of it. Artifact bytes need not stay resident once
+//! written: the outputs and the store hold them.
+
+use kiln::pipeline::{BuildOptions, BuildReport, Project};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Four keyword sets per pass; `SAME` changes no text, so half the variants are twins of
+/// the other half.
+const MANIFEST: &str = r#"
+[project]
+targets = ["spirv", "wgsl"]
+
+[[shader]]
+name = "Fill"
+source = "fill.wgsl"
+axes = [["_", "FOG"], ["_", "WIDE"], ["_", "SAME"]]
+
+[shader.passes.Main]
+stage = "compute"
+entry = "main"
+"#;
+
+fn fill(fog_value: &str) -> String {
+    format!(
+        r#"@group(0) @binding(0) var<storage, read_write> data: array<f32>;
+
+@compute @workgroup_size(1)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {{
+    var v: f32 = 1.0;
+#ifdef FOG
+    v = v + {fog_value};
+#endif
+#ifdef WIDE
+    v = v * 4.0;
+#endif
+    data[id.x] = v;
+}}
+"#
+    )
+}
+
+fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    fn walk(root: &Path, dir: &Path, into: &mut BTreeMap<String, Vec<u8>>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(root, &path, into);
+            } else if path.extension().is_some_and(|e| e != "json") && !path.ends_with(".kiln-stat")
+            {
+                let relative = path
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                into.insert(relative, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+fn open(root: &Path, name: &str, max_memory: Option<u64>, jobs: usize) -> Project {
+    Project::open(&BuildOptions {
+        manifest: root.join("kiln.toml"),
+        out_dir: Some(root.join(name).join("out")),
+        cache_dir: Some(root.join(name).join("cache")),
+        jobs: Some(jobs),
+        max_memory,
+        keep_failed_outputs: false,
+        ..BuildOptions::default()
+    })
+    .unwrap()
+}
+
+fn build(project: &mut Project) -> BuildReport {
+    let report = project.build(&|_| {}).unwrap();
+    assert_eq!(report.failed, 0, "{:?}", report.diagnostics);
+    report
+}
+
+fn store_entries(cache: &Path) -> i64 {
+    let db = rusqlite::Connection::open(cache.join("store.sqlite")).unwrap();
+    db.query_row("SELECT count(*) FROM entries", [], |row| row.get(0))
+        .unwrap()
+}
+
+#[test]
+fn a_bound_that_holds_no_artifact_still_compiles_each_text_once_and_writes_every_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::write(root.join("kiln.toml"), MANIFEST).unwrap();
+    std::fs::write(root.join("fill.wgsl"), fill("0.5")).unwrap();
+
+    for jobs in [1, 2] {
+        let name = format!("tiny{jobs}");
+        // One byte: the variant cache keeps nothing, deferred saves are written at once.
+        let mut tiny = open(root, &name, Some(1), jobs);
+        let report = build(&mut tiny);
+        assert_eq!(report.variants, 8);
+        assert_eq!(
+            report.compiled, 4,
+            "one compile per distinct text (jobs={jobs})"
+        );
+        assert_eq!(report.deduplicated, 4, "the SAME twins (jobs={jobs})");
+        assert_eq!(report.outputs_written, 16);
+        assert!(tiny.cache_stats().evicted >= 4, "nothing stays in memory");
+        assert_eq!(store_entries(&root.join(&name).join("cache")), 8);
+
+        let mut clean = open(root, "clean", None, 1);
+        build(&mut clean);
+        let clean_files = files(&root.join("clean").join("out"));
+        assert_eq!(files(&root.join(&name).join("out")), clean_files);
+
+        // Nothing changed: nothing is compiled or written again.
+        let again = build(&mut tiny);
+        assert_eq!((again.compiled, again.outputs_written), (0, 0));
+
+        // An edit of the FOG block: its two distinct texts compile, their twins follow.
+        std::fs::write(root.join("fill.wgsl"), fill("0.75")).unwrap();
+        tiny.refresh_files(&[root.join("fill.wgsl")]);
+        let edit = build(&mut tiny);
+        assert_eq!(edit.compiled, 2, "{:?}", edit.recompiled);
+        assert_eq!(edit.deduplicated, 2);
+        assert_eq!(edit.outputs_written, 8);
+        std::fs::remove_dir_all(root.join("clean")).unwrap();
+        let mut clean = open(root, "clean", None, 1);
+        build(&mut clean);
+        assert_eq!(
+            files(&root.join(&name).join("out")),
+            files(&root.join("clean").join("out"))
+        );
+        std::fs::remove_dir_all(root.join("clean")).unwrap();
+        std::fs::write(root.join("fill.wgsl"), fill("0.5")).unwrap();
+    }
+}
