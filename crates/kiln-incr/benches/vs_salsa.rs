@@ -6,6 +6,9 @@
 //! executed (through a counter in the query bodies), so a figure cannot come from an
 //! engine that skipped or repeated work.
 //!
+//! `depth` runs each engine's chain in child processes, deeper and deeper on a 2 MiB
+//! thread, and prints the deepest that built, was edited and re-verified.
+//!
 //! Run: `cargo bench -p kiln-incr --bench vs_salsa [workload...]`.
 //! Profile one engine alone: `VS_SALSA_PROFILE=kiln` (or `salsa`) repeats only that
 //! engine's reps of the selected workloads for a few seconds each and prints nothing,
@@ -76,7 +79,24 @@ const REPS: usize = 21;
 /// How long `VS_SALSA_PROFILE` repeats one engine's reps of a workload.
 const PROFILE_SECONDS: u64 = 5;
 
+/// Set in a child process of this bench to `<engine>:<levels>`: it runs that engine's
+/// depth chain on a [`DEPTH_STACK`] thread and prints its times; a stack overflow kills it.
+const DEPTH_CHILD_ENV: &str = "VS_SALSA_DEPTH_CHILD";
+
+/// The stack of the thread the depth chains run on: rustc's and rayon's default for
+/// spawned threads.
+const DEPTH_STACK: usize = 2 << 20;
+
+/// Chain depths tried, in order, until one fails; the goal is the last.
+const DEPTH_LEVELS: [u32; 11] = [
+    1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 64_000, 125_000, 250_000, 500_000, 1_000_000,
+];
+
 fn main() {
+    if let Ok(child) = std::env::var(DEPTH_CHILD_ENV) {
+        depth_child(&child);
+        return;
+    }
     // `cargo bench` passes `--bench`; a filter argument picks workloads by name.
     let filter: Vec<String> = std::env::args()
         .skip(1)
@@ -243,6 +263,23 @@ fn main() {
             salsa_side::ParallelHits::with_lru(1, false),
         );
     }
+    if wanted("depth") {
+        let kiln = depth_probe("kiln");
+        let salsa = depth_probe("salsa");
+        println!(
+            "vs_salsa depth kiln_max_levels={} salsa_max_levels={} kiln_first_failed={} \
+             salsa_first_failed={} kiln_ms_at_max=\"{}\" salsa_ms_at_max=\"{}\" \
+             thread_stack_kib={} unit=\"deepest chain that builds, is edited at the \
+             bottom and re-verified; ms for build, edit + refetch, deep verify\"",
+            kiln.deepest,
+            salsa.deepest,
+            kiln.failed.map_or("none".to_owned(), |l| l.to_string()),
+            salsa.failed.map_or("none".to_owned(), |l| l.to_string()),
+            kiln.times,
+            salsa.times,
+            DEPTH_STACK >> 10,
+        );
+    }
     if wanted("memo_bytes") {
         let (kiln, kiln_later) = kiln_side::memo_bytes();
         let (salsa, salsa_later) = salsa_side::memo_bytes();
@@ -268,6 +305,61 @@ fn main() {
             shape::MEMO_TREE_ROOTS * shape::DEEP_TREE_MEMOS,
         );
     }
+}
+
+/// What probing one engine's depth limit found.
+struct DepthProbe {
+    deepest: u32,
+    failed: Option<u32>,
+    /// The child's times at `deepest`.
+    times: String,
+}
+
+/// Runs the chain at each of [`DEPTH_LEVELS`] in a child process (an overflow aborts the
+/// process that hits it) until one fails.
+fn depth_probe(engine: &str) -> DepthProbe {
+    let mut probe = DepthProbe {
+        deepest: 0,
+        failed: None,
+        times: String::new(),
+    };
+    let exe = std::env::current_exe().expect("the bench knows its own path");
+    for levels in DEPTH_LEVELS {
+        let output = std::process::Command::new(&exe)
+            .env(DEPTH_CHILD_ENV, format!("{engine}:{levels}"))
+            .stderr(std::process::Stdio::null())
+            .output()
+            .expect("spawn a depth child");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        match stdout.lines().find_map(|l| l.strip_prefix("depth ok ")) {
+            Some(times) if output.status.success() => {
+                probe.deepest = levels;
+                probe.times = times.to_owned();
+            }
+            _ => {
+                probe.failed = Some(levels);
+                break;
+            }
+        }
+    }
+    probe
+}
+
+/// The child side of [`depth_probe`].
+fn depth_child(spec: &str) {
+    let (engine, levels) = spec.split_once(':').expect("engine:levels");
+    let levels: u32 = levels.parse().expect("levels");
+    let engine = engine.to_owned();
+    let times = std::thread::Builder::new()
+        .stack_size(DEPTH_STACK)
+        .spawn(move || match engine.as_str() {
+            "salsa" => salsa_side::depth_chain(levels),
+            _ => kiln_side::depth_chain(levels),
+        })
+        .expect("spawn the depth thread")
+        .join()
+        .expect("the depth chain panicked");
+    println!("depth ok {:.1}/{:.1}/{:.1}", times[0], times[1], times[2]);
 }
 
 /// Alternates the two engines rep by rep after one untimed warm-up each, then prints

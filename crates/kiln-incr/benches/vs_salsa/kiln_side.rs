@@ -762,3 +762,47 @@ impl<K: BenchKey> Rep for KeyedDeepVerify<K> {
         timed_ns as f64 / (shape::DEEP_ROUNDS * shape::DEEP_ROOTS * shape::DEEP_TREE_MEMOS) as f64
     }
 }
+
+// ---- depth -----------------------------------------------------------------------
+
+/// `depth`: `link(0) = bottom`, `link(n) = link(n - 1) + 1`.
+struct Link;
+impl Query for Link {
+    type Key = u32;
+    type Value = u64;
+    const NAME: &'static str = "link";
+    fn execute(db: &Database, n: &u32) -> Result<u64, QueryError> {
+        count_execution();
+        if *n == 0 {
+            return Ok(num(db, 0));
+        }
+        Ok(db.get::<Link>(&(n - 1))? + 1)
+    }
+}
+
+/// Builds a chain `levels` deep, edits its bottom and fetches the top again, then
+/// deep-verifies it after an unrelated write; returns the three times in ms. Run on the
+/// caller's (small) stack: a stack overflow aborts the process.
+pub fn depth_chain(levels: u32) -> [f64; 3] {
+    let mut db = new_database(1);
+    let top = levels - 1;
+    let base = shape::initial_input(0);
+    let timed = |db: &Database, expected_runs: usize, bottom: u64| {
+        let before = executions();
+        let start = Instant::now();
+        assert_eq!(db.get::<Link>(&top), Ok(bottom + u64::from(top)));
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        assert_eq!(
+            executions() - before,
+            expected_runs,
+            "kiln depth executions"
+        );
+        ms
+    };
+    let build = timed(&db, levels as usize, base);
+    db.set_input::<Num>(0, base + 1, Durability::Low);
+    let edit = timed(&db, levels as usize, base + 1);
+    db.synthetic_write(Durability::Low);
+    let verify = timed(&db, 0, base + 1);
+    [build, edit, verify]
+}

@@ -684,3 +684,40 @@ impl<K: SalsaKey, D: Database> Rep for KeyedDeepVerify<K, D> {
         timed_ns as f64 / (shape::DEEP_ROUNDS * shape::DEEP_ROOTS * shape::DEEP_TREE_MEMOS) as f64
     }
 }
+
+// ---- depth -----------------------------------------------------------------------
+
+#[salsa::tracked(returns(copy))]
+fn link(db: &dyn Database, bottom: Num, n: u32) -> u64 {
+    count_execution();
+    if n == 0 {
+        return bottom.value(db);
+    }
+    link(db, bottom, n - 1) + 1
+}
+
+/// The same chain as kiln's `depth_chain`, with the same three steps.
+pub fn depth_chain(levels: u32) -> [f64; 3] {
+    let mut db = DatabaseImpl::new();
+    let base = shape::initial_input(0);
+    let bottom = Num::new(&db, base);
+    let top = levels - 1;
+    let timed = |db: &DatabaseImpl, expected_runs: usize, value: u64| {
+        let before = executions();
+        let start = Instant::now();
+        assert_eq!(link(db, bottom, top), value + u64::from(top));
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        assert_eq!(
+            executions() - before,
+            expected_runs,
+            "salsa depth executions"
+        );
+        ms
+    };
+    let build = timed(&db, levels as usize, base);
+    bottom.set_value(&mut db).to(base + 1);
+    let edit = timed(&db, levels as usize, base + 1);
+    db.synthetic_write(Durability::LOW);
+    let verify = timed(&db, 0, base + 1);
+    [build, edit, verify]
+}
