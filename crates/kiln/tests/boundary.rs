@@ -271,8 +271,9 @@ fn outputs_and_the_index_honour_the_umask() {
     }
 }
 
-/// Item 8: temporary files a killed writer left in `out/` are removed by a later build once
-/// they are old enough not to be another writer's.
+/// Item 8: temporary files a killed writer left in `out/` are removed by a later build:
+/// every one of them, however young, because the build holds the directory's lock and so
+/// no live writer can own one; a user's file that merely looks similar is left alone.
 #[test]
 fn stale_temporary_files_in_the_output_directory_are_removed() {
     let f = Fixture::new();
@@ -290,11 +291,54 @@ fn stale_temporary_files_in_the_output_directory_are_removed() {
     f.build();
     assert!(!f.path("project/out/.kiln-tmp-a1b2c3").exists());
     assert!(!f.path("project/out/.tmpA1b2C3").exists());
-    assert!(
-        f.path("project/out/.kiln-tmp-fresh").exists(),
-        "may be a live writer's"
-    );
+    assert!(!f.path("project/out/.kiln-tmp-fresh").exists());
     assert!(f.path("project/out/.tmpnotours").exists());
+}
+
+/// While another process holds the output directory's lock (a build writing into it), a
+/// build waits for it and says so; once it holds the directory, the temporary file the
+/// other writer left is a dead writer's and goes.
+#[cfg(unix)]
+#[test]
+fn a_build_waits_for_another_writer_of_its_output_directory() {
+    let f = Fixture::new();
+    f.build();
+    let out = f.path("project/out");
+    let holder = std::fs::File::open(&out).unwrap();
+    holder.lock().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let worker = {
+        let manifest = f.path("project/kiln.toml");
+        std::thread::spawn(move || {
+            let mut project = Project::open(&BuildOptions {
+                manifest,
+                ..BuildOptions::default()
+            })
+            .unwrap();
+            let report = project.build(&|_| {}).unwrap();
+            tx.send(report).unwrap();
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        rx.try_recv().is_err(),
+        "the build did not wait for the lock"
+    );
+    std::fs::write(out.join(".kiln-tmp-live"), b"the holder's").unwrap();
+    drop(holder);
+    let report = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the build finished once the lock was released");
+    worker.join().unwrap();
+    assert!(
+        report
+            .diagnostics
+            .iter()
+            .any(|d| d.message.contains("waited for another kiln process")),
+        "{:?}",
+        report.diagnostics
+    );
+    assert!(!out.join(".kiln-tmp-live").exists());
 }
 
 /// A store whose every save fails.

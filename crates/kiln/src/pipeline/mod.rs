@@ -519,6 +519,14 @@ impl Project {
 
         let all_variants = self.variants();
         let total = all_variants.len();
+        // A shard writes no outputs, so it leaves the output directory alone.
+        let (out_lock, waited) = match self.shard {
+            Some(_) => (None, false),
+            None => {
+                let (lock, waited) = self.prepare_out_dir()?;
+                (Some(lock), waited)
+            }
+        };
         let last = self.take_last_build();
         let revisions = self.revisions();
         let pinned = self.invalidate_stale_revisions(&revisions);
@@ -530,24 +538,16 @@ impl Project {
         let (variants, shard) = self.plan_remote(variants);
         // Each up-to-date variant contributed one entry per target.
         let up_to_date_variants = up_to_date.len() / self.manifest.targets.len().max(1);
-        // A shard writes no outputs.
-        let prepared = match self.shard {
-            Some(_) => Ok(()),
-            None => self.prepare_out_dir(),
-        };
         let mut results = Vec::with_capacity(variants.len());
-        if prepared.is_ok() {
-            // In chunks, with the engine's byte budgets enforced after each: a text is
-            // needed only until its variant is compiled, and a cold build of 100,000
-            // variants would otherwise hold every one until the end.
-            for chunk in variants.chunks(VARIANTS_PER_EVICTION) {
-                let done = up_to_date_variants + results.len();
-                results.extend(self.run_variants(chunk, &last, done, total, progress));
-                self.db.evict();
-            }
+        // In chunks, with the engine's byte budgets enforced after each: a text is needed
+        // only until its variant is compiled, and a cold build of 100,000 variants would
+        // otherwise hold every one until the end.
+        for chunk in variants.chunks(VARIANTS_PER_EVICTION) {
+            let done = up_to_date_variants + results.len();
+            results.extend(self.run_variants(chunk, &last, done, total, progress));
+            self.db.evict();
         }
         drop(pinned);
-        prepared?;
 
         let counts = self.events.take();
         let mut report = BuildReport {
@@ -562,6 +562,12 @@ impl Project {
             evicted: counts.evicted + evicted_before,
             ..BuildReport::default()
         };
+        if waited {
+            report.diagnostics.push(Diagnostic::warning(format!(
+                "waited for another kiln process building into {}",
+                self.out_dir.display()
+            )));
+        }
         let (built, failed) = self.sort_results(&variants, results, &mut report);
         report.shard = shard;
         if self.shard.is_some() {
@@ -574,6 +580,7 @@ impl Project {
         }
 
         let written = self.write_outputs(built, failed, last, up_to_date, &revisions);
+        drop(out_lock);
         report.outputs_ready = started.elapsed();
         // Even when writing outputs failed, what was compiled is kept.
         self.pool.install(|| self.db.context().flush_saves(false));

@@ -158,8 +158,47 @@ pub fn output_path(
 pub const TEMP_PREFIX: &str = ".kiln-tmp-";
 
 /// A temporary file left by a writer that was killed is removed by the next build once it is
-/// this old (a live write takes milliseconds; another kiln may be writing right now).
+/// this old, where the output directory cannot be locked (see [`OutDirLock`]): a live write
+/// takes milliseconds, and another kiln may be writing right now.
 pub const TEMP_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+/// An exclusive advisory lock (`flock`) on an output directory, held by a build from reading
+/// the last index to writing the new one: two kiln processes building into one directory
+/// take turns instead of interleaving their writes and removals, and a temporary file found
+/// there by the holder can only be a killed writer's. The kernel releases it when its holder
+/// exits, however it exits.
+pub struct OutDirLock {
+    /// The open directory the lock is on; `None` where directories cannot be locked.
+    _dir: Option<std::fs::File>,
+}
+
+impl OutDirLock {
+    /// Creates `out_dir` if missing and locks it, waiting while another process holds it.
+    /// Returns the lock and whether it had to wait.
+    pub fn acquire(out_dir: &Path) -> std::io::Result<(OutDirLock, bool)> {
+        std::fs::create_dir_all(out_dir)?;
+        #[cfg(unix)]
+        {
+            let dir = std::fs::File::open(out_dir)?;
+            let waited = match dir.try_lock() {
+                Ok(()) => false,
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    dir.lock()?;
+                    true
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(e),
+            };
+            Ok((OutDirLock { _dir: Some(dir) }, waited))
+        }
+        #[cfg(not(unix))]
+        Ok((OutDirLock { _dir: None }, false))
+    }
+
+    /// Whether the directory is really locked, so that its temporary files are nobody's.
+    pub fn is_exclusive(&self) -> bool {
+        self._dir.is_some()
+    }
+}
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same directory, then a
 /// rename, so that a reader (or a crash) never sees half a file. The file is created with
@@ -223,9 +262,10 @@ fn write_atomic_with(
     }
 }
 
-/// Removes temporary files older than [`TEMP_MAX_AGE`] directly in `out_dir`, left there by
-/// a writer that was killed. Returns how many were removed; best effort.
-pub fn remove_stale_temps(out_dir: &Path) -> usize {
+/// Removes the temporary files directly in `out_dir` that a killed writer left there: all of
+/// them under an exclusive [`OutDirLock`], else those older than [`TEMP_MAX_AGE`]. Returns how
+/// many were removed; best effort.
+pub fn remove_stale_temps(out_dir: &Path, lock: &OutDirLock) -> usize {
     let Ok(entries) = std::fs::read_dir(out_dir) else {
         return 0;
     };
@@ -243,9 +283,14 @@ pub fn remove_stale_temps(out_dir: &Path) -> usize {
             .metadata()
             .ok()
             .filter(std::fs::Metadata::is_file)
-            .and_then(|m| m.modified().ok())
-            .and_then(|modified| now.duration_since(modified).ok())
-            .is_some_and(|age| age >= TEMP_MAX_AGE);
+            .is_some_and(|meta| {
+                lock.is_exclusive()
+                    || meta
+                        .modified()
+                        .ok()
+                        .and_then(|modified| now.duration_since(modified).ok())
+                        .is_some_and(|age| age >= TEMP_MAX_AGE)
+            });
         if stale && std::fs::remove_file(entry.path()).is_ok() {
             removed += 1;
         }

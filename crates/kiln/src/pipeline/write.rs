@@ -4,7 +4,7 @@
 //! One output that cannot be written fails its variant alone.
 
 use super::diagnostic::Diagnostic;
-use super::output::{self, output_path, Index, IndexEntry, INDEX_FILE};
+use super::output::{self, output_path, Index, IndexEntry, OutDirLock, INDEX_FILE};
 use super::queries::Artifacts;
 use super::services::VariantArtifacts;
 use super::stat::{FileStat, OutputStats};
@@ -37,16 +37,18 @@ pub(super) type WriteResult = Result<VariantWrite, Diagnostic>;
 pub(super) type Built<'v> = (&'v VariantId, Artifacts, WriteResult);
 
 impl Project {
-    /// Creates the output directory and removes what killed writers left in it, before
-    /// any output is written.
-    pub(super) fn prepare_out_dir(&self) -> Result<(), ProjectError> {
+    /// Creates and locks the output directory (another kiln building into it finishes
+    /// first) and removes what killed writers left in it, before the last build's index is
+    /// read. Returns the lock, to hold until `index.json` is written, and whether it waited.
+    pub(super) fn prepare_out_dir(&self) -> Result<(OutDirLock, bool), ProjectError> {
         let out_dir = &self.out_dir;
-        std::fs::create_dir_all(out_dir).map_err(|source| ProjectError::Output {
-            path: out_dir.clone(),
-            source,
-        })?;
-        output::remove_stale_temps(out_dir);
-        Ok(())
+        let (lock, waited) =
+            OutDirLock::acquire(out_dir).map_err(|source| ProjectError::Output {
+                path: out_dir.clone(),
+                source,
+            })?;
+        output::remove_stale_temps(out_dir, &lock);
+        Ok((lock, waited))
     }
 
     /// Records the outputs written while the variants ran (see `run_variants`), removes
