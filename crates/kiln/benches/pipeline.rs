@@ -25,7 +25,13 @@
 //!   beyond it (store saves, atomic output writes) timed alone against plain writes.
 //! - `pipeline warm_phase ...`: a warm build's steps timed one by one (see `phases`).
 //!
-//! `KILN_BENCH_TARGETS=spirv` (a comma list) changes the targets; `KILN_BENCH_DIR=/dev/shm`
+//! No cold rep's files are deleted before the last cold rep has run: ext4 skips inodes freed
+//! in the last minute when it allocates new ones, reading their inode table blocks, and that
+//! made whichever contender ran right after a deletion pay up to a third of its time in the
+//! kernel (seen with `perf`).
+//!
+//! `KILN_BENCH_GENERATE=<dir>` only writes the project into `<dir>` (to profile `kiln build`
+//! on it by hand). `KILN_BENCH_TARGETS=spirv` (a comma list) changes the targets; `KILN_BENCH_DIR=/dev/shm`
 //! generates the project there instead of the system's temporary directory (creating a file
 //! costs ~0.8 ms of kernel time on these VMs' ext4 and ~0.02 ms on tmpfs, so the two separate
 //! kiln's compile overhead from its file-creation overhead). Without `--bench` (as under
@@ -117,7 +123,7 @@ impl Cpu {
 
 fn run(full: bool) -> Result<(), String> {
     let scale = if full { FULL } else { SMOKE };
-    let cold_reps = if full { 3 } else { 1 };
+    let cold_reps = if full { 5 } else { 1 };
     let warm_reps = if full { 7 } else { 1 };
     let target_names: Vec<String> = std::env::var("KILN_BENCH_TARGETS")
         .unwrap_or_else(|_| "spirv,msl,hlsl".to_owned())
@@ -130,6 +136,16 @@ fn run(full: bool) -> Result<(), String> {
         .map(|name| TargetConfig::parse(name, &Default::default()).map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;
 
+    // Profiling aid: write the project where asked and stop, to run `kiln build` on it by hand.
+    if let Some(dir) = std::env::var_os("KILN_BENCH_GENERATE") {
+        let options = project::Options {
+            bench: "pipeline",
+            targets: &target_names,
+            edit_points: false,
+        };
+        project::generate(Path::new(&dir), scale, &options).map_err(|e| e.to_string())?;
+        return Ok(());
+    }
     let temp = match std::env::var_os("KILN_BENCH_DIR") {
         Some(dir) => tempfile::tempdir_in(dir),
         None => tempfile::tempdir(),
@@ -137,7 +153,6 @@ fn run(full: bool) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     let probe = temp.path().join("fs-probe");
     let create_cost = file_create_cost(&probe)?;
-    remove(&probe);
     let options = project::Options {
         bench: "pipeline",
         targets: &target_names,
@@ -188,7 +203,6 @@ fn run(full: bool) -> Result<(), String> {
                     raw_times.push(started.elapsed());
                     raw_cpu.push(Cpu::now().since(cpu));
                     raw_phases.push(phases);
-                    remove(&dir);
                 }
                 contender => {
                     let jobs = contender;
@@ -201,14 +215,9 @@ fn run(full: bool) -> Result<(), String> {
                         jobs1_times.push(elapsed);
                         jobs1_cpu.push(cpu);
                         // The last jobs=1 build's store and outputs are the warm builds' input.
-                        if let Some((old, _)) = warm_dirs.replace((out, cache)) {
-                            if let Some(parent) = old.parent() {
-                                remove(parent);
-                            }
-                        }
+                        warm_dirs = Some((out, cache));
                     } else {
                         jobs2_times.push(elapsed);
-                        remove(&dir);
                     }
                 }
             }

@@ -16,9 +16,10 @@
 //!
 //! naga recurses over expressions: a 5,000-term sum overflows a worker thread's stack, and a
 //! stack overflow aborts the process, which no `catch_unwind` can contain. So every call into
-//! naga runs on a stack of its own of [`COMPILE_STACK_BYTES`] (memory is committed only as it
-//! is used), and a text whose statements exceed [`MAX_STATEMENT_OPERATORS`] operators or
-//! [`MAX_NESTING`] nested brackets is refused before naga sees it: within those bounds, the
+//! naga runs with [`COMPILE_STACK_BYTES`] of stack (committed only as it is used; kiln's
+//! workers have that much, other threads get a stack of their own), and a text whose
+//! statements exceed [`MAX_STATEMENT_OPERATORS`] operators or [`MAX_NESTING`] nested
+//! brackets is refused before naga sees it: within those bounds, the
 //! stack is enough for every front end, the validator and every back end (see the tests).
 
 mod constants;
@@ -154,6 +155,20 @@ impl FrontEnd {
 
 /// The stack every call into naga runs on (reserved address space; committed as used).
 pub const COMPILE_STACK_BYTES: usize = 256 << 20;
+
+/// The stack of kiln's worker threads: [`COMPILE_STACK_BYTES`] for the compiler plus room for
+/// the engine and the pipeline above it, so that compiles run in place (see
+/// [`on_compile_stack`]).
+pub const WORKER_STACK_BYTES: usize = COMPILE_STACK_BYTES + (16 << 20);
+
+/// Runs `f` with at least [`COMPILE_STACK_BYTES`] of stack: in place on a thread that has that
+/// much left (kiln's workers, created with [`WORKER_STACK_BYTES`]), else on a stack of its
+/// own. A new stack per call costs an mmap, a munmap that shoots down TLBs, and a zero-filled
+/// page fault for every stack page touched, several times per variant; a worker's stack pages
+/// stay mapped from one compile to the next.
+fn on_compile_stack<R>(f: impl FnOnce() -> R) -> R {
+    stacker::maybe_grow(COMPILE_STACK_BYTES, COMPILE_STACK_BYTES, f)
+}
 
 /// At most this many operator characters (`+ - * / % & | ^ < > ! = ~`) in one statement
 /// (text between `;`, `{` and `}`) of a text given to naga.
@@ -601,7 +616,7 @@ fn contain_native<T>(
     compiler: &str,
     f: impl FnOnce() -> Result<T, CompileError>,
 ) -> Result<T, CompileError> {
-    match stacker::grow(COMPILE_STACK_BYTES, || catch_unwind(AssertUnwindSafe(f))) {
+    match on_compile_stack(|| catch_unwind(AssertUnwindSafe(f))) {
         Ok(result) => result,
         Err(payload) => Err(CompileError::new(
             CompilePhase::Panic,
@@ -634,7 +649,7 @@ fn contain_named<T>(
     phase: CompilePhase,
     f: impl FnOnce() -> Result<T, CompileError>,
 ) -> Result<T, CompileError> {
-    match stacker::grow(COMPILE_STACK_BYTES, || catch_unwind(AssertUnwindSafe(f))) {
+    match on_compile_stack(|| catch_unwind(AssertUnwindSafe(f))) {
         Ok(result) => result,
         Err(payload) => {
             let what = payload

@@ -302,6 +302,7 @@ impl Project {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(jobs)
             .thread_name(|i| format!("kiln-worker-{i}"))
+            .stack_size(crate::compile::WORKER_STACK_BYTES)
             .build()
             .map_err(|source| ProjectError::Workers { jobs, source })?;
         let out_dir = options
