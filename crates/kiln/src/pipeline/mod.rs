@@ -539,6 +539,16 @@ impl Project {
         let (variants, shard) = self.plan_remote(variants);
         // Each up-to-date variant contributed one entry per target.
         let up_to_date_variants = up_to_date.len() / self.manifest.targets.len().max(1);
+        // Outputs are about to be written: a kill from here on may leave temporary files
+        // anywhere under `out/`, which the marker tells the next build to look for.
+        let marker = self.out_dir.join(output::WRITING_MARKER);
+        let marked = out_lock.is_some() && !variants.is_empty();
+        if marked {
+            std::fs::write(&marker, b"").map_err(|source| ProjectError::Output {
+                path: marker.clone(),
+                source,
+            })?;
+        }
         let mut results = Vec::with_capacity(variants.len());
         // In chunks, with the engine's byte budgets enforced after each: a text is needed
         // only until its variant is compiled, and a cold build of 100,000 variants would
@@ -581,6 +591,10 @@ impl Project {
         }
 
         let written = self.write_outputs(built, failed, last, up_to_date, &revisions);
+        if marked {
+            // Every temporary file is gone: renamed into place, or removed on an error.
+            let _ = std::fs::remove_file(&marker);
+        }
         drop(out_lock);
         report.outputs_ready = started.elapsed();
         // Even when writing outputs failed, what was compiled is kept.

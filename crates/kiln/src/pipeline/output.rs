@@ -169,7 +169,7 @@ pub const TEMP_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(15 
 /// exits, however it exits.
 pub struct OutDirLock {
     /// The open directory the lock is on; `None` where directories cannot be locked.
-    _dir: Option<std::fs::File>,
+    dir: Option<std::fs::File>,
 }
 
 impl OutDirLock {
@@ -188,15 +188,15 @@ impl OutDirLock {
                 }
                 Err(std::fs::TryLockError::Error(e)) => return Err(e),
             };
-            Ok((OutDirLock { _dir: Some(dir) }, waited))
+            Ok((OutDirLock { dir: Some(dir) }, waited))
         }
         #[cfg(not(unix))]
-        Ok((OutDirLock { _dir: None }, false))
+        Ok((OutDirLock { dir: None }, false))
     }
 
     /// Whether the directory is really locked, so that its temporary files are nobody's.
     pub fn is_exclusive(&self) -> bool {
-        self._dir.is_some()
+        self.dir.is_some()
     }
 }
 
@@ -204,21 +204,21 @@ impl OutDirLock {
 /// rename, so that a reader (or a crash) never sees half a file. The file is created with
 /// mode 0666 narrowed by the umask, like any build tool's outputs. Returns the written file's
 /// metadata, taken before the rename so that it describes kiln's bytes and nobody else's.
+///
+/// Outputs too get their temporary file beside them, not in one directory: ext4 allocates a
+/// new file's inode near its directory's, so temporary files all made in `out/` would crowd
+/// one block group, the one where the previous build's removals freed inodes that ext4 scans
+/// past for a minute. A killed writer's leftovers are found through the [`WRITING_MARKER`].
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<std::fs::Metadata> {
     let dir = path.parent().unwrap_or(Path::new("."));
     write_atomic_via(dir, path, bytes)
 }
 
-/// [`write_atomic`] with the temporary file in `out_dir` itself rather than beside `path`
-/// (same file system), so that [`remove_stale_temps`] finds a killed writer's leftovers by
-/// listing one directory.
-pub fn write_output(
-    out_dir: &Path,
-    path: &Path,
-    bytes: &[u8],
-) -> std::io::Result<std::fs::Metadata> {
-    write_atomic_via(out_dir, path, bytes)
-}
+/// A file in the output directory that says outputs may be being written: made by a build
+/// before it writes its first output, removed once its index is written. Found by the next
+/// build, it means a writer was killed and may have left temporary files anywhere under the
+/// output directory.
+pub const WRITING_MARKER: &str = ".kiln-writing";
 
 fn write_atomic_via(
     temp_dir: &Path,
@@ -262,40 +262,54 @@ fn write_atomic_with(
     }
 }
 
-/// Removes the temporary files directly in `out_dir` that a killed writer left there: all of
-/// them under an exclusive [`OutDirLock`], else those older than [`TEMP_MAX_AGE`]. Returns how
-/// many were removed; best effort.
+/// Removes the temporary files a killed writer left in `out_dir`: all of them under an
+/// exclusive [`OutDirLock`], else those older than [`TEMP_MAX_AGE`]. Directly in `out_dir`
+/// (the index and the stat file are written there) always; in every directory below it only
+/// when the [`WRITING_MARKER`] says a writer was killed while writing outputs, which it then
+/// removes. Returns how many were removed; best effort.
 pub fn remove_stale_temps(out_dir: &Path, lock: &OutDirLock) -> usize {
-    let Ok(entries) = std::fs::read_dir(out_dir) else {
-        return 0;
-    };
-    let now = std::time::SystemTime::now();
+    let marker = out_dir.join(WRITING_MARKER);
+    let killed_writer = marker.exists();
     let mut removed = 0;
-    for entry in entries.flatten() {
-        let is_temp = entry
-            .file_name()
-            .to_str()
-            .is_some_and(|name| name.starts_with(TEMP_PREFIX) || is_legacy_temp(name));
-        if !is_temp {
+    let mut dirs = vec![out_dir.to_owned()];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
-        }
-        let stale = entry
-            .metadata()
-            .ok()
-            .filter(std::fs::Metadata::is_file)
-            .is_some_and(|meta| {
-                lock.is_exclusive()
-                    || meta
-                        .modified()
-                        .ok()
-                        .and_then(|modified| now.duration_since(modified).ok())
-                        .is_some_and(|age| age >= TEMP_MAX_AGE)
-            });
-        if stale && std::fs::remove_file(entry.path()).is_ok() {
-            removed += 1;
+        };
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                if killed_writer {
+                    dirs.push(entry.path());
+                }
+                continue;
+            }
+            if kind.is_file() && is_stale_temp(&entry, lock) {
+                removed += usize::from(std::fs::remove_file(entry.path()).is_ok());
+            }
         }
     }
+    if killed_writer && lock.is_exclusive() {
+        let _ = std::fs::remove_file(marker);
+    }
     removed
+}
+
+fn is_stale_temp(entry: &std::fs::DirEntry, lock: &OutDirLock) -> bool {
+    let is_temp = entry
+        .file_name()
+        .to_str()
+        .is_some_and(|name| name.starts_with(TEMP_PREFIX) || is_legacy_temp(name));
+    is_temp
+        && (lock.is_exclusive()
+            || entry
+                .metadata()
+                .ok()
+                .and_then(|meta| meta.modified().ok())
+                .and_then(|modified| std::time::SystemTime::now().duration_since(modified).ok())
+                .is_some_and(|age| age >= TEMP_MAX_AGE))
 }
 
 /// tempfile's default names (`.tmpXXXXXX`), which earlier versions of kiln left behind.

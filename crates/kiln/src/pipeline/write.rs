@@ -260,7 +260,7 @@ impl Project {
                         path.display()
                     ))
                 })?;
-                let meta = output::write_output(&self.out_dir, &path, &bytes)
+                let meta = output::write_atomic(&path, &bytes)
                     .map_err(|e| fail(format!("cannot write output {}: {e}", path.display())))?;
                 stats.push((relative.clone(), FileStat::of(&meta)));
                 count += 1;
