@@ -21,6 +21,8 @@
 //! - `pipeline cold_vs_raw cpu_ratio=` / `pipeline warm_vs_cold cpu_ratio=`: the same from the
 //!   process's CPU time (user + system), which other processes on a shared machine disturb far
 //!   less than wall time.
+//! - `pipeline warm_vs_make ratio=<kiln no-op / make no-op>` (target <= 1): both in new
+//!   processes over the same up-to-date outputs (see `make_noop`).
 //! - `pipeline cold_phase ...`: the raw loop's time per step, and the file writes kiln does
 //!   beyond it (store saves, atomic output writes) timed alone against plain writes.
 //! - `pipeline warm_phase ...`: a warm build's steps timed one by one (see `phases`).
@@ -339,6 +341,23 @@ fn run(full: bool) -> Result<(), String> {
         ),
         None => {}
     }
+    if let Some(binary) = &binary {
+        match make_noop(&project, &out, &cache, binary, warm_reps, temp.path())? {
+            Some((kiln, make)) => println!(
+                "pipeline warm_vs_make ratio={:.3} kiln_ms={:.2} make_ms={:.2} min_ratio={:.3} \
+                 kiln_min_ms={:.2} make_min_ms={:.2} reps={warm_reps} (no-op, new processes \
+                 alternating: kiln build --jobs 1 against make -rR over a Makefile naming every \
+                 output with its source, includes and manifest as prerequisites)",
+                ratio(kiln.median, make.median),
+                ms(kiln.median),
+                ms(make.median),
+                ratio(kiln.min, make.min),
+                ms(kiln.min),
+                ms(make.min),
+            ),
+            None => println!("pipeline warm_vs_make skipped: no `make` on PATH"),
+        }
+    }
 
     let scratch = temp.path().join("write-costs");
     let (saves, atomic, plain) = write_costs(&out, &scratch)?;
@@ -508,6 +527,74 @@ fn write_costs(out: &Path, scratch: &Path) -> Result<(Duration, Duration, Durati
     let atomic = write_all(&scratch.join("atomic"), true)?;
     let plain = write_all(&scratch.join("plain"), false)?;
     Ok((saves, atomic, plain))
+}
+
+/// A no-op `kiln build` in a new process against a no-op `make` over the same outputs and
+/// inputs, alternating: a Makefile with one rule per output (prerequisites: the shader's
+/// source, every include, the manifest), as a generated build system would have. Both find
+/// everything up to date; `None` when `make` is missing.
+fn make_noop(
+    project: &Generated,
+    out: &Path,
+    cache: &Path,
+    binary: &Path,
+    reps: usize,
+    scratch: &Path,
+) -> Result<Option<(Stats, Stats)>, String> {
+    let make = Path::new("/usr/bin/make");
+    if !make.is_file() {
+        return Ok(None);
+    }
+    let mut includes: Vec<PathBuf> = std::fs::read_dir(project.root.join(project::INCLUDE_DIR))
+        .map_err(|e| e.to_string())?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .collect();
+    includes.sort();
+    let includes: Vec<String> = includes.iter().map(|p| p.display().to_string()).collect();
+    let sources: std::collections::HashMap<&str, PathBuf> = project
+        .variants
+        .iter()
+        .map(|v| (v.shader.as_str(), project.root.join(&v.source)))
+        .collect();
+    let index = Index::read(out);
+    let mut makefile = String::from("all:");
+    for entry in &index.entries {
+        makefile.push_str(&format!(" {}", out.join(&entry.path).display()));
+    }
+    makefile.push('\n');
+    for entry in &index.entries {
+        let source = sources
+            .get(entry.shader.as_str())
+            .ok_or("an index entry of an unknown shader")?;
+        makefile.push_str(&format!(
+            "{}: {} {} {}\n\t{} build --manifest {}\n",
+            out.join(&entry.path).display(),
+            source.display(),
+            includes.join(" "),
+            project.manifest.display(),
+            binary.display(),
+            project.manifest.display(),
+        ));
+    }
+    let makefile_path = scratch.join("Makefile");
+    std::fs::write(&makefile_path, makefile).map_err(|e| e.to_string())?;
+    let (mut kiln_times, mut make_times) = (Vec::new(), Vec::new());
+    for _ in 0..reps {
+        kiln_times.push(spawn_build(binary, &project.manifest, out, cache)?.0);
+        let started = Instant::now();
+        let ran = Command::new(make)
+            .arg("-rR")
+            .arg("-f")
+            .arg(&makefile_path)
+            .output()
+            .map_err(|e| e.to_string())?;
+        make_times.push(started.elapsed());
+        let said = String::from_utf8_lossy(&ran.stdout);
+        if !ran.status.success() || !said.contains("Nothing to be done") {
+            return Err(format!("make was not a no-op: {said}"));
+        }
+    }
+    Ok(Some((Stats::of(&kiln_times), Stats::of(&make_times))))
 }
 
 /// One `kiln build` in this process: open, build, drop (a process would exit there).

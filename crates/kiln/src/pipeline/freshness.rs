@@ -24,14 +24,15 @@ fn input_stamp(variant: &VariantId, revisions: &FxHashMap<Arc<str>, Revision>) -
 
 impl Project {
     /// Splits `variants` into the index entries of those whose outputs are current (see the
-    /// module documentation) and the variants the engine must look at. A variant this
-    /// process already built goes to the engine, whose verification is cheaper still.
+    /// module documentation), as ascending positions in `last.index.entries`, and the
+    /// variants the engine must look at. A variant this process already built goes to the
+    /// engine, whose verification is cheaper still.
     pub(super) fn up_to_date(
         &self,
         last: &LastBuild,
         variants: Vec<VariantId>,
         revisions: &FxHashMap<Arc<str>, Revision>,
-    ) -> (Vec<IndexEntry>, Vec<VariantId>) {
+    ) -> (Vec<usize>, Vec<VariantId>) {
         // What this process built goes to the engine; the rest is looked up by stamp.
         let (mut stale, variants): (Vec<VariantId>, Vec<VariantId>) = variants
             .into_iter()
@@ -42,7 +43,7 @@ impl Project {
         let by_stamp = entries_by_stamp(&last.index);
         let targets = self.manifest.targets.len();
         let out_dir = &self.out_dir;
-        let checked: Vec<Result<Vec<IndexEntry>, VariantId>> = self.pool.install(|| {
+        let checked: Vec<Result<Vec<usize>, VariantId>> = self.pool.install(|| {
             variants
                 .into_par_iter()
                 .map(|variant| {
@@ -50,7 +51,7 @@ impl Project {
                         .and_then(|stamp| by_stamp.get(stamp.as_str()))
                         .filter(|entries| entries.len() == targets);
                     let current = entries.filter(|entries| {
-                        entries.iter().all(|e| {
+                        entries.iter().all(|&(_, e)| {
                             !e.stale
                                 && !last.suspect.contains(&e.path)
                                 && std::fs::symlink_metadata(out_dir.join(&e.path)).is_ok_and(
@@ -62,7 +63,7 @@ impl Project {
                         })
                     });
                     match current {
-                        Some(entries) => Ok(entries.iter().map(|e| (*e).clone()).collect()),
+                        Some(entries) => Ok(entries.iter().map(|&(at, _)| at).collect()),
                         None => Err(variant),
                     }
                 })
@@ -75,17 +76,19 @@ impl Project {
                 Err(variant) => stale.push(variant),
             }
         }
+        current.sort_unstable();
         (current, stale)
     }
 }
 
-fn entries_by_stamp(index: &Index) -> FxHashMap<&str, Vec<&IndexEntry>> {
-    let mut by_stamp: FxHashMap<&str, Vec<&IndexEntry>> = FxHashMap::default();
-    for entry in &index.entries {
+/// The index's entries (with their positions) by input stamp.
+fn entries_by_stamp(index: &Index) -> FxHashMap<&str, Vec<(usize, &IndexEntry)>> {
+    let mut by_stamp: FxHashMap<&str, Vec<(usize, &IndexEntry)>> = FxHashMap::default();
+    for (at, entry) in index.entries.iter().enumerate() {
         by_stamp
             .entry(entry.inputs.as_str())
             .or_default()
-            .push(entry);
+            .push((at, entry));
     }
     by_stamp
 }

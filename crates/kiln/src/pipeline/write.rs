@@ -58,15 +58,27 @@ impl Project {
         built: Vec<Built<'_>>,
         mut failed: Failed,
         last: LastBuild,
-        up_to_date: Vec<IndexEntry>,
+        up_to_date: Vec<usize>,
         revisions: &FxHashMap<Arc<str>, Revision>,
     ) -> Result<Written, ProjectError> {
+        let mut last = last;
         let out_dir = &self.out_dir;
         let mut built_artifacts = FxHashMap::default();
         built_artifacts.reserve(built.len());
 
         let mut stats = last.stats;
-        let mut entries = up_to_date;
+        // Every entry of the last index still current (a no-op build, or one that only
+        // added variants): they are moved, not copied, and none is retired. Positions are
+        // distinct, so equal counts mean all of them.
+        let all_current = up_to_date.len() == last.index.entries.len();
+        let mut entries = if all_current {
+            std::mem::take(&mut last.index.entries)
+        } else {
+            up_to_date
+                .iter()
+                .map(|&at| last.index.entries[at].clone())
+                .collect()
+        };
         let mut written = Written {
             written: 0,
             removed: 0,
@@ -177,11 +189,21 @@ impl Project {
             path: out_dir.join(INDEX_FILE),
             source,
         };
-        if index != last.index || last.index_suspect {
+        // With the entries moved out of `last.index`, it holds them iff nothing was added.
+        let unchanged = if all_current {
+            index.entries.len() == up_to_date.len()
+                && index.failures == last.index.failures
+                && index.kiln_version == last.index.kiln_version
+        } else {
+            index == last.index
+        };
+        if !unchanged || last.index_suspect {
             let meta = index.write(out_dir).map_err(index_error)?;
             stats.record(INDEX_FILE, FileStat::of(&meta));
         }
-        stats.retain(|path| path == INDEX_FILE || find(&index.entries, path).is_some());
+        if !unchanged {
+            stats.retain(|path| path == INDEX_FILE || find(&index.entries, path).is_some());
+        }
         if stats.needs_write() || last.index_suspect {
             stats.seal_and_write(out_dir).map_err(index_error)?;
         }
