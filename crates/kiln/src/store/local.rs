@@ -143,6 +143,9 @@ CREATE INDEX entries_by_last_use ON entries (last_used);
 const LOAD: &str = "SELECT id, size, checksum, last_used, payload
     FROM entries WHERE namespace = ?1 AND key = ?2";
 
+/// Whether an entry exists, without reading its columns.
+const CONTAINS: &str = "SELECT 1 FROM entries WHERE namespace = ?1 AND key = ?2";
+
 /// Identical content (another process saved the same key) is not rewritten.
 const UPSERT: &str = "INSERT INTO entries (namespace, key, size, checksum, last_used, payload)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
@@ -693,6 +696,28 @@ impl ArtifactStore for LocalStore {
 
     fn save_many(&self, entries: &[SaveEntry<'_>]) -> Result<(), SaveManyError> {
         self.write_entries(entries)
+    }
+
+    fn contains_many(&self, entries: &[(Namespace, ContentKey)]) -> Vec<bool> {
+        let held = self.with_pooled(false, |pooled| {
+            let mut held = Vec::with_capacity(entries.len());
+            for (ns, key) in entries {
+                let found = match pooled.namespace_id(ns)? {
+                    Some(ns_id) => pooled
+                        .conn
+                        .prepare_cached(CONTAINS)?
+                        .exists((ns_id, &key.as_bytes()[..]))?,
+                    None => false,
+                };
+                held.push(found);
+            }
+            Ok(held)
+        });
+        match held {
+            Ok(Some(held)) => held,
+            // No database yet, or it cannot be read: nothing is held.
+            Ok(None) | Err(_) => vec![false; entries.len()],
+        }
     }
 
     fn flush(&self) -> Result<(), StoreError> {

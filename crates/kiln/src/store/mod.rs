@@ -109,6 +109,16 @@ pub trait ArtifactStore: Send + Sync {
         vec![false; entries.len()]
     }
 
+    /// Which of `entries` the store holds, without reading their bytes where it can (a held
+    /// entry may still turn out corrupt when loaded; an error is "not held"). The default
+    /// loads each.
+    fn contains_many(&self, entries: &[(Namespace, ContentKey)]) -> Vec<bool> {
+        entries
+            .iter()
+            .map(|(ns, key)| matches!(self.load(ns, key), Ok(Lookup::Hit(_))))
+            .collect()
+    }
+
     /// The remote cache behind this store, if any (for its report and recorded compile
     /// times). The default has none.
     fn remote(&self) -> Option<&RemoteStore> {
@@ -137,6 +147,10 @@ impl<S: ArtifactStore + ?Sized> ArtifactStore for Arc<S> {
         (**self).prefetch(entries)
     }
 
+    fn contains_many(&self, entries: &[(Namespace, ContentKey)]) -> Vec<bool> {
+        (**self).contains_many(entries)
+    }
+
     fn remote(&self) -> Option<&RemoteStore> {
         (**self).remote()
     }
@@ -161,6 +175,10 @@ impl<S: ArtifactStore + ?Sized> ArtifactStore for &S {
 
     fn prefetch(&self, entries: &[(Namespace, ContentKey)]) -> Vec<bool> {
         (**self).prefetch(entries)
+    }
+
+    fn contains_many(&self, entries: &[(Namespace, ContentKey)]) -> Vec<bool> {
+        (**self).contains_many(entries)
     }
 
     fn remote(&self) -> Option<&RemoteStore> {

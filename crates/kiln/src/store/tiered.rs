@@ -4,23 +4,28 @@
 //!
 //! Design decisions:
 //! - Batches, not round trips: before a build loads anything, [`ArtifactStore::prefetch`]
-//!   receives every key it is about to load; what the local store lacks is fetched from the
-//!   remote in pipelines and written to the local store in one batch. The loads that follow
-//!   are answered from memory. A load that was not announced still works, one round trip.
+//!   receives every key it is about to load; what the local store lacks (asked without
+//!   reading bytes) is fetched from the remote in pipelines and written to the local store
+//!   in one batch. The loads that follow are answered from memory, up to a bound, then from
+//!   the local store. A load that was not announced still works, one round trip.
 //! - The local store's answers and errors are the build's; the remote's failures never are
 //!   (see [`super::remote`]): they end up in one report per build.
 
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::remote::RemoteStore;
 use super::{ArtifactStore, ContentKey, Lookup, Namespace, SaveEntry, SaveManyError, StoreError};
 
-/// Prefetched bytes kept in memory at most; past it, loads fetch one by one.
-const MAX_PREFETCH_BYTES: usize = 512 << 20;
+/// Bytes fetched from the remote kept in memory for their load at most; past it, a load
+/// reads them back from the local store, where every fetched entry was saved.
+const MAX_PREFETCH_BYTES: usize = 64 << 20;
+
+/// Entries fetched from the remote per pipelined request and local save: a few MB of
+/// artifacts, and several of the remote client's pipelines in flight.
+const FETCH_CHUNK: usize = 2048;
 
 /// The local store in front of a remote cache.
 pub struct TieredStore {
@@ -102,66 +107,54 @@ impl ArtifactStore for TieredStore {
         // have it by now.
         self.ahead.lock().clear();
         self.absent.lock().clear();
-        // The local store first, in parallel (a load verifies a checksum); its hits wait in
-        // memory for their load, so nothing is read twice.
-        let local: Vec<Option<Vec<u8>>> = entries
-            .par_iter()
-            .map(|(ns, key)| match self.local.load(ns, key) {
-                Ok(Lookup::Hit(bytes)) => Some(bytes),
-                _ => None,
-            })
+        // What the local store holds is loaded from it as usual; only its absence is
+        // asked here, without reading any bytes.
+        let missing: Vec<usize> = self
+            .local
+            .contains_many(entries)
+            .into_iter()
+            .enumerate()
+            .filter_map(|(index, held)| (!held).then_some(index))
             .collect();
-        let mut missing: Vec<usize> = Vec::new();
-        let mut held: usize = self.ahead.lock().values().map(Vec::len).sum();
-        {
-            let mut ahead = self.ahead.lock();
-            for (index, bytes) in local.into_iter().enumerate() {
-                let (ns, key) = &entries[index];
-                match bytes {
-                    Some(bytes) if held + bytes.len() <= MAX_PREFETCH_BYTES => {
-                        held += bytes.len();
-                        ahead.insert((ns.dir_name().to_owned(), *key), bytes);
-                    }
-                    // Read again by its load.
-                    Some(_) => {}
-                    None => missing.push(index),
-                }
-            }
-        }
+        let mut held = 0;
         let mut from_remote = vec![false; entries.len()];
         if missing.is_empty() {
             return from_remote;
         }
-        let asked: Vec<(&Namespace, &ContentKey)> = missing
-            .iter()
-            .map(|&i| (&entries[i].0, &entries[i].1))
-            .collect();
-        let fetched = self.remote.get_many(&asked);
-        let found: Vec<SaveEntry<'_>> = asked
-            .iter()
-            .zip(&fetched)
-            .filter_map(|((ns, key), bytes)| Some((*ns, *key, bytes.as_deref()?)))
-            .collect();
-        // Kept locally at once, in one batch: the next build needs no remote.
-        if let Err(e) = self.local.save_many(&found) {
-            tracing::debug!(%e, "cannot keep fetched artifacts in the local store");
-        }
-        drop(found);
+        // In chunks, so that a large build never holds every fetched byte at once: each
+        // chunk is kept locally (the next build needs no remote), then held for its load
+        // while the bound allows.
         let mut ahead = self.ahead.lock();
         let mut absent = self.absent.lock();
-        for (index, bytes) in missing.into_iter().zip(fetched) {
-            let (ns, key) = &entries[index];
-            let name = (ns.dir_name().to_owned(), *key);
-            match bytes {
-                Some(bytes) => {
-                    from_remote[index] = true;
-                    if held + bytes.len() <= MAX_PREFETCH_BYTES {
-                        held += bytes.len();
-                        ahead.insert(name, bytes);
+        for chunk in missing.chunks(FETCH_CHUNK) {
+            let asked: Vec<(&Namespace, &ContentKey)> = chunk
+                .iter()
+                .map(|&i| (&entries[i].0, &entries[i].1))
+                .collect();
+            let fetched = self.remote.get_many(&asked);
+            let found: Vec<SaveEntry<'_>> = asked
+                .iter()
+                .zip(&fetched)
+                .filter_map(|((ns, key), bytes)| Some((*ns, *key, bytes.as_deref()?)))
+                .collect();
+            if let Err(e) = self.local.save_many(&found) {
+                tracing::debug!(%e, "cannot keep fetched artifacts in the local store");
+            }
+            drop(found);
+            for (&index, bytes) in chunk.iter().zip(fetched) {
+                let (ns, key) = &entries[index];
+                let name = (ns.dir_name().to_owned(), *key);
+                match bytes {
+                    Some(bytes) => {
+                        from_remote[index] = true;
+                        if held + bytes.len() <= MAX_PREFETCH_BYTES {
+                            held += bytes.len();
+                            ahead.insert(name, bytes);
+                        }
                     }
-                }
-                None => {
-                    absent.insert(name);
+                    None => {
+                        absent.insert(name);
+                    }
                 }
             }
         }
