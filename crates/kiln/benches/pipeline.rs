@@ -27,9 +27,10 @@
 //!   beyond it (store saves, atomic output writes) timed alone against plain writes.
 //! - `pipeline warm_phase ...`: a warm build's steps timed one by one (see `phases`).
 //!
-//! No cold rep's files are deleted before the last cold rep has run: ext4 skips inodes freed
-//! in the last minute when it allocates new ones, reading their inode table blocks, and that
-//! made whichever contender ran right after a deletion pay up to a third of its time in the
+//! No cold rep's files are deleted before the last cold rep has run: this disk's ext4 has no
+//! journal, and then it checks every candidate inode against those freed in the last minute
+//! (`recently_deleted`, an inode-table lookup each) when it allocates a new one, which made
+//! whichever contender ran right after a deletion pay up to a third of its time in the
 //! kernel (seen with `perf`).
 //!
 //! `KILN_BENCH_GENERATE=<dir>` only writes the project into `<dir>` (to profile `kiln build`
