@@ -286,7 +286,7 @@ pub fn remove_stale_temps(out_dir: &Path, lock: &OutDirLock) -> usize {
                 }
                 continue;
             }
-            if kind.is_file() && is_stale_temp(&entry, lock) {
+            if kind.is_file() && is_stale_temp(&entry, dir == out_dir, lock) {
                 removed += usize::from(std::fs::remove_file(entry.path()).is_ok());
             }
         }
@@ -297,11 +297,13 @@ pub fn remove_stale_temps(out_dir: &Path, lock: &OutDirLock) -> usize {
     removed
 }
 
-fn is_stale_temp(entry: &std::fs::DirEntry, lock: &OutDirLock) -> bool {
+/// Whether `entry` is a killed writer's temporary file. Earlier versions' names count only
+/// directly in `out_dir` (`in_root`), the one place they wrote them.
+fn is_stale_temp(entry: &std::fs::DirEntry, in_root: bool, lock: &OutDirLock) -> bool {
     let is_temp = entry
         .file_name()
         .to_str()
-        .is_some_and(|name| name.starts_with(TEMP_PREFIX) || is_legacy_temp(name));
+        .is_some_and(|name| name.starts_with(TEMP_PREFIX) || (in_root && is_legacy_temp(name)));
     is_temp
         && (lock.is_exclusive()
             || entry
