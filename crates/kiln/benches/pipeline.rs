@@ -490,7 +490,7 @@ fn write_costs(out: &Path, scratch: &Path) -> Result<(Duration, Duration, Durati
         .iter()
         .map(|(target, path, bytes)| {
             (
-                Namespace::new(target.as_str(), compile::NAGA_VERSION),
+                Namespace::new(&**target, compile::NAGA_VERSION),
                 ContentKey::hash(path.as_bytes()),
                 &bytes[..],
             )
@@ -565,7 +565,7 @@ fn make_noop(
     makefile.push('\n');
     for entry in &index.entries {
         let source = sources
-            .get(entry.shader.as_str())
+            .get(&*entry.shader)
             .ok_or("an index entry of an unknown shader")?;
         makefile.push_str(&format!(
             "{}: {} {} {}\n\t{} build --manifest {}\n",

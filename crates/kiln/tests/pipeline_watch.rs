@@ -232,15 +232,12 @@ fn break_then_fix() {
         .unwrap();
     assert!(entry.stale, "{entry:?}");
     assert!(entry.failed_revision.is_some());
-    assert_ne!(
-        entry.failed_revision.as_deref(),
-        Some(entry.revision.as_str())
-    );
+    assert_ne!(entry.failed_revision.as_deref(), Some(&*entry.revision));
     assert!(index
         .entries
         .iter()
         .filter(|e| e.stale)
-        .all(|e| e.shader == "Sky"));
+        .all(|e| &*e.shader == "Sky"));
 
     f.edit(
         "shaders/sky.wgsl",

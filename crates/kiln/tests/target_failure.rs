@@ -58,7 +58,7 @@ fn under_watch_a_failed_pair_keeps_its_last_output_marked_stale_and_the_others_m
         index
             .entries
             .iter()
-            .find(|e| e.target == target)
+            .find(|e| &*e.target == target)
             .unwrap_or_else(|| panic!("no {target} entry: {index:?}"))
             .clone()
     };

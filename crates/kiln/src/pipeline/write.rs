@@ -134,15 +134,15 @@ impl Project {
                 continue;
             }
             let variant = VariantId {
-                shader: Arc::from(old.shader.as_str()),
-                pass: Arc::from(old.pass.as_str()),
-                keywords: old.keywords.iter().map(|k| Arc::from(k.as_str())).collect(),
+                shader: Arc::clone(&old.shader),
+                pass: Arc::clone(&old.pass),
+                keywords: Arc::clone(&old.keywords),
             };
             let target_kept = self
                 .manifest
                 .targets
                 .iter()
-                .any(|t| t.target().name() == old.target);
+                .any(|t| t.target().name() == &*old.target);
             // A kept output must still be kiln's bytes: one edited behind kiln's back is
             // removed like a retired one.
             if self.keep_failed_outputs
@@ -235,9 +235,10 @@ impl Project {
             .artifacts
             .get(variant)
             .is_some_and(|l| l.outputs == artifacts.outputs);
-        let keywords: Vec<String> = variant.keywords.iter().map(|k| k.to_string()).collect();
-        let digest = artifacts.key.digest();
-        let revision = format!("{:016x}", artifacts.key.revision());
+        // Shared by the variant's entries, one per target.
+        let digest: Arc<str> = artifacts.key.digest().into();
+        let revision: Arc<str> = format!("{:016x}", artifacts.key.revision()).into();
+        let inputs: Arc<str> = artifacts.stamp.to_string().into();
         let mut entries = Vec::with_capacity(artifacts.outputs.len());
         let mut stats = Vec::new();
         let mut count = 0;
@@ -245,7 +246,7 @@ impl Project {
             let relative = output_path(
                 &variant.shader,
                 &variant.pass,
-                &keywords,
+                &variant.keywords,
                 output.target.extension(),
             );
             let fail = |message: String| {
@@ -288,16 +289,16 @@ impl Project {
                 count += 1;
             }
             entries.push(IndexEntry {
-                shader: variant.shader.to_string(),
-                pass: variant.pass.to_string(),
-                keywords: keywords.clone(),
-                revision: revision.clone(),
-                digest: digest.clone(),
-                target: output.target.name().to_owned(),
+                shader: Arc::clone(&variant.shader),
+                pass: Arc::clone(&variant.pass),
+                keywords: Arc::clone(&variant.keywords),
+                revision: Arc::clone(&revision),
+                digest: Arc::clone(&digest),
+                target: output.target.name().into(),
                 path: relative,
                 bytes: output.bytes,
                 content_hash: output.hash.to_hex(),
-                inputs: artifacts.stamp.to_string(),
+                inputs: Arc::clone(&inputs),
                 stale: false,
                 failed_revision: None,
             });
