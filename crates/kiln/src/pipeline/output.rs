@@ -171,7 +171,7 @@ pub const TEMP_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(15 
 /// there by the holder can only be a killed writer's. The kernel releases it when its holder
 /// exits, however it exits.
 pub struct OutDirLock {
-    /// The open directory the lock is on; `None` where directories cannot be locked.
+    /// The open directory the lock is on; `None` where the directory cannot be locked.
     dir: Option<std::fs::File>,
 }
 
@@ -183,15 +183,16 @@ impl OutDirLock {
         #[cfg(unix)]
         {
             let dir = std::fs::File::open(out_dir)?;
-            let waited = match dir.try_lock() {
-                Ok(()) => false,
+            match dir.try_lock() {
+                Ok(()) => Ok((OutDirLock { dir: Some(dir) }, false)),
                 Err(std::fs::TryLockError::WouldBlock) => {
                     dir.lock()?;
-                    true
+                    Ok((OutDirLock { dir: Some(dir) }, true))
                 }
-                Err(std::fs::TryLockError::Error(e)) => return Err(e),
-            };
-            Ok((OutDirLock { dir: Some(dir) }, waited))
+                // A file system without locks (some network and FUSE ones): build unlocked,
+                // as before there was a lock, leaving young temporary files alone.
+                Err(std::fs::TryLockError::Error(_)) => Ok((OutDirLock { dir: None }, false)),
+            }
         }
         #[cfg(not(unix))]
         Ok((OutDirLock { dir: None }, false))
