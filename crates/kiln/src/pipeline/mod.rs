@@ -7,6 +7,7 @@ mod discover;
 mod events;
 mod farm;
 mod freshness;
+mod interned;
 mod output;
 mod queries;
 mod safe_output;

@@ -3,6 +3,7 @@
 //! changed; `index.json` is replaced atomically after every build.
 
 use super::diagnostic::Diagnostic;
+use super::interned;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -68,16 +69,22 @@ impl IndexFailure {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexEntry {
     /// Shader name.
+    #[serde(deserialize_with = "interned::string")]
     pub shader: Arc<str>,
     /// Pass name.
+    #[serde(deserialize_with = "interned::string")]
     pub pass: Arc<str>,
     /// Keywords, canonical order.
+    #[serde(deserialize_with = "interned::list")]
     pub keywords: Arc<[Arc<str>]>,
     /// Source revision (content hash of the include closure), 16 hex digits.
+    #[serde(deserialize_with = "interned::string")]
     pub revision: Arc<str>,
     /// The variant key's 12-hex digest (for logs).
+    #[serde(deserialize_with = "interned::string")]
     pub digest: Arc<str>,
     /// Target name.
+    #[serde(deserialize_with = "interned::string")]
     pub target: Arc<str>,
     /// Path relative to the output directory, `/`-separated.
     pub path: String,
@@ -88,7 +95,7 @@ pub struct IndexEntry {
     /// A hash of everything the output was built from (source revision, the shader's
     /// manifest entry, the targets, kiln's and naga's versions): when it still matches, the
     /// output is up to date without preprocessing or loading anything.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "interned::string")]
     pub inputs: Arc<str>,
     /// The output is the last good one of a variant that now fails to build (`kiln watch`
     /// keeps it for hot reload): not current. `kiln build` removes such outputs instead.
@@ -120,7 +127,7 @@ impl Index {
     /// Parses the bytes of `dir/index.json` as [`Index::read_checked`] does: malformed JSON is
     /// an empty index; entries with unsafe paths are dropped with a warning each.
     pub fn from_json_checked(dir: &Path, bytes: &[u8]) -> (Self, Vec<Diagnostic>) {
-        let mut index: Self = serde_json::from_slice(bytes).unwrap_or_default();
+        let mut index: Self = interned::parse(|| serde_json::from_slice(bytes)).unwrap_or_default();
         let warnings = super::safe_output::retain_safe_entries(dir, &mut index.entries);
         (index, warnings)
     }
