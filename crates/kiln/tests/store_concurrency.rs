@@ -221,3 +221,34 @@ fn child_process_worker() {
     let tally = work(&store, 128, false);
     println!("child done saves={} hits={}", tally.saves, tally.hits);
 }
+
+/// Several stores opening one brand-new database at the same moment, each saving and
+/// loading at once: the one that switches it to WAL must not make another's first query
+/// fail with "database is locked" (SQLite skips the busy handler for that upgrade; once seen
+/// under load in a CI dry run of `two_processes_share_one_store`).
+#[test]
+fn stores_opening_a_new_database_at_once_all_succeed() {
+    const OPENERS: usize = 6;
+    for round in 0..40 {
+        let dir = tempfile::tempdir().unwrap();
+        let barrier = std::sync::Barrier::new(OPENERS);
+        std::thread::scope(|scope| {
+            for opener in 0..OPENERS {
+                let (dir, barrier) = (dir.path(), &barrier);
+                scope.spawn(move || {
+                    let store = LocalStore::new(dir);
+                    let i = opener as u32;
+                    barrier.wait();
+                    if opener % 2 == 0 {
+                        store
+                            .save(&ns(), &key(i), &payload(i))
+                            .unwrap_or_else(|e| panic!("round {round} opener {opener}: {e}"));
+                    }
+                    store
+                        .load(&ns(), &key(i))
+                        .unwrap_or_else(|e| panic!("round {round} opener {opener}: {e}"));
+                });
+            }
+        });
+    }
+}

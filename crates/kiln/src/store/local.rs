@@ -416,8 +416,22 @@ impl LocalStore {
     fn prepare_schema(&self, conn: &mut Connection) -> Result<(), OpenError> {
         // Must precede the first table; ignored afterwards. Lets gc give pages back.
         conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL")?;
-        // WAL is recorded in the file; setting it again is a no-op.
-        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
+        // WAL is recorded in the file; setting it again is a no-op. Switching a new database
+        // to WAL while another process opens it too can fail at once with SQLITE_BUSY: SQLite
+        // skips the busy handler where waiting could deadlock (a read lock to upgrade), so
+        // the switch is retried here until the busy timeout.
+        let started = std::time::Instant::now();
+        let mode: String = loop {
+            match conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0)) {
+                Err(e)
+                    if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy)
+                        && started.elapsed() < BUSY_TIMEOUT =>
+                {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                other => break other?,
+            }
+        };
         if !mode.eq_ignore_ascii_case("wal") {
             tracing::debug!(path = %self.path.display(), mode, "store database not in WAL mode");
         }
