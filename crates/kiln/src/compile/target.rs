@@ -27,6 +27,15 @@ impl Target {
     /// Every target, in a stable order.
     pub const ALL: [Target; 5] = [Self::Spirv, Self::Msl, Self::Hlsl, Self::Glsl, Self::Wgsl];
 
+    /// [`Target::name`] as one shared allocation per process: every index entry of an
+    /// output for this target holds it.
+    pub fn shared_name(self) -> std::sync::Arc<str> {
+        static NAMES: std::sync::OnceLock<Vec<std::sync::Arc<str>>> = std::sync::OnceLock::new();
+        let names = NAMES.get_or_init(|| Self::ALL.iter().map(|t| t.name().into()).collect());
+        let at = Self::ALL.iter().position(|t| *t == self).unwrap_or(0);
+        std::sync::Arc::clone(&names[at])
+    }
+
     /// The manifest spelling.
     pub fn name(self) -> &'static str {
         match self {

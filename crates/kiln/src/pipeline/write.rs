@@ -57,11 +57,10 @@ impl Project {
         &mut self,
         built: Vec<Built<'_>>,
         mut failed: Failed,
-        last: LastBuild,
+        mut last: LastBuild,
         up_to_date: Vec<usize>,
         revisions: &FxHashMap<Arc<str>, Revision>,
     ) -> Result<Written, ProjectError> {
-        let mut last = last;
         let out_dir = &self.out_dir;
         let mut built_artifacts = FxHashMap::default();
         built_artifacts.reserve(built.len());
@@ -294,7 +293,7 @@ impl Project {
                 keywords: Arc::clone(&variant.keywords),
                 revision: Arc::clone(&revision),
                 digest: Arc::clone(&digest),
-                target: output.target.name().into(),
+                target: output.target.shared_name(),
                 path: relative,
                 bytes: output.bytes,
                 content_hash: output.hash.to_hex(),
