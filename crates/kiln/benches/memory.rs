@@ -14,7 +14,8 @@
 //!   stay within N plus a constant.
 //!
 //! `KILN_BENCH_SHADERS=<n>` changes the project's size; `KILN_BENCH_DIR=/dev/shm` puts it
-//! elsewhere. Without `--bench` (as under `cargo test --benches`) it builds a small project.
+//! elsewhere. `KILN_BENCH_GENERATE=<dir>` only writes the project into `<dir>` (to profile
+//! `kiln build` on it by hand, e.g. under heaptrack). Without `--bench` (as under `cargo test --benches`) it builds a small project.
 
 #[path = "common/project.rs"]
 #[allow(dead_code)]
@@ -75,6 +76,16 @@ fn run(full: bool) -> Result<(), String> {
         .map(|t| t.trim().to_owned())
         .filter(|t| !t.is_empty())
         .collect();
+    if let Some(dir) = std::env::var_os("KILN_BENCH_GENERATE") {
+        let options = project::Options {
+            bench: "memory",
+            targets: &target_names,
+            edit_points: true,
+        };
+        project::generate(std::path::Path::new(&dir), scale, &options)
+            .map_err(|e| e.to_string())?;
+        return Ok(());
+    }
     let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
     let temp = match std::env::var_os("KILN_BENCH_DIR") {
         Some(dir) => tempfile::tempdir_in(dir),
