@@ -317,6 +317,12 @@ fn print_rebuild(project: &Project, report: &BuildReport, latency: Option<Durati
     for r in &report.recompiled {
         eprintln!("  recompiled {} ({}): {}", r.variant, r.digest, r.reason);
     }
+    if report.compiled > report.recompiled.len() {
+        eprintln!(
+            "  ... and {} more recompiled",
+            report.compiled - report.recompiled.len()
+        );
+    }
     let latency = latency_ms
         .map(|ms| format!(", {ms:.1} ms from the file event"))
         .unwrap_or_default();

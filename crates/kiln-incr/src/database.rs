@@ -161,6 +161,12 @@ impl<C: Send + Sync + 'static> Database<C> {
         Some(unsafe { slot.value_unchecked() }.clone())
     }
 
+    /// Whether `Q(key)` was ever fetched here (its memo exists, with or without a value):
+    /// fetching it again costs a verification, not an execution.
+    pub fn has_memo<Q: Query<C>>(&self, key: &Q::Key) -> bool {
+        self.derived::<Q>().lookup(key).is_some()
+    }
+
     /// What the engine knows about the memo of `Q(key)`; `None` if never fetched.
     pub fn memo_info<Q: Query<C>>(&self, key: &Q::Key) -> Option<MemoInfo> {
         let table = self.derived::<Q>();

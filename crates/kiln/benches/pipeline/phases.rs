@@ -30,8 +30,8 @@ pub struct Phases {
 
 /// Whether an output is current as the pipeline judges it: the previous index lists it with
 /// this hash and size, and the file has that size.
-fn is_current(path: &Path, previous: Option<&IndexEntry>, bytes: u64, hash: &str) -> bool {
-    previous.is_some_and(|entry| entry.content_hash == hash && entry.bytes == bytes)
+fn is_current(path: &Path, previous: Option<&IndexEntry>, bytes: u64, hash: &ContentKey) -> bool {
+    previous.is_some_and(|entry| entry.content_hash == *hash && entry.bytes == bytes)
         && std::fs::metadata(path).is_ok_and(|m| m.len() == bytes)
 }
 
@@ -155,7 +155,7 @@ pub fn measure(project: &Generated, out_dir: &Path, cache_dir: &Path) -> Result<
                 &out_dir.join(&relative),
                 by_path.get(relative.as_str()).copied(),
                 *bytes,
-                &hash.to_hex(),
+                hash,
             ) {
                 outputs_current += 1;
             }

@@ -4,6 +4,7 @@
 //! or verified. This is what makes a build in a new process cost about a stat per output.
 
 use super::output::{Index, IndexEntry};
+use super::queries::ArtifactsQ;
 use super::stat::FileStat;
 use super::{LastBuild, Project, VariantId};
 use crate::identity::{self, Revision};
@@ -34,9 +35,10 @@ impl Project {
         revisions: &FxHashMap<Arc<str>, Revision>,
     ) -> (Vec<usize>, Vec<VariantId>) {
         // What this process built goes to the engine; the rest is looked up by stamp.
+        let artifacts = self.db.query::<ArtifactsQ>();
         let (mut stale, variants): (Vec<VariantId>, Vec<VariantId>) = variants
             .into_iter()
-            .partition(|variant| last.artifacts.contains_key(variant));
+            .partition(|variant| artifacts.database().has_memo::<ArtifactsQ>(variant));
         if variants.is_empty() {
             return (Vec::new(), stale);
         }

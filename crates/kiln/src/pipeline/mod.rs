@@ -170,7 +170,9 @@ pub struct BuildReport {
     pub early_cutoff: usize,
     /// Memo values the engine's LRU evicted at this build's revision boundary.
     pub evicted: usize,
-    /// Every variant naga compiled, with why.
+    /// The variants naga compiled, with why: the first [`RECOMPILED_LISTED`] of them
+    /// (`compiled` counts them all; a cold build of 100,000 variants would otherwise hold a
+    /// record for each).
     pub recompiled: Vec<Recompiled>,
     /// Time until every output and the index were written (new artifacts are saved to the
     /// store after that, within `elapsed`).
@@ -182,6 +184,9 @@ pub struct BuildReport {
     /// What a shard build was given to do.
     pub shard: Option<ShardReport>,
 }
+
+/// How many recompiled variants a [`BuildReport`] lists with their reasons.
+pub const RECOMPILED_LISTED: usize = 1000;
 
 /// A variant naga compiled in a build, and the reason.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -252,9 +257,10 @@ pub struct Project {
 struct LastBuild {
     index: Index,
     stats: stat::OutputStats,
-    /// Per variant built by the engine, its artifacts: outputs with the same bytes need no
-    /// look on disk in the next build, unless [`LastBuild::suspect`] names them.
-    artifacts: FxHashMap<VariantId, queries::Artifacts>,
+    /// The index was written by this process: every entry names bytes this process wrote
+    /// or verified, so an output whose artifact has the entry's hash needs no look on disk
+    /// in the next build, unless [`LastBuild::suspect`] names it.
+    written_here: bool,
     /// Outputs (index paths) someone else may have changed since: checked on disk next time.
     suspect: BTreeSet<String>,
     /// `index.json` or `.kiln-stat` changed behind kiln's back: rewrite them.
@@ -486,6 +492,9 @@ impl Project {
     /// Every variant of the manifest, in manifest order.
     pub fn variants(&self) -> Vec<VariantId> {
         let mut out = Vec::with_capacity(self.manifest.variant_count());
+        // One allocation per distinct keyword, shared by every set that has it: these ids
+        // are the engine's keys and the index entries' names for the whole build.
+        let mut words: FxHashMap<&str, Arc<str>> = FxHashMap::default();
         for shader in &self.manifest.shaders {
             let name: Arc<str> = Arc::from(shader.name.as_str());
             for pass in &shader.passes {
@@ -494,7 +503,10 @@ impl Project {
                     out.push(VariantId {
                         shader: name.clone(),
                         pass: pass_name.clone(),
-                        keywords: keywords.iter().map(|k| Arc::from(k.as_str())).collect(),
+                        keywords: keywords
+                            .iter()
+                            .map(|k| Arc::clone(words.entry(k).or_insert_with(|| Arc::from(&**k))))
+                            .collect(),
                     });
                 }
             }
@@ -550,18 +562,6 @@ impl Project {
                 source,
             })?;
         }
-        let mut results = Vec::with_capacity(variants.len());
-        // In chunks, with the engine's byte budgets enforced after each: a text is needed
-        // only until its variant is compiled, and a cold build of 100,000 variants would
-        // otherwise hold every one until the end.
-        for chunk in variants.chunks(VARIANTS_PER_EVICTION) {
-            let done = up_to_date_variants + results.len();
-            results.extend(self.run_variants(chunk, &last, done, total, progress));
-            self.db.evict();
-        }
-        drop(pinned);
-
-        let counts = self.events.take();
         let mut report = BuildReport {
             variants: total,
             cached: up_to_date_variants,
@@ -569,9 +569,6 @@ impl Project {
                 .into_iter()
                 .collect(),
             manifest_changed: std::mem::take(&mut self.manifest_changed),
-            verified: counts.artifacts_validated,
-            early_cutoff: counts.backdated,
-            evicted: counts.evicted + evicted_before,
             ..BuildReport::default()
         };
         if waited {
@@ -580,18 +577,40 @@ impl Project {
                 self.out_dir.display()
             )));
         }
-        let (built, failed) = self.sort_results(&variants, results, &mut report);
+        let mut last = last;
+        let mut gathered = write::Gathered::default();
+        if self.shard.is_none() {
+            gathered
+                .entries
+                .reserve_exact(variants.len() * self.manifest.targets.len());
+        }
+        // In chunks, with the engine's byte budgets enforced after each: a text is needed
+        // only until its variant is compiled, and a cold build of 100,000 variants would
+        // otherwise hold every one until the end. Each chunk's results are folded into
+        // the report and `gathered` as soon as it finishes, for the same reason.
+        let mut done = up_to_date_variants;
+        for chunk in variants.chunks(VARIANTS_PER_EVICTION) {
+            let results = self.run_variants(chunk, &last, done, total, progress);
+            done += chunk.len();
+            self.gather(chunk, results, &mut report, &mut gathered, &mut last.stats);
+            self.db.evict();
+        }
+        drop(pinned);
+
+        let counts = self.events.take();
+        report.verified = counts.artifacts_validated;
+        report.early_cutoff = counts.backdated;
+        report.evicted = counts.evicted + evicted_before;
         report.shard = shard;
         if self.shard.is_some() {
-            drop(built);
-            drop(failed);
+            drop(gathered);
             report.outputs_ready = started.elapsed();
             self.pool.install(|| self.db.context().flush_saves(true));
             self.finish_report(&mut report, started);
             return Ok(report);
         }
 
-        let written = self.write_outputs(built, failed, last, up_to_date, &revisions);
+        let written = self.write_outputs(gathered, last, up_to_date, &revisions);
         if marked {
             // Every temporary file is gone: renamed into place, or removed on an error.
             let _ = std::fs::remove_file(&marker);
@@ -651,7 +670,7 @@ impl Project {
         LastBuild {
             index,
             stats: stat::OutputStats::read(&self.out_dir),
-            artifacts: FxHashMap::default(),
+            written_here: false,
             suspect: BTreeSet::new(),
             index_suspect: !sorted,
         }
@@ -694,30 +713,34 @@ impl Project {
         })
     }
 
-    /// Splits the engine's results into built variants and failed ones, counting in the
-    /// report how each was obtained and adding each failure's diagnostics. A variant whose
-    /// targets failed only in part is built (its other targets are written) and its failed
-    /// pairs are listed.
-    fn sort_results<'v>(
+    /// Folds one chunk's results into the report (how each variant was obtained, each
+    /// failure's diagnostics) and into `gathered` (index entries, failures, outputs written),
+    /// and records the stats of the outputs written or verified. A variant whose targets
+    /// failed only in part is built (its other targets are written) and its failed pairs
+    /// are listed.
+    fn gather(
         &self,
-        variants: &'v [VariantId],
+        variants: &[VariantId],
         results: Vec<(VariantResult, Option<write::WriteResult>)>,
         report: &mut BuildReport,
-    ) -> (Vec<write::Built<'v>>, Failed) {
+        gathered: &mut write::Gathered,
+        stats: &mut stat::OutputStats,
+    ) {
         let outcomes = std::mem::take(&mut *self.db.context().build.outcomes.lock());
-        let mut built = Vec::new();
-        let mut failed = Failed::default();
+        let failed = &mut gathered.failed;
         for (variant, (result, written)) in variants.iter().zip(results) {
             let diagnostics = match result {
                 Ok(Ok(artifacts)) => {
                     match outcomes.get(variant) {
                         Some(Outcome::Compiled) => {
                             report.compiled += 1;
-                            report.recompiled.push(Recompiled {
-                                variant: variant.clone(),
-                                digest: artifacts.key.digest(),
-                                reason: self.reason(variant, report),
-                            });
+                            if report.recompiled.len() < RECOMPILED_LISTED {
+                                report.recompiled.push(Recompiled {
+                                    variant: variant.clone(),
+                                    digest: artifacts.key.digest(),
+                                    reason: self.reason(variant, report),
+                                });
+                            }
                         }
                         Some(Outcome::Deduplicated) => report.deduplicated += 1,
                         Some(Outcome::Cached) | None => report.cached += 1,
@@ -730,11 +753,29 @@ impl Project {
                             .push(IndexFailure::new(variant, target.name(), d));
                         report.diagnostics.push(d.clone());
                     }
+                    if self.shard.is_some() {
+                        // A shard writes no outputs.
+                        continue;
+                    }
                     // Written by `run_variants` for every built variant.
-                    let written = written.unwrap_or_else(|| {
+                    match written.unwrap_or_else(|| {
                         Err(Diagnostic::error(format!("{variant}: outputs not written")))
-                    });
-                    built.push((variant, artifacts, written));
+                    }) {
+                        Ok((entries, variant_stats, count)) => {
+                            gathered.entries.extend(entries);
+                            for (path, stat) in variant_stats {
+                                stats.record(&path, stat);
+                            }
+                            gathered.written += count;
+                        }
+                        Err(diagnostic) => {
+                            failed.variants.insert(variant.clone());
+                            failed.index.extend(self.manifest.targets.iter().map(|t| {
+                                IndexFailure::new(variant, t.target().name(), &diagnostic)
+                            }));
+                            gathered.diagnostics.push(diagnostic);
+                        }
+                    }
                     continue;
                 }
                 Ok(Err(diagnostics)) => diagnostics.to_vec(),
@@ -763,8 +804,7 @@ impl Project {
                 report.diagnostics.push(d);
             }
         }
-        report.outcomes = outcomes.into_iter().collect();
-        (built, failed)
+        report.outcomes.extend(outcomes);
     }
 
     /// Why naga had to compile `variant` in this build.

@@ -4,6 +4,7 @@
 
 use super::diagnostic::Diagnostic;
 use super::interned;
+use crate::store::ContentKey;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -90,8 +91,10 @@ pub struct IndexEntry {
     pub path: String,
     /// Size in bytes.
     pub bytes: u64,
-    /// blake3 of the file's bytes, hex.
-    pub content_hash: String,
+    /// blake3 of the file's bytes; 64 hex digits in `index.json`. Held as 32 bytes: a build
+    /// keeps one per output.
+    #[serde(with = "hex_hash")]
+    pub content_hash: ContentKey,
     /// A hash of everything the output was built from (source revision, the shader's
     /// manifest entry, the targets, kiln's and naga's versions): when it still matches, the
     /// output is up to date without preprocessing or loading anything.
@@ -141,6 +144,37 @@ impl Index {
             serde_json::to_writer(&mut out, self).map_err(std::io::Error::other)?;
             out.flush()
         })
+    }
+}
+
+/// `content_hash` as 64 hex digits. Anyone can edit `index.json`: a hash that is not 64 hex
+/// digits reads as all zeros, which no file's contents hash to, so the file is re-hashed
+/// and rewritten rather than the whole index thrown away.
+mod hex_hash {
+    use crate::store::ContentKey;
+    use serde::{Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(hash: &ContentKey, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&hash.to_hex())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ContentKey, D::Error> {
+        d.deserialize_str(Hex)
+    }
+
+    /// Parses the string where it lies (no copy when it has no escapes).
+    struct Hex;
+
+    impl serde::de::Visitor<'_> for Hex {
+        type Value = ContentKey;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a blake3 hash in hex")
+        }
+
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<ContentKey, E> {
+            Ok(text.parse().unwrap_or(ContentKey::from_bytes([0; 32])))
+        }
     }
 }
 

@@ -54,7 +54,7 @@ pub(crate) fn removable_output(out_dir: &Path, entry: &IndexEntry) -> io::Result
         return Ok(None);
     }
     let bytes = std::fs::read(&path)?;
-    if blake3::hash(&bytes).to_hex().as_str() != entry.content_hash {
+    if crate::store::ContentKey::hash(&bytes) != entry.content_hash {
         return Ok(None);
     }
     Ok(Some(path))

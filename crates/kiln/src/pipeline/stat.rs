@@ -8,10 +8,16 @@
 //! Like git, kiln treats a file modified in the same clock tick as its recording as "racy":
 //! a stat recorded less than [`RACY_NS`] before the set was sealed does not prove the
 //! contents, so the file is re-hashed once and recorded again.
+//!
+//! A build of 100,000 variants records 300,000 files, so a record is 32 bytes: the path is
+//! kept as a 64-bit hash, not as text. Two paths with one hash share a record, which costs
+//! a re-hash and never trust: a record proves a file only if size, modification time and
+//! inode all match, and two files have two inodes. The file is binary for the same reason
+//! (a warm build in a new process reads it first): `KILNSTAT`, a version, the sealing time,
+//! the count, then the records, little-endian.
 
 use super::output::write_atomic;
 use rustc_hash::FxHashMap;
-use serde::{Deserialize, Serialize};
 use std::fs::Metadata;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -21,13 +27,19 @@ pub const STAT_FILE: &str = ".kiln-stat";
 
 /// Modification times this close to the sealing of the set may hide a later write in the
 /// same tick of the file system's clock (ext4 stamps files with a coarse clock).
-const RACY_NS: i128 = 100_000_000;
+const RACY_NS: i64 = 100_000_000;
 
-/// Size, modification time and inode of one file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// The file's first bytes; the version after them changes with the layout.
+const MAGIC: &[u8; 8] = b"KILNSTAT";
+const VERSION: u32 = 2;
+const HEADER_BYTES: usize = 8 + 4 + 8 + 8;
+const RECORD_BYTES: usize = 8 + 8 + 8 + 8;
+
+/// Size, modification time (ns since the epoch; 1677 to 2262) and inode of one file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct FileStat {
     len: u64,
-    mtime_ns: i128,
+    mtime_ns: i64,
     ino: u64,
 }
 
@@ -37,7 +49,7 @@ impl FileStat {
             .modified()
             .ok()
             .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-            .map_or(0, |d| d.as_nanos() as i128);
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
         Self {
             len: meta.len(),
             mtime_ns,
@@ -56,21 +68,29 @@ fn inode(_: &Metadata) -> u64 {
     0
 }
 
-fn now_ns() -> i128 {
+fn now_ns() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i128)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+/// The record key of an index path: the first 8 bytes of its blake3 hash (stable across
+/// processes and versions, unlike a hasher's).
+fn key(path: &str) -> u64 {
+    let hash = blake3::hash(path.as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&hash.as_bytes()[..8]);
+    u64::from_le_bytes(first)
 }
 
 /// The recorded stats of an output directory's files, by index path.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct OutputStats {
     /// When the set was last sealed (end of a build): stats recorded before then, and not
     /// racy, prove their file's contents.
-    sealed_ns: i128,
-    files: FxHashMap<String, FileStat>,
+    sealed_ns: i64,
+    files: FxHashMap<u64, FileStat>,
     /// Changed since read or sealed.
-    #[serde(skip)]
     changed: bool,
 }
 
@@ -79,37 +99,87 @@ impl OutputStats {
     pub(crate) fn read(dir: &Path) -> Self {
         std::fs::read(dir.join(STAT_FILE))
             .ok()
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .and_then(|bytes| Self::decode(&bytes))
             .unwrap_or_default()
+    }
+
+    fn decode(bytes: &[u8]) -> Option<Self> {
+        let (header, records) = bytes.split_at_checked(HEADER_BYTES)?;
+        let u64_at = |b: &[u8], at: usize| -> Option<u64> {
+            Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+        };
+        if &header[..8] != MAGIC || header[8..12] != VERSION.to_le_bytes() {
+            return None;
+        }
+        let sealed_ns = u64_at(header, 12)? as i64;
+        let count = usize::try_from(u64_at(header, 20)?).ok()?;
+        if records.len() != count.checked_mul(RECORD_BYTES)? {
+            return None;
+        }
+        let mut files = FxHashMap::default();
+        files.reserve(count);
+        for record in records.chunks_exact(RECORD_BYTES) {
+            let stat = FileStat {
+                len: u64_at(record, 8)?,
+                mtime_ns: u64_at(record, 16)? as i64,
+                ino: u64_at(record, 24)?,
+            };
+            files.insert(u64_at(record, 0)?, stat);
+        }
+        Some(Self {
+            sealed_ns,
+            files,
+            changed: false,
+        })
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(HEADER_BYTES + self.files.len() * RECORD_BYTES);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&self.sealed_ns.to_le_bytes());
+        out.extend_from_slice(&(self.files.len() as u64).to_le_bytes());
+        for (key, stat) in &self.files {
+            out.extend_from_slice(&key.to_le_bytes());
+            out.extend_from_slice(&stat.len.to_le_bytes());
+            out.extend_from_slice(&stat.mtime_ns.to_le_bytes());
+            out.extend_from_slice(&stat.ino.to_le_bytes());
+        }
+        out
     }
 
     /// Seals the set (see [`OutputStats::trusts`]) and writes it atomically.
     pub(crate) fn seal_and_write(&mut self, dir: &Path) -> std::io::Result<()> {
         self.sealed_ns = now_ns();
-        let json = serde_json::to_vec(self).map_err(std::io::Error::other)?;
-        write_atomic(&dir.join(STAT_FILE), &json)?;
+        write_atomic(&dir.join(STAT_FILE), &self.encode())?;
         self.changed = false;
         Ok(())
     }
 
     /// Records the stat of a file whose contents kiln wrote or verified.
     pub(crate) fn record(&mut self, path: &str, stat: FileStat) {
-        if self.files.get(path) != Some(&stat) {
-            self.files.insert(path.to_owned(), stat);
+        if self.files.insert(key(path), stat) != Some(stat) {
             self.changed = true;
         }
     }
 
     /// Forgets a file (removed, or not to be trusted).
     pub(crate) fn forget(&mut self, path: &str) {
-        self.changed |= self.files.remove(path).is_some();
+        self.changed |= self.files.remove(&key(path)).is_some();
     }
 
-    /// Keeps only the files for which `keep` holds.
-    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
-        let before = self.files.len();
-        self.files.retain(|path, _| keep(path));
-        self.changed |= self.files.len() != before;
+    /// Keeps only the records of `paths`.
+    pub(crate) fn retain_only<'p>(&mut self, paths: impl Iterator<Item = &'p str>) {
+        let mut kept = FxHashMap::default();
+        kept.reserve(self.files.len());
+        for path in paths {
+            let key = key(path);
+            if let Some(stat) = self.files.get(&key) {
+                kept.insert(key, *stat);
+            }
+        }
+        self.changed |= kept.len() != self.files.len();
+        self.files = kept;
     }
 
     /// Whether the set must be written again: it changed, or a stat in it is still racy
@@ -119,14 +189,14 @@ impl OutputStats {
             || self
                 .files
                 .values()
-                .any(|stat| stat.mtime_ns + RACY_NS >= self.sealed_ns)
+                .any(|stat| stat.mtime_ns.saturating_add(RACY_NS) >= self.sealed_ns)
     }
 
     /// Whether the file at `path`, now stat'ed as `current`, certainly still holds the
     /// contents it held when recorded.
     pub(crate) fn trusts(&self, path: &str, current: &FileStat) -> bool {
-        self.files.get(path).is_some_and(|recorded| {
-            recorded == current && recorded.mtime_ns + RACY_NS < self.sealed_ns
+        self.files.get(&key(path)).is_some_and(|recorded| {
+            recorded == current && recorded.mtime_ns.saturating_add(RACY_NS) < self.sealed_ns
         })
     }
 }
@@ -169,5 +239,56 @@ mod tests {
         stats.sealed_ns = stat.mtime_ns + 2 * RACY_NS;
         assert!(stats.trusts("a.spv", &stat));
         assert!(!stats.trusts("b.spv", &stat));
+    }
+
+    #[test]
+    fn the_file_round_trips_and_anything_else_reads_as_empty() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut stats = OutputStats::default();
+        let a = FileStat {
+            len: 3,
+            mtime_ns: 1_700_000_000_000_000_000,
+            ino: 42,
+        };
+        stats.record("Lit/Forward/_.spv", a);
+        stats.record("index.json", FileStat { ino: 7, ..a });
+        stats.seal_and_write(dir.path()).expect("write");
+        let read = OutputStats::read(dir.path());
+        assert_eq!(read.sealed_ns, stats.sealed_ns);
+        assert!(read.trusts("Lit/Forward/_.spv", &a));
+        assert!(!read.trusts("Lit/Forward/_.spv", &FileStat { ino: 7, ..a }));
+        assert!(read.trusts("index.json", &FileStat { ino: 7, ..a }));
+        assert!(!read.trusts("Lit/Forward/FOG.spv", &a));
+
+        let bytes = std::fs::read(dir.path().join(STAT_FILE)).expect("read");
+        for broken in [
+            &bytes[..bytes.len() - 1],
+            &bytes[..HEADER_BYTES - 1],
+            b"{\"sealed_ns\":0,\"files\":{}}".as_slice(),
+        ] {
+            std::fs::write(dir.path().join(STAT_FILE), broken).expect("write");
+            let read = OutputStats::read(dir.path());
+            assert!(read.files.is_empty() && !read.trusts("Lit/Forward/_.spv", &a));
+        }
+    }
+
+    #[test]
+    fn retain_only_keeps_the_named_records() {
+        let mut stats = OutputStats::default();
+        let a = FileStat {
+            len: 1,
+            mtime_ns: 5,
+            ino: 1,
+        };
+        stats.record("a.spv", a);
+        stats.record("b.spv", a);
+        stats.sealed_ns = 10 * RACY_NS;
+        stats.changed = false;
+        stats.retain_only(["b.spv", "c.spv"].into_iter());
+        assert!(stats.changed);
+        assert!(!stats.trusts("a.spv", &a));
+        assert!(stats.trusts("b.spv", &a));
+        stats.forget("b.spv");
+        assert!(stats.files.is_empty());
     }
 }

@@ -33,8 +33,19 @@ pub(super) type VariantWrite = (Vec<IndexEntry>, Vec<(String, FileStat)>, usize)
 /// Writing one variant's outputs: done, or why not (that variant fails alone).
 pub(super) type WriteResult = Result<VariantWrite, Diagnostic>;
 
-/// A variant the engine built, its artifacts, and what writing its outputs did.
-pub(super) type Built<'v> = (&'v VariantId, Artifacts, WriteResult);
+/// What the variants built so far left to record, gathered chunk by chunk as they finish
+/// (`Project::gather`): a build of 100,000 variants holds these, not every variant's result
+/// until the end.
+#[derive(Default)]
+pub(super) struct Gathered {
+    /// The index entries of the variants built.
+    pub entries: Vec<IndexEntry>,
+    pub failed: Failed,
+    /// Outputs written.
+    pub written: usize,
+    /// Why some variants' outputs could not be written (each such variant failed).
+    pub diagnostics: Vec<Diagnostic>,
+}
 
 impl Project {
     /// Creates and locks the output directory (another kiln building into it finishes
@@ -55,15 +66,12 @@ impl Project {
     /// those nobody produces any more, and writes `index.json` and `.kiln-stat`.
     pub(super) fn write_outputs(
         &mut self,
-        built: Vec<Built<'_>>,
-        mut failed: Failed,
+        gathered: Gathered,
         mut last: LastBuild,
         up_to_date: Vec<usize>,
         revisions: &FxHashMap<Arc<str>, Revision>,
     ) -> Result<Written, ProjectError> {
         let out_dir = &self.out_dir;
-        let mut built_artifacts = FxHashMap::default();
-        built_artifacts.reserve(built.len());
 
         let mut stats = last.stats;
         // Every entry of the last index still current (a no-op build, or one that only
@@ -78,32 +86,24 @@ impl Project {
                 .map(|&at| last.index.entries[at].clone())
                 .collect()
         };
+        let Gathered {
+            entries: built_entries,
+            mut failed,
+            written,
+            diagnostics,
+        } = gathered;
+        if entries.is_empty() {
+            entries = built_entries;
+        } else {
+            entries.extend(built_entries);
+        }
         let mut written = Written {
-            written: 0,
+            written,
             removed: 0,
             failed: 0,
             failed_outputs: 0,
-            diagnostics: Vec::new(),
+            diagnostics,
         };
-        for (variant, artifacts, result) in built {
-            built_artifacts.insert(variant.clone(), artifacts);
-            match result {
-                Ok((variant_entries, variant_stats, count)) => {
-                    entries.extend(variant_entries);
-                    for (path, stat) in variant_stats {
-                        stats.record(&path, stat);
-                    }
-                    written.written += count;
-                }
-                Err(diagnostic) => {
-                    failed.variants.insert(variant.clone());
-                    failed.index.extend(self.manifest.targets.iter().map(|t| {
-                        super::IndexFailure::new(variant, t.target().name(), &diagnostic)
-                    }));
-                    written.diagnostics.push(diagnostic);
-                }
-            }
-        }
         let partly: BTreeSet<&VariantId> = failed
             .pairs
             .iter()
@@ -201,7 +201,9 @@ impl Project {
             stats.record(INDEX_FILE, FileStat::of(&meta));
         }
         if !unchanged {
-            stats.retain(|path| path == INDEX_FILE || find(&index.entries, path).is_some());
+            stats.retain_only(
+                std::iter::once(INDEX_FILE).chain(index.entries.iter().map(|e| e.path.as_str())),
+            );
         }
         if stats.needs_write() || last.index_suspect {
             stats.seal_and_write(out_dir).map_err(index_error)?;
@@ -209,7 +211,7 @@ impl Project {
         self.last = Some(LastBuild {
             index,
             stats,
-            artifacts: built_artifacts,
+            written_here: true,
             suspect: BTreeSet::new(),
             index_suspect: false,
         });
@@ -228,16 +230,10 @@ impl Project {
         // variant cache (bounded) is all that keeps their bytes.
         let mut bytes_of_variant: Option<Arc<VariantArtifacts>> =
             self.db.context().take_fresh(&artifacts.key);
-        // Outputs this process wrote with the same bytes need no look on disk, unless a file
-        // event said someone touched them since.
-        let built_here = last
-            .artifacts
-            .get(variant)
-            .is_some_and(|l| l.outputs == artifacts.outputs);
         // Shared by the variant's entries, one per target.
         let digest: Arc<str> = artifacts.key.digest().into();
         let revision: Arc<str> = format!("{:016x}", artifacts.key.revision()).into();
-        let inputs: Arc<str> = artifacts.stamp.to_string().into();
+        let inputs = Arc::clone(&artifacts.stamp);
         let mut entries = Vec::with_capacity(artifacts.outputs.len());
         let mut stats = Vec::new();
         let mut count = 0;
@@ -255,7 +251,12 @@ impl Project {
             };
             let path = crate::boundary::output_file(&self.out_dir, &relative)
                 .map_err(|e| fail(format!("output path {relative}: {e}")))?;
-            let current = built_here && !last.suspect.contains(&relative);
+            // An output this process wrote or verified with the same bytes needs no look on
+            // disk, unless a file event said someone touched it since.
+            let current = last.written_here
+                && find(&last.index.entries, &relative)
+                    .is_some_and(|e| e.content_hash == output.hash && e.bytes == output.bytes)
+                && !last.suspect.contains(&relative);
             let held = current
                 || match disk_holds(&path, &relative, output.bytes, &output.hash, last) {
                     Some(stat) => {
@@ -296,7 +297,7 @@ impl Project {
                 target: output.target.shared_name(),
                 path: relative,
                 bytes: output.bytes,
-                content_hash: output.hash.to_hex(),
+                content_hash: output.hash,
                 inputs: Arc::clone(&inputs),
                 stale: false,
                 failed_revision: None,
@@ -347,7 +348,7 @@ fn disk_holds(
     let stat = FileStat::of(&meta);
     // The recorded stat proves the bytes the previous index names (entries sorted by path).
     let recorded_same =
-        find(&last.index.entries, relative).is_some_and(|e| e.content_hash == hash.to_hex());
+        find(&last.index.entries, relative).is_some_and(|e| e.content_hash == *hash);
     if recorded_same && last.stats.trusts(relative, &stat) {
         return Some(stat);
     }
@@ -416,8 +417,8 @@ pub(super) fn holds(out_dir: &Path, entry: &IndexEntry, stats: &mut OutputStats)
     if stats.trusts(&entry.path, &stat) {
         return true;
     }
-    let same = std::fs::read(&path)
-        .is_ok_and(|bytes| ContentKey::hash(&bytes).to_hex() == entry.content_hash);
+    let same =
+        std::fs::read(&path).is_ok_and(|bytes| ContentKey::hash(&bytes) == entry.content_hash);
     if same {
         stats.record(&entry.path, stat);
     }
