@@ -580,9 +580,9 @@ impl Project {
         let mut last = last;
         let mut gathered = write::Gathered::default();
         if self.shard.is_none() {
-            gathered
-                .entries
-                .reserve_exact(variants.len() * self.manifest.targets.len());
+            let outputs = variants.len() * self.manifest.targets.len();
+            gathered.entries.reserve_exact(outputs);
+            last.stats.reserve(outputs);
         }
         // In chunks, with the engine's byte budgets enforced after each: a text is needed
         // only until its variant is compiled, and a cold build of 100,000 variants would
@@ -666,7 +666,7 @@ impl Project {
         // Sorted by path, as kiln writes it, also when edited by hand: lookups bisect, and a
         // shuffled file is rewritten.
         let sorted = index.entries.is_sorted_by(|a, b| a.path <= b.path);
-        index.entries.sort_by(|a, b| a.path.cmp(&b.path));
+        index.entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
         LastBuild {
             index,
             stats: stat::OutputStats::read(&self.out_dir),

@@ -200,7 +200,9 @@ fn spec_and_pass(
 pub(crate) struct PreprocessQ;
 impl Query<Services> for PreprocessQ {
     type Key = VariantId;
-    type Value = Result<Arc<Preprocessed>, Diagnostic>;
+    // The error is behind an `Arc`: a memo keeps its value's size after eviction, one per
+    // variant, and a `Diagnostic` inline is 96 bytes.
+    type Value = Result<Arc<Preprocessed>, Arc<Diagnostic>>;
     const NAME: &'static str = "preprocess";
     fn size_bytes(value: &Self::Value) -> usize {
         std::mem::size_of::<Self::Value>() + value.as_ref().map_or(0, |p| p.heap_bytes())
@@ -208,7 +210,7 @@ impl Query<Services> for PreprocessQ {
     fn execute(db: &Db, variant: &VariantId) -> Result<Self::Value, QueryError> {
         let (spec, pass) = match spec_and_pass(db, variant)? {
             Ok(found) => found,
-            Err(diagnostic) => return Ok(Err(diagnostic)),
+            Err(diagnostic) => return Ok(Err(Arc::new(diagnostic))),
         };
         let pass = &spec.passes[pass];
         let keywords: Vec<&str> = variant.keywords.iter().map(|k| &**k).collect();
@@ -232,7 +234,7 @@ impl Query<Services> for PreprocessQ {
             .preprocessor
             .preprocess(&request, &loader)
             .map(Arc::new)
-            .map_err(|e| Diagnostic::from_preprocess(&e)))
+            .map_err(|e| Arc::new(Diagnostic::from_preprocess(&e))))
     }
 }
 
@@ -272,7 +274,7 @@ impl std::hash::Hash for CompileText {
 pub(crate) struct CompileTextQ;
 impl Query<Services> for CompileTextQ {
     type Key = VariantId;
-    type Value = Result<CompileText, Diagnostic>;
+    type Value = Result<CompileText, Arc<Diagnostic>>;
     const NAME: &'static str = "compile_text";
     fn execute(db: &Db, variant: &VariantId) -> Result<Self::Value, QueryError> {
         Ok(db.get::<PreprocessQ>(variant)?.map(|pre| CompileText {
@@ -298,7 +300,7 @@ impl CompileJob {
     pub(crate) fn of(db: &Db, variant: &VariantId) -> Result<Result<Self, Diagnostic>, QueryError> {
         let text = match db.get::<CompileTextQ>(variant)? {
             Ok(text) => text,
-            Err(d) => return Ok(Err(d)),
+            Err(d) => return Ok(Err(Arc::unwrap_or_clone(d))),
         };
         let (spec, pass) = match spec_and_pass(db, variant)? {
             Ok(found) => found,

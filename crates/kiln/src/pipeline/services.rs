@@ -170,7 +170,7 @@ const MAX_DEFERRED_COMPILES: usize = 128;
 /// The variant cache's byte budget without `--max-memory`: artifact bytes need not stay in
 /// memory once written (the outputs and the store hold them); this keeps the most recent
 /// ones for rebuilds under `kiln watch` without growing with the project.
-pub(crate) const DEFAULT_CACHE_BYTES: u64 = 32 << 20;
+pub(crate) const DEFAULT_CACHE_BYTES: u64 = 8 << 20;
 
 /// What determines a compile's result besides the target: the compile-input hash.
 pub(crate) struct CompileInput<'a> {

@@ -163,6 +163,12 @@ impl OutputStats {
         }
     }
 
+    /// Makes room for `more` records at once (a cold build records one per output: growing
+    /// by doubling would hold the old and the new table at its peak).
+    pub(crate) fn reserve(&mut self, more: usize) {
+        self.files.reserve(more);
+    }
+
     /// Forgets a file (removed, or not to be trusted).
     pub(crate) fn forget(&mut self, path: &str) {
         self.changed |= self.files.remove(&key(path)).is_some();

@@ -126,7 +126,9 @@ impl Project {
 
         // Outputs nobody produces now: a failed variant's (kept, marked stale, on request),
         // and those of variants or targets that left the manifest.
-        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        // In place: paths are distinct, and a stable sort allocates half the entries again
+        // (12 MB at 40,000 variants, at the build's peak).
+        entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
         let mut kept = Vec::new();
         for old in &last.index.entries {
             if find(&entries, &old.path).is_some() {
@@ -177,7 +179,7 @@ impl Project {
 
         if !kept.is_empty() {
             entries.extend(kept);
-            entries.sort_by(|a, b| a.path.cmp(&b.path));
+            entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
         }
         let index = Index {
             kiln_version: crate::store::KILN_VERSION.to_owned(),

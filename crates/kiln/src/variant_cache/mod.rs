@@ -124,6 +124,12 @@ impl<A> Table<A> {
         let Some(Slot::Ready(entry)) = slots.remove(key) else {
             return None;
         };
+        // A shader's table grows to as many of its variants as were ever resident at once;
+        // evicted ones give the room back, or a bounded cache over 100,000 variants would
+        // keep a slot's worth of memory for each.
+        if slots.capacity() > 64 && slots.len() < slots.capacity() / 4 {
+            slots.shrink_to(slots.len() * 2);
+        }
         self.entries -= 1;
         self.bytes -= entry.bytes;
         Some(entry)
