@@ -589,8 +589,13 @@ impl Project {
         // otherwise hold every one until the end. Each chunk's results are folded into
         // the report and `gathered` as soon as it finishes, for the same reason.
         let mut done = up_to_date_variants;
+        // Index entries name their shader's revision in hex: one string per shader, shared.
+        let revision_names: write::RevisionNames = revisions
+            .values()
+            .map(|r| (r.short(), Arc::from(format!("{:016x}", r.short()))))
+            .collect();
         for chunk in variants.chunks(VARIANTS_PER_EVICTION) {
-            let results = self.run_variants(chunk, &last, done, total, progress);
+            let results = self.run_variants(chunk, &last, &revision_names, done, total, progress);
             done += chunk.len();
             self.gather(chunk, results, &mut report, &mut gathered, &mut last.stats);
             self.db.evict();
@@ -684,6 +689,7 @@ impl Project {
         &self,
         variants: &[VariantId],
         last: &LastBuild,
+        revision_names: &write::RevisionNames,
         done_before: usize,
         total: usize,
         progress: &(dyn Fn(Progress) + Sync),
@@ -697,7 +703,7 @@ impl Project {
                     let result = artifacts_query.get(variant);
                     let written = match &result {
                         Ok(Ok(artifacts)) if self.shard.is_none() => {
-                            Some(self.write_variant(variant, artifacts, last))
+                            Some(self.write_variant(variant, artifacts, last, revision_names))
                         }
                         _ => None,
                     };

@@ -33,6 +33,9 @@ pub(super) type VariantWrite = (Vec<IndexEntry>, Vec<(String, FileStat)>, usize)
 /// Writing one variant's outputs: done, or why not (that variant fails alone).
 pub(super) type WriteResult = Result<VariantWrite, Diagnostic>;
 
+/// Each shader revision's hex name (16 digits) by its short form.
+pub(super) type RevisionNames = FxHashMap<u64, Arc<str>>;
+
 /// What the variants built so far left to record, gathered chunk by chunk as they finish
 /// (`Project::gather`): a build of 100,000 variants holds these, not every variant's result
 /// until the end.
@@ -227,6 +230,7 @@ impl Project {
         variant: &VariantId,
         artifacts: &Artifacts,
         last: &LastBuild,
+        revision_names: &RevisionNames,
     ) -> WriteResult {
         // Artifacts produced in this build are handed over once, here; after this the
         // variant cache (bounded) is all that keeps their bytes.
@@ -234,7 +238,11 @@ impl Project {
             self.db.context().take_fresh(&artifacts.key);
         // Shared by the variant's entries, one per target.
         let digest: Arc<str> = artifacts.key.digest().into();
-        let revision: Arc<str> = format!("{:016x}", artifacts.key.revision()).into();
+        let short = artifacts.key.revision();
+        let revision = match revision_names.get(&short) {
+            Some(name) => Arc::clone(name),
+            None => format!("{short:016x}").into(),
+        };
         let inputs = Arc::clone(&artifacts.stamp);
         let mut entries = Vec::with_capacity(artifacts.outputs.len());
         let mut stats = Vec::new();
