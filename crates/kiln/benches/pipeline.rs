@@ -565,7 +565,7 @@ fn make_noop(
     makefile.push('\n');
     for entry in &index.entries {
         let source = sources
-            .get(&*entry.shader)
+            .get(&*entry.variant.shader)
             .ok_or("an index entry of an unknown shader")?;
         makefile.push_str(&format!(
             "{}: {} {} {}\n\t{} build --manifest {}\n",

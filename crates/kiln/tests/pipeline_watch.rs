@@ -232,12 +232,15 @@ fn break_then_fix() {
         .unwrap();
     assert!(entry.stale, "{entry:?}");
     assert!(entry.failed_revision.is_some());
-    assert_ne!(entry.failed_revision.as_deref(), Some(&*entry.revision));
+    assert_ne!(
+        entry.failed_revision.as_deref(),
+        Some(&*entry.variant.revision)
+    );
     assert!(index
         .entries
         .iter()
         .filter(|e| e.stale)
-        .all(|e| &*e.shader == "Sky"));
+        .all(|e| &*e.variant.shader == "Sky"));
 
     f.edit(
         "shaders/sky.wgsl",

@@ -88,7 +88,7 @@ fn entries_by_stamp(index: &Index) -> FxHashMap<&str, Vec<(usize, &IndexEntry)>>
     let mut by_stamp: FxHashMap<&str, Vec<(usize, &IndexEntry)>> = FxHashMap::default();
     for (at, entry) in index.entries.iter().enumerate() {
         by_stamp
-            .entry(&*entry.inputs)
+            .entry(&*entry.variant.inputs)
             .or_default()
             .push((at, entry));
     }

@@ -2,8 +2,10 @@
 //! targets, a keyword set and a variant's hashes recur in every entry of the index (three
 //! entries per variant with three targets), so each distinct one is allocated once and
 //! shared (`Arc`) for the duration of one [`parse`], which is both faster than a `String` per
-//! field and smaller in memory.
+//! field and smaller in memory. Consecutive entries of one variant share its
+//! [`IndexVariant`].
 
+use super::output::IndexVariant;
 use rustc_hash::FxHashMap;
 use serde::de::{Deserializer, SeqAccess, Visitor};
 use std::cell::RefCell;
@@ -17,6 +19,9 @@ type List = Arc<[Arc<str>]>;
 struct Interner {
     strings: FxHashMap<Box<str>, Arc<str>>,
     lists: FxHashMap<Box<[Arc<str>]>, List>,
+    /// The variant of the entry parsed last: a variant's entries differ only in their
+    /// extension, so in an index sorted by path they come one after another.
+    last_variant: Option<Arc<IndexVariant>>,
 }
 
 thread_local! {
@@ -61,6 +66,17 @@ fn intern_list(items: Vec<Arc<str>>) -> List {
             shared
         }
         None => Arc::from(items),
+    })
+}
+
+/// `variant`, shared with the entry parsed just before when they belong to one variant.
+pub(super) fn variant(variant: IndexVariant) -> Arc<IndexVariant> {
+    INTERNER.with(|i| match &mut *i.borrow_mut() {
+        Some(interner) => match &interner.last_variant {
+            Some(last) if **last == variant => Arc::clone(last),
+            _ => Arc::clone(interner.last_variant.insert(Arc::new(variant))),
+        },
+        None => Arc::new(variant),
     })
 }
 

@@ -17,7 +17,7 @@ mod write;
 
 pub use diagnostic::{describe_variant, Diagnostic, Location, Severity};
 pub use farm::ShardReport;
-pub use output::{output_path, Index, IndexEntry, IndexFailure, INDEX_FILE};
+pub use output::{output_path, Index, IndexEntry, IndexFailure, IndexVariant, INDEX_FILE};
 pub use services::{Outcome, VariantArtifacts};
 pub use stat::STAT_FILE;
 

@@ -64,49 +64,136 @@ impl IndexFailure {
     }
 }
 
-/// One output file. The names, keywords and per-variant hashes are shared (`Arc`) between
-/// the entries of one variant's targets and with the variant's id: a build holds one entry per
-/// output, 300,000 of them at 100,000 variants.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// One output file. What a variant's outputs have in common (names, keywords, hashes of
+/// what they were built from) is one [`IndexVariant`] shared by the entries of its targets:
+/// a build holds one entry per output, 300,000 of them at 100,000 variants. In `index.json`
+/// every entry lists all its fields.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IndexEntry {
-    /// Shader name.
-    #[serde(deserialize_with = "interned::string")]
-    pub shader: Arc<str>,
-    /// Pass name.
-    #[serde(deserialize_with = "interned::string")]
-    pub pass: Arc<str>,
-    /// Keywords, canonical order.
-    #[serde(deserialize_with = "interned::list")]
-    pub keywords: Arc<[Arc<str>]>,
-    /// Source revision (content hash of the include closure), 16 hex digits.
-    #[serde(deserialize_with = "interned::string")]
-    pub revision: Arc<str>,
-    /// The variant key's 12-hex digest (for logs).
-    #[serde(deserialize_with = "interned::string")]
-    pub digest: Arc<str>,
+    /// The variant the output belongs to.
+    pub variant: Arc<IndexVariant>,
     /// Target name.
-    #[serde(deserialize_with = "interned::string")]
     pub target: Arc<str>,
     /// Path relative to the output directory, `/`-separated.
     pub path: String,
     /// Size in bytes.
     pub bytes: u64,
-    /// blake3 of the file's bytes; 64 hex digits in `index.json`. Held as 32 bytes: a build
-    /// keeps one per output.
-    #[serde(with = "hex_hash")]
+    /// blake3 of the file's bytes; 64 hex digits in `index.json`.
     pub content_hash: ContentKey,
-    /// A hash of everything the output was built from (source revision, the shader's
-    /// manifest entry, the targets, kiln's and naga's versions): when it still matches, the
-    /// output is up to date without preprocessing or loading anything.
-    #[serde(default, deserialize_with = "interned::string")]
-    pub inputs: Arc<str>,
     /// The output is the last good one of a variant that now fails to build (`kiln watch`
     /// keeps it for hot reload): not current. `kiln build` removes such outputs instead.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stale: bool,
     /// With `stale`: the source revision that failed, 16 hex digits.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failed_revision: Option<String>,
+    pub failed_revision: Option<Box<str>>,
+}
+
+/// What the index entries of one variant's outputs share.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexVariant {
+    /// Shader name.
+    pub shader: Arc<str>,
+    /// Pass name.
+    pub pass: Arc<str>,
+    /// Keywords, canonical order.
+    pub keywords: Arc<[Arc<str>]>,
+    /// Source revision (content hash of the include closure), 16 hex digits.
+    pub revision: Arc<str>,
+    /// The variant key's 12-hex digest (for logs).
+    pub digest: Arc<str>,
+    /// A hash of everything the outputs were built from (source revision, the shader's
+    /// manifest entry, the targets, kiln's and naga's versions): when it still matches, an
+    /// output is up to date without preprocessing or loading anything.
+    pub inputs: Arc<str>,
+}
+
+/// An index entry as `index.json` spells it, every field in line.
+#[derive(Serialize)]
+struct FlatEntryRef<'a> {
+    shader: &'a str,
+    pass: &'a str,
+    keywords: &'a [Arc<str>],
+    revision: &'a str,
+    digest: &'a str,
+    target: &'a str,
+    path: &'a str,
+    bytes: u64,
+    #[serde(with = "hex_hash")]
+    content_hash: ContentKey,
+    inputs: &'a str,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stale: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failed_revision: Option<&'a str>,
+}
+
+impl Serialize for IndexEntry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let v = &*self.variant;
+        FlatEntryRef {
+            shader: &v.shader,
+            pass: &v.pass,
+            keywords: &v.keywords,
+            revision: &v.revision,
+            digest: &v.digest,
+            target: &self.target,
+            path: &self.path,
+            bytes: self.bytes,
+            content_hash: self.content_hash,
+            inputs: &v.inputs,
+            stale: self.stale,
+            failed_revision: self.failed_revision.as_deref(),
+        }
+        .serialize(s)
+    }
+}
+
+/// An index entry as read from `index.json`; its strings are interned for the parse.
+#[derive(Deserialize)]
+struct FlatEntry {
+    #[serde(deserialize_with = "interned::string")]
+    shader: Arc<str>,
+    #[serde(deserialize_with = "interned::string")]
+    pass: Arc<str>,
+    #[serde(deserialize_with = "interned::list")]
+    keywords: Arc<[Arc<str>]>,
+    #[serde(deserialize_with = "interned::string")]
+    revision: Arc<str>,
+    #[serde(deserialize_with = "interned::string")]
+    digest: Arc<str>,
+    #[serde(deserialize_with = "interned::string")]
+    target: Arc<str>,
+    path: String,
+    bytes: u64,
+    #[serde(with = "hex_hash")]
+    content_hash: ContentKey,
+    #[serde(default, deserialize_with = "interned::string")]
+    inputs: Arc<str>,
+    #[serde(default)]
+    stale: bool,
+    #[serde(default)]
+    failed_revision: Option<Box<str>>,
+}
+
+impl<'de> Deserialize<'de> for IndexEntry {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let flat = FlatEntry::deserialize(d)?;
+        Ok(Self {
+            variant: interned::variant(IndexVariant {
+                shader: flat.shader,
+                pass: flat.pass,
+                keywords: flat.keywords,
+                revision: flat.revision,
+                digest: flat.digest,
+                inputs: flat.inputs,
+            }),
+            target: flat.target,
+            path: flat.path,
+            bytes: flat.bytes,
+            content_hash: flat.content_hash,
+            stale: flat.stale,
+            failed_revision: flat.failed_revision,
+        })
+    }
 }
 
 impl Index {
@@ -195,7 +282,10 @@ pub fn output_path(
             .collect::<Vec<_>>()
             .join("+")
     };
-    format!("{shader}/{pass}/{name}.{extension}")
+    let mut path = format!("{shader}/{pass}/{name}.{extension}");
+    // Held by the index, one per output: no spare capacity.
+    path.shrink_to_fit();
+    path
 }
 
 /// Prefix of the temporary files outputs and the index are written through.
@@ -388,4 +478,56 @@ pub fn remove_output(out_dir: &Path, entry: &IndexEntry) -> std::io::Result<bool
         dir = d.parent().map(Path::to_owned);
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(variant: &Arc<IndexVariant>, target: &str, stale: bool) -> IndexEntry {
+        IndexEntry {
+            variant: Arc::clone(variant),
+            target: target.into(),
+            path: format!("Lit/Forward/FOG.{target}"),
+            bytes: 7,
+            content_hash: ContentKey::hash(target.as_bytes()),
+            stale,
+            failed_revision: stale.then(|| "00000000000000ff".into()),
+        }
+    }
+
+    #[test]
+    fn entries_are_written_flat_and_read_back_sharing_their_variant() {
+        let variant = Arc::new(IndexVariant {
+            shader: "Lit".into(),
+            pass: "Forward".into(),
+            keywords: Arc::from([Arc::from("FOG")]),
+            revision: "0000000000000001".into(),
+            digest: "abcdefabcdef".into(),
+            inputs: "stamp".into(),
+        });
+        let index = Index {
+            kiln_version: "v".into(),
+            entries: vec![entry(&variant, "msl", false), entry(&variant, "spv", true)],
+            failures: Vec::new(),
+        };
+        let json = serde_json::to_string(&index).unwrap();
+        let first = format!(
+            r#"{{"shader":"Lit","pass":"Forward","keywords":["FOG"],"revision":"0000000000000001","digest":"abcdefabcdef","target":"msl","path":"Lit/Forward/FOG.msl","bytes":7,"content_hash":"{}","inputs":"stamp"}}"#,
+            ContentKey::hash(b"msl").to_hex()
+        );
+        assert!(json.contains(&first), "{json}");
+        assert!(
+            json.contains(r#""inputs":"stamp","stale":true,"failed_revision":"00000000000000ff"}"#),
+            "{json}"
+        );
+
+        let (read, warnings) = Index::from_json_checked(Path::new("/out"), json.as_bytes());
+        assert!(warnings.is_empty());
+        assert_eq!(read, index);
+        assert!(Arc::ptr_eq(
+            &read.entries[0].variant,
+            &read.entries[1].variant
+        ));
+    }
 }

@@ -419,7 +419,10 @@ impl Query<Services> for ArtifactsQ {
                     })
                     .collect();
                 let failed = if produced.failed.is_empty() {
-                    Arc::from(Vec::new())
+                    // Even an empty `Arc<[_]>` allocates its counts: one per variant.
+                    static NONE_FAILED: std::sync::LazyLock<Arc<[Diagnostic]>> =
+                        std::sync::LazyLock::new(|| Arc::from(Vec::new()));
+                    Arc::clone(&NONE_FAILED)
                 } else {
                     Arc::from(diagnose(&produced.failed)?)
                 };

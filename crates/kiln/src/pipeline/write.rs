@@ -4,7 +4,7 @@
 //! One output that cannot be written fails its variant alone.
 
 use super::diagnostic::Diagnostic;
-use super::output::{self, output_path, Index, IndexEntry, OutDirLock, INDEX_FILE};
+use super::output::{self, output_path, Index, IndexEntry, IndexVariant, OutDirLock, INDEX_FILE};
 use super::queries::Artifacts;
 use super::services::VariantArtifacts;
 use super::stat::{FileStat, OutputStats};
@@ -138,9 +138,9 @@ impl Project {
                 continue;
             }
             let variant = VariantId {
-                shader: Arc::clone(&old.shader),
-                pass: Arc::clone(&old.pass),
-                keywords: Arc::clone(&old.keywords),
+                shader: Arc::clone(&old.variant.shader),
+                pass: Arc::clone(&old.variant.pass),
+                keywords: Arc::clone(&old.variant.keywords),
             };
             let target_kept = self
                 .manifest
@@ -158,7 +158,7 @@ impl Project {
                 stale.stale = true;
                 stale.failed_revision = revisions
                     .get(&variant.shader)
-                    .map(|r| format!("{:016x}", r.short()));
+                    .map(|r| format!("{:016x}", r.short()).into());
                 kept.push(stale);
                 continue;
             }
@@ -237,13 +237,18 @@ impl Project {
         let mut bytes_of_variant: Option<Arc<VariantArtifacts>> =
             self.db.context().take_fresh(&artifacts.key);
         // Shared by the variant's entries, one per target.
-        let digest: Arc<str> = artifacts.key.digest().into();
         let short = artifacts.key.revision();
-        let revision = match revision_names.get(&short) {
-            Some(name) => Arc::clone(name),
-            None => format!("{short:016x}").into(),
-        };
-        let inputs = Arc::clone(&artifacts.stamp);
+        let shared = Arc::new(IndexVariant {
+            shader: Arc::clone(&variant.shader),
+            pass: Arc::clone(&variant.pass),
+            keywords: Arc::clone(&variant.keywords),
+            revision: match revision_names.get(&short) {
+                Some(name) => Arc::clone(name),
+                None => format!("{short:016x}").into(),
+            },
+            digest: artifacts.key.digest().into(),
+            inputs: Arc::clone(&artifacts.stamp),
+        });
         let mut entries = Vec::with_capacity(artifacts.outputs.len());
         let mut stats = Vec::new();
         let mut count = 0;
@@ -299,16 +304,11 @@ impl Project {
                 count += 1;
             }
             entries.push(IndexEntry {
-                shader: Arc::clone(&variant.shader),
-                pass: Arc::clone(&variant.pass),
-                keywords: Arc::clone(&variant.keywords),
-                revision: Arc::clone(&revision),
-                digest: Arc::clone(&digest),
+                variant: Arc::clone(&shared),
                 target: output.target.shared_name(),
                 path: relative,
                 bytes: output.bytes,
                 content_hash: output.hash,
-                inputs: Arc::clone(&inputs),
                 stale: false,
                 failed_revision: None,
             });
