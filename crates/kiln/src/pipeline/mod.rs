@@ -10,6 +10,7 @@ mod freshness;
 mod interned;
 mod output;
 mod queries;
+mod recycle;
 mod safe_output;
 mod services;
 mod stat;
@@ -251,6 +252,9 @@ pub struct Project {
     events: Arc<events::EventCounts>,
     /// A farm shard: builds its share, uploads, writes no outputs.
     shard: Option<Shard>,
+    /// The spare files outputs are swapped with (`recycle`); emptied after each build's
+    /// output writes.
+    spares: recycle::Spares,
 }
 
 /// What a build left in the output directory, as this process knows it.
@@ -348,6 +352,7 @@ impl Project {
             last: None,
             events,
             shard: options.shard,
+            spares: recycle::Spares::default(),
         })
     }
 
@@ -600,6 +605,8 @@ impl Project {
             self.gather(chunk, results, &mut report, &mut gathered, &mut last.stats);
             self.db.evict();
         }
+        // Before the marker goes: the spares are temporary files.
+        self.spares.remove_all();
         drop(pinned);
 
         let counts = self.events.take();

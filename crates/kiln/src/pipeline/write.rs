@@ -298,7 +298,9 @@ impl Project {
                         path.display()
                     ))
                 })?;
-                let meta = output::write_atomic(&path, &bytes)
+                let meta = self
+                    .spares
+                    .write(&path, &bytes)
                     .map_err(|e| fail(format!("cannot write output {}: {e}", path.display())))?;
                 stats.push((relative.clone(), FileStat::of(&meta)));
                 count += 1;
