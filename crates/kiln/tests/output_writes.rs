@@ -1,8 +1,9 @@
 //! What a build does to the output directory's files (issue 12): an output whose bytes did
 //! not change is not touched (same inode, same modification time), a changed one is replaced
-//! atomically by a rename (a new inode: a hot-reloading reader holding the old file never
-//! sees it half-written), and nothing but the outputs, `index.json` and `.kiln-stat` is left
-//! in the directory.
+//! atomically by a rename or a swap (another inode: a hot-reloading reader holding the old
+//! file never sees it half-written), nothing but the outputs, `index.json` and `.kiln-stat`
+//! is left in the directory, and a variant whose text an edit did not change takes its
+//! outputs' sizes and hashes from the store's record without loading their bytes.
 
 #![cfg(unix)]
 
@@ -216,4 +217,132 @@ fn a_new_process_without_recorded_stats_rehashes_and_rewrites_nothing() {
     let after = snapshot(&f.out());
     assert_only_outputs(&after, 8);
     assert_eq!(outputs(&after), outputs(&before), "no output touched");
+}
+
+/// A local store that counts the artifacts it loads (bytes read and verified) and the
+/// records it was asked for (size and hash only).
+struct CountingStore {
+    inner: kiln::store::LocalStore,
+    loads: std::sync::atomic::AtomicUsize,
+    records: std::sync::atomic::AtomicUsize,
+}
+
+impl kiln::store::ArtifactStore for CountingStore {
+    fn load(
+        &self,
+        ns: &kiln::store::Namespace,
+        key: &kiln::store::ContentKey,
+    ) -> Result<kiln::store::Lookup, kiln::store::StoreError> {
+        self.loads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.load(ns, key)
+    }
+
+    fn recorded(
+        &self,
+        ns: &kiln::store::Namespace,
+        key: &kiln::store::ContentKey,
+    ) -> Option<(u64, kiln::store::ContentKey)> {
+        self.records
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.recorded(ns, key)
+    }
+
+    fn save(
+        &self,
+        ns: &kiln::store::Namespace,
+        key: &kiln::store::ContentKey,
+        bytes: &[u8],
+    ) -> Result<(), kiln::store::StoreError> {
+        self.inner.save(ns, key, bytes)
+    }
+
+    fn save_many(
+        &self,
+        entries: &[kiln::store::SaveEntry<'_>],
+    ) -> Result<(), kiln::store::SaveManyError> {
+        self.inner.save_many(entries)
+    }
+
+    fn flush(&self) -> Result<(), kiln::store::StoreError> {
+        self.inner.flush()
+    }
+}
+
+/// With no room for artifacts in memory (as in a large project, where the variant cache
+/// holds a small share of them), so that every artifact comes from the store.
+fn open_counting(f: &Fixture) -> (Project, std::sync::Arc<CountingStore>) {
+    let options = BuildOptions {
+        manifest: f.path("kiln.toml"),
+        jobs: Some(2),
+        max_memory: Some(1),
+        ..BuildOptions::default()
+    };
+    let cache = f.path(".kiln");
+    let store = std::sync::Arc::new(CountingStore {
+        inner: kiln::store::LocalStore::new(&cache),
+        loads: Default::default(),
+        records: Default::default(),
+    });
+    let manifest = kiln::manifest::Manifest::load(&options.manifest).unwrap();
+    let project = Project::with_store(manifest, &options, store.clone(), cache).unwrap();
+    (project, store)
+}
+
+fn counts(store: &CountingStore) -> (usize, usize) {
+    use std::sync::atomic::Ordering::Relaxed;
+    (store.loads.swap(0, Relaxed), store.records.swap(0, Relaxed))
+}
+
+#[test]
+fn variants_an_edit_left_unchanged_take_the_stores_record_and_load_no_bytes() {
+    let f = Fixture::new();
+    let (mut project, store) = open_counting(&f);
+    build(&mut project);
+    let before = outputs(&snapshot(&f.out()));
+    assert_eq!(before.len(), 8);
+    counts(&store);
+
+    // A comment: a new source revision for every variant, the same text for naga.
+    let source = f.path("fill.wgsl");
+    std::fs::write(&source, format!("// edited\n{}", fill("0.5"))).unwrap();
+    project.refresh_files(std::slice::from_ref(&source));
+    let report = build(&mut project);
+    assert_eq!(report.compiled, 0, "{report:?}");
+    assert_eq!(report.outputs_written, 0);
+    assert_eq!(
+        counts(&store),
+        (0, 8),
+        "a record per output, no bytes loaded"
+    );
+    assert_eq!(outputs(&snapshot(&f.out())), before, "outputs untouched");
+    let index = kiln::pipeline::Index::read(&f.out());
+    assert_eq!(index.entries.len(), 8);
+    for entry in &index.entries {
+        let seen = &before[&entry.path];
+        assert_eq!(entry.bytes, seen.bytes.len() as u64);
+        assert_eq!(
+            entry.content_hash,
+            kiln::store::ContentKey::hash(&seen.bytes)
+        );
+    }
+
+    // An output deleted behind kiln's back, seen by a new process: its bytes are loaded
+    // from the store (verified), not compiled, and are the same bytes.
+    drop(project);
+    let gone = index.entries[0].path.clone();
+    std::fs::remove_file(f.out().join(&gone)).unwrap();
+    let (mut project, store) = open_counting(&f);
+    let report = build(&mut project);
+    assert_eq!(report.compiled, 0, "{report:?}");
+    assert_eq!(report.outputs_written, 1);
+    let (loads, _) = counts(&store);
+    assert!(
+        (1..=2).contains(&loads),
+        "only the deleted output's variant loads: {loads}"
+    );
+    assert_eq!(
+        outputs(&snapshot(&f.out()))[&gone].bytes,
+        before[&gone].bytes
+    );
 }

@@ -357,6 +357,13 @@ pub(crate) struct Artifacts {
 /// Why a variant has no artifacts: the errors, each naming the variant.
 pub(crate) type VariantFailure = Arc<[Diagnostic]>;
 
+/// No failed target. Even an empty `Arc<[_]>` allocates its counts: one per variant.
+fn none_failed() -> Arc<[Diagnostic]> {
+    static NONE: std::sync::LazyLock<Arc<[Diagnostic]>> =
+        std::sync::LazyLock::new(|| Arc::from(Vec::new()));
+    Arc::clone(&NONE)
+}
+
 pub(crate) struct ArtifactsQ;
 impl Query<Services> for ArtifactsQ {
     type Key = VariantId;
@@ -398,6 +405,29 @@ impl Query<Services> for ArtifactsQ {
                     .collect::<Vec<Diagnostic>>(),
             )
         };
+        let stamp = || -> Arc<str> {
+            identity::input_stamp(
+                &revision,
+                &variant.pass,
+                variant.keywords.iter().map(|k| &**k),
+            )
+            .into()
+        };
+        if !services.cache.contains(&key) {
+            if let Some(outputs) = services.recorded_outputs(&job.input(), &job.targets) {
+                services
+                    .build
+                    .outcomes
+                    .lock()
+                    .insert(variant.clone(), super::Outcome::Cached);
+                return Ok(Ok(Artifacts {
+                    key,
+                    stamp: stamp(),
+                    outputs,
+                    failed: none_failed(),
+                }));
+            }
+        }
         match services.materialize(&key, &job.input(), &job.targets) {
             Ok(produced) => {
                 services
@@ -419,21 +449,13 @@ impl Query<Services> for ArtifactsQ {
                     })
                     .collect();
                 let failed = if produced.failed.is_empty() {
-                    // Even an empty `Arc<[_]>` allocates its counts: one per variant.
-                    static NONE_FAILED: std::sync::LazyLock<Arc<[Diagnostic]>> =
-                        std::sync::LazyLock::new(|| Arc::from(Vec::new()));
-                    Arc::clone(&NONE_FAILED)
+                    none_failed()
                 } else {
                     Arc::from(diagnose(&produced.failed)?)
                 };
-                let stamp = identity::input_stamp(
-                    &revision,
-                    &variant.pass,
-                    variant.keywords.iter().map(|k| &**k),
-                );
                 Ok(Ok(Artifacts {
                     key,
-                    stamp: Arc::from(stamp),
+                    stamp: stamp(),
                     outputs,
                     failed,
                 }))

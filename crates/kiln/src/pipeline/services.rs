@@ -2,6 +2,7 @@
 //! per-build deduplication of identical texts, and the counters a build reports.
 
 use super::diagnostic::Diagnostic;
+use super::queries::ArtifactRef;
 use super::VariantId;
 use crate::compile::{
     self, CompileError, CompileRequest, CompilerKind, Constants, FrontEnd, SourceLanguage, Stage,
@@ -309,6 +310,45 @@ impl Services {
             .entry((compiler, target.clone()))
             .or_insert_with(|| identity::namespace(compiler, target))
             .clone()
+    }
+
+    /// The sizes and hashes of a variant's outputs as the store recorded them, when it holds
+    /// every target, none is refused, and no twin of the text ran in this build: what the
+    /// index needs, without loading or hashing any bytes. A variant whose text an edit did
+    /// not change (its revision did) is then settled by one small query per target; an
+    /// output that must be written is loaded, verified, when written
+    /// (`Project::write_variant`).
+    pub(crate) fn recorded_outputs(
+        &self,
+        input: &CompileInput<'_>,
+        targets: &[TargetConfig],
+    ) -> Option<Arc<[ArtifactRef]>> {
+        let compile_key = input.compile_key();
+        // A twin compiled or loaded in this build is deduplication, and is reported so.
+        if self
+            .build
+            .dedup
+            .lock()
+            .contains_key(&identity::job_key(&compile_key, targets))
+        {
+            return None;
+        }
+        let compiler = input.front_end.kind();
+        targets
+            .iter()
+            .map(|config| {
+                if compile::refused(&input.front_end, input.stage, config.target()).is_some() {
+                    return None;
+                }
+                let ns = self.namespace(compiler, config);
+                let (bytes, hash) = self.store.recorded(&ns, &compile_key)?;
+                Some(ArtifactRef {
+                    target: config.target(),
+                    bytes,
+                    hash,
+                })
+            })
+            .collect()
     }
 
     /// The artifacts of `key` for every target: from the variant cache, else from this

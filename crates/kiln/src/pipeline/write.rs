@@ -280,37 +280,48 @@ impl Project {
                     }
                     None => false,
                 };
+            // What the entry records: the artifact's size and hash, or, when its bytes had to
+            // be loaded (the artifacts query took them from the store's record), those of
+            // the bytes written, so that the index never names bytes the disk lacks.
+            let (mut len, mut hash) = (output.bytes, output.hash);
             if !held {
                 if bytes_of_variant.is_none() {
-                    bytes_of_variant = self.db.context().cache.get(&artifacts.key);
+                    bytes_of_variant = self
+                        .db
+                        .context()
+                        .cache
+                        .get(&artifacts.key)
+                        .or_else(|| self.reload(&artifacts.key, variant));
                 }
-                let bytes = match &bytes_of_variant {
-                    Some(all) => all
-                        .outputs
-                        .iter()
-                        .find(|(t, _)| *t == output.target)
-                        .map(|(_, b)| b.clone()),
-                    None => self.reload(&artifacts.key, variant, output.target),
-                };
-                let bytes = bytes.ok_or_else(|| {
-                    fail(format!(
-                        "{}: the artifact vanished from the store; build again",
-                        path.display()
-                    ))
-                })?;
+                let (bytes, written_hash) = bytes_of_variant
+                    .as_ref()
+                    .and_then(|all| {
+                        all.outputs
+                            .iter()
+                            .zip(&all.hashes)
+                            .find(|((t, _), _)| *t == output.target)
+                            .map(|((_, b), h)| (b.clone(), *h))
+                    })
+                    .ok_or_else(|| {
+                        fail(format!(
+                            "{}: the artifact vanished from the store; build again",
+                            path.display()
+                        ))
+                    })?;
                 let meta = self
                     .spares
                     .write(&path, &bytes)
                     .map_err(|e| fail(format!("cannot write output {}: {e}", path.display())))?;
                 stats.push((relative.clone(), FileStat::of(&meta)));
                 count += 1;
+                (len, hash) = (bytes.len() as u64, written_hash);
             }
             entries.push(IndexEntry {
                 variant: Arc::clone(&shared),
                 target: output.target.shared_name(),
                 path: relative,
-                bytes: output.bytes,
-                content_hash: output.hash,
+                bytes: len,
+                content_hash: hash,
                 stale: false,
                 failed_revision: None,
             });
@@ -318,28 +329,28 @@ impl Project {
         Ok((entries, stats, count))
     }
 
-    /// Bytes of one output whose variant-cache entry was evicted: from the store, never from
-    /// naga unless the store lost it too.
+    /// The artifacts of a variant the variant cache does not hold (evicted, or never loaded:
+    /// the artifacts query took the store's record of them): from the store, verified, never
+    /// from naga unless the store lost them too.
     fn reload(
         &self,
         key: &crate::key::VariantKey,
         variant: &VariantId,
-        target: crate::compile::Target,
-    ) -> Option<Arc<[u8]>> {
+    ) -> Option<Arc<VariantArtifacts>> {
         let job = super::queries::CompileJob::of(&self.db, variant)
             .ok()?
             .ok()?;
-        let produced = self
-            .db
-            .context()
-            .materialize(key, &job.input(), &job.targets)
-            .ok()?;
-        produced
-            .artifacts
-            .outputs
-            .iter()
-            .find(|(t, _)| *t == target)
-            .map(|(_, b)| b.clone())
+        let services = self.db.context();
+        let produced = services.materialize(key, &job.input(), &job.targets).ok()?;
+        if produced.outcome != super::Outcome::Cached {
+            // The store lost them (a corrupt entry): the report says they were compiled.
+            services
+                .build
+                .outcomes
+                .lock()
+                .insert(variant.clone(), produced.outcome);
+        }
+        Some(produced.artifacts)
     }
 }
 

@@ -143,6 +143,10 @@ CREATE INDEX entries_by_last_use ON entries (last_used);
 const LOAD: &str = "SELECT id, size, checksum, last_used, payload
     FROM entries WHERE namespace = ?1 AND key = ?2";
 
+/// An entry's recorded size and checksum, without its payload.
+const RECORDED: &str = "SELECT id, size, checksum, last_used
+    FROM entries WHERE namespace = ?1 AND key = ?2";
+
 /// Whether an entry exists, without reading its columns.
 const CONTAINS: &str = "SELECT 1 FROM entries WHERE namespace = ?1 AND key = ?2";
 
@@ -287,6 +291,24 @@ impl LocalStore {
     /// Deletes a row that failed verification, so the rebuilt artifact can take its place
     /// and the damage is reported once. Only the row as it was read goes: if another process
     /// replaced it with good content meanwhile (a new checksum), that stays.
+    /// Counts a use of row `id` for recency, written in batches (see `flush_recency`).
+    fn touch(&self, id: i64, last_used: i64) {
+        let now = unix_now();
+        if now.saturating_sub(last_used) < Self::TOUCH_INTERVAL.as_secs() as i64 {
+            return;
+        }
+        let flush = {
+            let mut touched = self.touched.lock();
+            touched.push(id);
+            touched.len() >= MAX_TOUCHED
+        };
+        if flush {
+            if let Err(error) = self.flush_recency() {
+                tracing::debug!(%error, "cannot refresh store recency");
+            }
+        }
+    }
+
     fn discard_row(&self, id: i64, checksum: &Value, reason: &CorruptReason) {
         // The caller reports the corrupt entry (`Lookup::Corrupt`); only a failure to remove
         // it is news.
@@ -685,22 +707,37 @@ impl ArtifactStore for LocalStore {
             (Ok(()), payload) => {
                 // `verify` passed, so the payload was a blob.
                 let payload = payload.unwrap_or_default();
-                let now = unix_now();
-                if now.saturating_sub(row.last_used) >= Self::TOUCH_INTERVAL.as_secs() as i64 {
-                    let flush = {
-                        let mut touched = self.touched.lock();
-                        touched.push(row.id);
-                        touched.len() >= MAX_TOUCHED
-                    };
-                    if flush {
-                        if let Err(error) = self.flush_recency() {
-                            tracing::debug!(%error, "cannot refresh store recency");
-                        }
-                    }
-                }
+                self.touch(row.id, row.last_used);
                 Ok(Lookup::Hit(payload))
             }
         }
+    }
+
+    /// One indexed `SELECT` of the size and checksum (the payload's blake3), not the payload.
+    fn recorded(&self, ns: &Namespace, key: &ContentKey) -> Option<(u64, ContentKey)> {
+        let found = self.with_pooled(false, |pooled| {
+            let Some(ns_id) = pooled.namespace_id(ns)? else {
+                return Ok(None);
+            };
+            pooled
+                .conn
+                .prepare_cached(RECORDED)?
+                .query_row((ns_id, &key.as_bytes()[..]), |row| {
+                    Ok((
+                        row.get::<_, i64>(0)?,
+                        row.get::<_, i64>(1)?,
+                        row.get::<_, Vec<u8>>(2)?,
+                        row.get::<_, i64>(3)?,
+                    ))
+                })
+                .optional()
+        });
+        let (id, size, checksum, last_used) = found.ok().flatten().flatten()?;
+        // A malformed row is not vouched for here; `load` reports and drops it.
+        let size = u64::try_from(size).ok()?;
+        let hash = ContentKey::from_bytes(checksum.try_into().ok()?);
+        self.touch(id, last_used);
+        Some((size, hash))
     }
 
     fn save(&self, ns: &Namespace, key: &ContentKey, bytes: &[u8]) -> Result<(), StoreError> {

@@ -96,6 +96,14 @@ pub trait ArtifactStore: Send + Sync {
         failure.map_or(Ok(()), Err)
     }
 
+    /// The size and blake3 hash recorded with the entry for `key` in `ns`, without reading
+    /// or verifying its bytes (a use, for recency); `None` when not held, or not known
+    /// without loading. A caller that then needs the bytes loads them, verified, with
+    /// [`ArtifactStore::load`]. The default knows nothing.
+    fn recorded(&self, _ns: &Namespace, _key: &ContentKey) -> Option<(u64, ContentKey)> {
+        None
+    }
+
     /// Writes what the store buffered (the recency of recent hits); called at the end of a
     /// build. The default has nothing to write.
     fn flush(&self) -> Result<(), StoreError> {
@@ -151,6 +159,10 @@ impl<S: ArtifactStore + ?Sized> ArtifactStore for Arc<S> {
         (**self).contains_many(entries)
     }
 
+    fn recorded(&self, ns: &Namespace, key: &ContentKey) -> Option<(u64, ContentKey)> {
+        (**self).recorded(ns, key)
+    }
+
     fn remote(&self) -> Option<&RemoteStore> {
         (**self).remote()
     }
@@ -179,6 +191,10 @@ impl<S: ArtifactStore + ?Sized> ArtifactStore for &S {
 
     fn contains_many(&self, entries: &[(Namespace, ContentKey)]) -> Vec<bool> {
         (**self).contains_many(entries)
+    }
+
+    fn recorded(&self, ns: &Namespace, key: &ContentKey) -> Option<(u64, ContentKey)> {
+        (**self).recorded(ns, key)
     }
 
     fn remote(&self) -> Option<&RemoteStore> {

@@ -85,6 +85,10 @@ impl ArtifactStore for TieredStore {
         }
     }
 
+    fn recorded(&self, ns: &Namespace, key: &ContentKey) -> Option<(u64, ContentKey)> {
+        self.local.recorded(ns, key)
+    }
+
     fn save(&self, ns: &Namespace, key: &ContentKey, bytes: &[u8]) -> Result<(), StoreError> {
         let saved = self.local.save(ns, key, bytes);
         self.remote.put_many(&[(ns, key, bytes)]);
