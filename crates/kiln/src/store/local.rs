@@ -488,8 +488,16 @@ impl LocalStore {
 
     /// `user_version`, after checking the file is kiln's.
     fn schema_version(&self, conn: &Connection) -> Result<i64, OpenError> {
-        let app: i64 = conn.query_row("PRAGMA application_id", [], |row| row.get(0))?;
-        let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+        // One statement, so one snapshot: read as two, another process creating the schema
+        // in between showed an application id of 0 with its schema version (a new database
+        // taken for another application's; `stores_opening_a_new_database_at_once_all_succeed`
+        // under load).
+        let (app, version): (i64, i64) = conn.query_row(
+            "SELECT a.application_id, v.user_version
+             FROM pragma_application_id AS a, pragma_user_version AS v",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )?;
         if app != APPLICATION_ID && !(app == 0 && version == 0) {
             return Err(OpenError::Store(self.incompatible(format!(
                 "belongs to another application (application_id {app:#x})"
