@@ -288,9 +288,6 @@ impl LocalStore {
         .map(|_| ())
     }
 
-    /// Deletes a row that failed verification, so the rebuilt artifact can take its place
-    /// and the damage is reported once. Only the row as it was read goes: if another process
-    /// replaced it with good content meanwhile (a new checksum), that stays.
     /// Counts a use of row `id` for recency, written in batches (see `flush_recency`).
     fn touch(&self, id: i64, last_used: i64) {
         let now = unix_now();
@@ -309,6 +306,9 @@ impl LocalStore {
         }
     }
 
+    /// Deletes a row that failed verification, so the rebuilt artifact can take its place
+    /// and the damage is reported once. Only the row as it was read goes: if another process
+    /// replaced it with good content meanwhile (a new checksum), that stays.
     fn discard_row(&self, id: i64, checksum: &Value, reason: &CorruptReason) {
         // The caller reports the corrupt entry (`Lookup::Corrupt`); only a failure to remove
         // it is news.
