@@ -11,6 +11,7 @@ use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use toml::Spanned;
 
 /// The keyword spelling meaning "no keyword from this axis".
@@ -40,7 +41,7 @@ pub struct Manifest {
     /// Targets every variant is compiled for.
     pub targets: Vec<TargetConfig>,
     /// The shaders, in manifest order.
-    pub shaders: Vec<ShaderSpec>,
+    pub shaders: Vec<Arc<ShaderSpec>>,
     /// Variant and source-size limits.
     pub limits: Limits,
     /// `[cache]`: the remote cache (never part of any artifact's identity).
@@ -321,7 +322,7 @@ impl Manifest {
         let capabilities = cx.project_capabilities(&raw.project)?;
         let targets = cx.targets(&raw.project.targets, capabilities)?;
         let project_dirs = cx.include_dirs(&raw.project.include_dirs, &[])?;
-        let mut shaders: Vec<ShaderSpec> = Vec::new();
+        let mut shaders: Vec<Arc<ShaderSpec>> = Vec::new();
         let mut total: usize = 0;
         for shader in &raw.shader {
             let name = shader.name.get_ref();
@@ -348,7 +349,7 @@ impl Manifest {
                         ),
                     )
                 })?;
-            shaders.push(spec);
+            shaders.push(Arc::new(spec));
         }
         Ok(Self {
             path: path.to_owned(),

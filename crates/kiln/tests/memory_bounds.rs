@@ -139,3 +139,61 @@ fn a_bound_that_holds_no_artifact_still_compiles_each_text_once_and_writes_every
         std::fs::write(root.join("fill.wgsl"), fill("0.5")).unwrap();
     }
 }
+
+/// Eleven axes, of which only `FOG` changes the text: 2,048 variants, two distinct texts.
+/// A build works through variants a chunk (1,024) at a time and keeps of a finished job only
+/// its outcome: twins in later chunks must still be counted as deduplicated, not compiled,
+/// not cached, with every output written, with and without room for artifacts in memory.
+#[test]
+fn twins_in_later_chunks_of_a_build_are_deduplicated_against_settled_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let axes: Vec<String> = ["FOG", "A", "B", "C", "D", "E", "F", "G", "H", "I", "J"]
+        .iter()
+        .map(|k| format!(r#"["_", "{k}"]"#))
+        .collect();
+    std::fs::write(
+        root.join("kiln.toml"),
+        format!(
+            r#"
+[project]
+targets = ["spirv"]
+
+[[shader]]
+name = "Fill"
+source = "fill.wgsl"
+axes = [{}]
+
+[shader.passes.Main]
+stage = "compute"
+entry = "main"
+"#,
+            axes.join(", ")
+        ),
+    )
+    .unwrap();
+    std::fs::write(root.join("fill.wgsl"), fill("0.5")).unwrap();
+    for max_memory in [None, Some(1)] {
+        let name = format!("m{max_memory:?}");
+        let mut project = open(root, &name, max_memory, 2);
+        let report = build(&mut project);
+        assert_eq!(report.variants, 2048);
+        assert_eq!(
+            (report.compiled, report.deduplicated, report.cached),
+            (2, 2046, 0),
+            "{max_memory:?}"
+        );
+        assert_eq!(report.outputs_written, 2048);
+        assert_eq!(store_entries(&root.join(&name).join("cache")), 2);
+
+        std::fs::write(root.join("fill.wgsl"), fill("0.75")).unwrap();
+        project.refresh_files(&[root.join("fill.wgsl")]);
+        let edit = build(&mut project);
+        assert_eq!(
+            (edit.compiled, edit.deduplicated, edit.outputs_written),
+            (1, 1023, 1024),
+            "{max_memory:?}: the FOG half changed text; the other half's is cut off early"
+        );
+        std::fs::write(root.join("fill.wgsl"), fill("0.5")).unwrap();
+    }
+}

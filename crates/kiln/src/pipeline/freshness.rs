@@ -40,6 +40,8 @@ impl Project {
             .into_iter()
             .partition(|variant| artifacts.database().has_memo::<ArtifactsQ>(variant));
         if variants.is_empty() {
+            // Held for the whole build (grown by doubling: up to twice its size).
+            stale.shrink_to_fit();
             return (Vec::new(), stale);
         }
         let by_stamp = entries_by_stamp(&last.index);
@@ -79,6 +81,7 @@ impl Project {
             }
         }
         current.sort_unstable();
+        stale.shrink_to_fit();
         (current, stale)
     }
 }

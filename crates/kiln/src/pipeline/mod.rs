@@ -497,21 +497,26 @@ impl Project {
     /// Every variant of the manifest, in manifest order.
     pub fn variants(&self) -> Vec<VariantId> {
         let mut out = Vec::with_capacity(self.manifest.variant_count());
-        // One allocation per distinct keyword, shared by every set that has it: these ids
-        // are the engine's keys and the index entries' names for the whole build.
+        // One allocation per distinct keyword and per distinct keyword set, shared by every
+        // variant that has it (shaders and passes repeat the same sets): these ids are the
+        // engine's keys and the index entries' names for the whole build.
         let mut words: FxHashMap<&str, Arc<str>> = FxHashMap::default();
+        let mut sets: FxHashMap<&[String], Arc<[Arc<str>]>> = FxHashMap::default();
         for shader in &self.manifest.shaders {
             let name: Arc<str> = Arc::from(shader.name.as_str());
             for pass in &shader.passes {
                 let pass_name: Arc<str> = Arc::from(pass.name.as_str());
                 for keywords in &shader.variants {
+                    let set = sets.entry(keywords).or_insert_with(|| {
+                        keywords
+                            .iter()
+                            .map(|k| Arc::clone(words.entry(k).or_insert_with(|| Arc::from(&**k))))
+                            .collect()
+                    });
                     out.push(VariantId {
                         shader: name.clone(),
                         pass: pass_name.clone(),
-                        keywords: keywords
-                            .iter()
-                            .map(|k| Arc::clone(words.entry(k).or_insert_with(|| Arc::from(&**k))))
-                            .collect(),
+                        keywords: Arc::clone(set),
                     });
                 }
             }
@@ -603,6 +608,7 @@ impl Project {
             let results = self.run_variants(chunk, &last, &revision_names, done, total, progress);
             done += chunk.len();
             self.gather(chunk, results, &mut report, &mut gathered, &mut last.stats);
+            self.db.context().settle();
             self.db.evict();
         }
         // Before the marker goes: the spares are temporary files.

@@ -81,7 +81,7 @@ impl Query<Services> for ShaderSpecQ {
             .shaders
             .iter()
             .find(|s| *s.name == **name)
-            .map(|s| Arc::new(s.clone())))
+            .map(Arc::clone))
     }
 }
 

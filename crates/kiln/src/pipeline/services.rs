@@ -104,6 +104,11 @@ pub(crate) struct BuildSession {
     /// the pending saves or in the store, so this table never keeps a build's artifacts
     /// alive on its own.
     dedup: Mutex<FxHashMap<ContentKey, Arc<OnceLock<TwinResult>>>>,
+    /// Jobs of this build that succeeded for every target in an earlier chunk, moved out of
+    /// `dedup` by [`Services::settle`]: how the first got its artifacts, all a twin still
+    /// needs (a build of 100,000 variants would otherwise hold a cell, a weak handle and an
+    /// artifact's allocation for each until the end).
+    settled: Mutex<FxHashMap<ContentKey, Outcome>>,
     /// Artifacts produced in this build and not yet written to the output directory, by
     /// variant key: held until the variant's outputs are written (moments later, by the
     /// same worker), so that a bounded variant cache never makes a build reload or
@@ -144,9 +149,20 @@ struct Twin {
 
 type TwinResult = Result<Twin, Failures>;
 
+/// How a twin got its artifacts, given how the first of its job did: a twin of a compiled
+/// variant was deduplicated; a twin of a cached one is simply cached too.
+fn twin_outcome(first: Outcome) -> Outcome {
+    match first {
+        Outcome::Compiled => Outcome::Deduplicated,
+        other => other,
+    }
+}
+
 impl BuildSession {
     fn reset(&self) {
-        self.dedup.lock().clear();
+        // Dropped, not cleared: a long-lived project keeps no table of its largest build.
+        drop(std::mem::take(&mut *self.dedup.lock()));
+        drop(std::mem::take(&mut *self.settled.lock()));
         self.fresh.lock().clear();
         self.outcomes.lock().clear();
         self.warnings.lock().clear();
@@ -295,6 +311,33 @@ impl Services {
         }
     }
 
+    /// Called between chunks of variants, when no query runs: forgets the artifacts the
+    /// variant cache let go of, and keeps of each finished job only its outcome.
+    pub(crate) fn settle(&self) {
+        self.resident
+            .lock()
+            .retain(|_, artifacts| artifacts.strong_count() > 0);
+        let mut dedup = self.build.dedup.lock();
+        let mut settled = self.build.settled.lock();
+        dedup.retain(|key, cell| match cell.get() {
+            Some(Ok(twin)) if twin.failed.is_empty() && Arc::strong_count(cell) == 1 => {
+                settled.insert(*key, twin.outcome);
+                false
+            }
+            _ => true,
+        });
+    }
+
+    /// Whether a job ran in this build, and if so whether it was compiled.
+    fn ran_in_this_build(&self, job: &ContentKey) -> Option<bool> {
+        if let Some(outcome) = self.build.settled.lock().get(job) {
+            return Some(*outcome == Outcome::Compiled);
+        }
+        let dedup = self.build.dedup.lock();
+        let cell = dedup.get(job)?;
+        Some(matches!(cell.get(), Some(Ok(p)) if p.outcome == Outcome::Compiled))
+    }
+
     /// Forgets what belongs to one build only.
     pub(crate) fn start_build(&self) {
         self.resident
@@ -326,10 +369,8 @@ impl Services {
         let compile_key = input.compile_key();
         // A twin compiled or loaded in this build is deduplication, and is reported so.
         if self
-            .build
-            .dedup
-            .lock()
-            .contains_key(&identity::job_key(&compile_key, targets))
+            .ran_in_this_build(&identity::job_key(&compile_key, targets))
+            .is_some()
         {
             return None;
         }
@@ -402,10 +443,7 @@ impl Services {
         let key = identity::job_key(&compile_key, targets);
         if let Some(artifacts) = self.resident.lock().get(&key).and_then(Weak::upgrade) {
             // Compiled earlier in this very build for a twin text: that is deduplication.
-            let compiled_now = self.build.dedup.lock().get(&key).is_some_and(
-                |cell| matches!(cell.get(), Some(Ok(p)) if p.outcome == Outcome::Compiled),
-            );
-            let outcome = if compiled_now {
+            let outcome = if self.ran_in_this_build(&key) == Some(true) {
                 Outcome::Deduplicated
             } else {
                 Outcome::Cached
@@ -432,6 +470,11 @@ impl Services {
         input: &CompileInput<'_>,
         targets: &[TargetConfig],
     ) -> Result<Produced, FailureList> {
+        let settled = self.build.settled.lock().get(key).copied();
+        if let Some(outcome) = settled {
+            // Its artifacts left memory (`produce_resident` looked): as for an evicted twin.
+            return self.produce_again(key, compile_key, input, targets, outcome);
+        }
         let cell = self.build.dedup.lock().entry(*key).or_default().clone();
         let mut produced_here: Option<ProduceResult> = None;
         let twin = cell
@@ -457,27 +500,35 @@ impl Services {
             return produced.map_err(failure);
         }
         let twin = twin.map_err(failure)?;
-        // A twin of a compiled variant was deduplicated; a twin of a cached one is simply
-        // cached too.
-        let outcome = match twin.outcome {
-            Outcome::Compiled => Outcome::Deduplicated,
-            other => other,
-        };
         if let Some(artifacts) = twin.artifacts.upgrade() {
             return Ok(Produced {
                 artifacts,
-                outcome,
+                outcome: twin_outcome(twin.outcome),
                 failed: twin.failed,
             });
         }
-        // Evicted since: the bytes wait among the deferred saves or are in the store (only
-        // if the store lost them is anything compiled again).
+        self.produce_again(key, compile_key, input, targets, twin.outcome)
+    }
+
+    /// A twin's artifacts after the first's left memory: they wait among the deferred saves
+    /// or are in the store (only if the store lost them is anything compiled again).
+    fn produce_again(
+        &self,
+        key: &ContentKey,
+        compile_key: &ContentKey,
+        input: &CompileInput<'_>,
+        targets: &[TargetConfig],
+        first: Outcome,
+    ) -> Result<Produced, FailureList> {
         let again = self
             .load_or_compile(key, compile_key, input, targets)
-            .map_err(failure)?;
+            .map_err(|failures| FailureList {
+                failures,
+                partial: None,
+            })?;
         Ok(Produced {
             outcome: match again.outcome {
-                Outcome::Cached => outcome,
+                Outcome::Cached => twin_outcome(first),
                 other => other,
             },
             ..again
@@ -565,7 +616,11 @@ impl Services {
         let compiled = compile::compile_with(&input.front_end, &request, &missing)
             .map_err(|e| Failures::from(vec![(None, e)]))?;
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        self.build.costs.lock().push((*job, micros.max(1)));
+        // Only a remote cache receives them (see `flush_saves`): a local build of 100,000
+        // variants would hold 5 MB of them for nothing.
+        if self.store.remote().is_some() {
+            self.build.costs.lock().push((*job, micros.max(1)));
+        }
         let mut done = Vec::with_capacity(outputs.len());
         for (((target, bytes), config), result) in outputs.into_iter().zip(targets).zip(compiled) {
             let bytes = match (bytes, result) {
