@@ -4,7 +4,7 @@
 //! because the variant cache let go of it. Artifact bytes need not stay resident once
 //! written: the outputs and the store hold them.
 
-use kiln::pipeline::{BuildOptions, BuildReport, Project};
+use kiln::pipeline::{BuildOptions, BuildReport, Outcome, Project};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -185,6 +185,18 @@ entry = "main"
         );
         assert_eq!(report.outputs_written, 2048);
         assert_eq!(store_entries(&root.join(&name).join("cache")), 2);
+        // Every variant's outcome, under its own name, across both chunks.
+        let named: std::collections::BTreeSet<String> =
+            report.outcomes.keys().map(|v| v.to_string()).collect();
+        assert_eq!((report.outcomes.len(), named.len()), (2048, 2048));
+        let compiled: Vec<bool> = report
+            .outcomes
+            .iter()
+            .filter(|(_, outcome)| **outcome == Outcome::Compiled)
+            .map(|(v, _)| v.keywords.iter().any(|k| &**k == "FOG"))
+            .collect();
+        assert_eq!(compiled.len(), 2);
+        assert_ne!(compiled[0], compiled[1], "one compile per text: with FOG and without");
 
         std::fs::write(root.join("fill.wgsl"), fill("0.75")).unwrap();
         project.refresh_files(&[root.join("fill.wgsl")]);

@@ -8,6 +8,7 @@ mod events;
 mod farm;
 mod freshness;
 mod interned;
+mod outcomes;
 mod output;
 mod queries;
 mod recycle;
@@ -18,6 +19,7 @@ mod write;
 
 pub use diagnostic::{describe_variant, Diagnostic, Location, Severity};
 pub use farm::ShardReport;
+pub use outcomes::Outcomes;
 pub use output::{output_path, Index, IndexEntry, IndexFailure, IndexVariant, INDEX_FILE};
 pub use services::{Outcome, VariantArtifacts};
 pub use stat::STAT_FILE;
@@ -35,7 +37,7 @@ use queries::{ArtifactsQ, Db, ManifestInput, RevisionQ, SourceFile};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use services::Services;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -159,7 +161,7 @@ pub struct BuildReport {
     /// Errors (failed variants) and warnings (repaired store entries), errors first.
     pub diagnostics: Vec<Diagnostic>,
     /// Per variant that was (re)computed in this build, how its artifacts were obtained.
-    pub outcomes: BTreeMap<VariantId, Outcome>,
+    pub outcomes: Outcomes,
     /// Project files whose contents changed since the previous build of this project.
     pub changed_files: Vec<PathBuf>,
     /// Whether the manifest changed since the previous build.
@@ -560,6 +562,8 @@ impl Project {
             None => self.up_to_date(&last, all_variants, &revisions),
         };
         let (variants, shard) = self.plan_remote(variants);
+        // Shared with the report's outcomes, which name variants by their position here.
+        let variants: Arc<[VariantId]> = Arc::from(variants);
         // Each up-to-date variant contributed one entry per target.
         let up_to_date_variants = up_to_date.len() / self.manifest.targets.len().max(1);
         // Outputs are about to be written: a kill from here on may leave temporary files
@@ -604,10 +608,19 @@ impl Project {
             .values()
             .map(|r| (r.short(), Arc::from(format!("{:016x}", r.short()))))
             .collect();
-        for chunk in variants.chunks(VARIANTS_PER_EVICTION) {
+        report.outcomes = Outcomes::of(Arc::clone(&variants));
+        for (number, chunk) in variants.chunks(VARIANTS_PER_EVICTION).enumerate() {
             let results = self.run_variants(chunk, &last, &revision_names, done, total, progress);
             done += chunk.len();
-            self.gather(chunk, results, &mut report, &mut gathered, &mut last.stats);
+            let first = number * VARIANTS_PER_EVICTION;
+            self.gather(
+                chunk,
+                first,
+                results,
+                &mut report,
+                &mut gathered,
+                &mut last.stats,
+            );
             self.db.context().settle();
             self.db.evict();
         }
@@ -740,12 +753,18 @@ impl Project {
     fn gather(
         &self,
         variants: &[VariantId],
+        first: usize,
         results: Vec<(VariantResult, Option<write::WriteResult>)>,
         report: &mut BuildReport,
         gathered: &mut write::Gathered,
         stats: &mut stat::OutputStats,
     ) {
         let outcomes = std::mem::take(&mut *self.db.context().build.outcomes.lock());
+        for (at, variant) in variants.iter().enumerate() {
+            if let Some(outcome) = outcomes.get(variant) {
+                report.outcomes.record(first + at, *outcome);
+            }
+        }
         let failed = &mut gathered.failed;
         for (variant, (result, written)) in variants.iter().zip(results) {
             let diagnostics = match result {
@@ -823,7 +842,6 @@ impl Project {
                 report.diagnostics.push(d);
             }
         }
-        report.outcomes.extend(outcomes);
     }
 
     /// Why naga had to compile `variant` in this build.
