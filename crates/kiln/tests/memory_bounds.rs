@@ -196,7 +196,10 @@ entry = "main"
             .map(|(v, _)| v.keywords.iter().any(|k| &**k == "FOG"))
             .collect();
         assert_eq!(compiled.len(), 2);
-        assert_ne!(compiled[0], compiled[1], "one compile per text: with FOG and without");
+        assert_ne!(
+            compiled[0], compiled[1],
+            "one compile per text: with FOG and without"
+        );
 
         std::fs::write(root.join("fill.wgsl"), fill("0.75")).unwrap();
         project.refresh_files(&[root.join("fill.wgsl")]);
