@@ -761,16 +761,15 @@ impl Project {
         stats: &mut stat::OutputStats,
     ) {
         let outcomes = std::mem::take(&mut *self.db.context().build.outcomes.lock());
-        for (at, variant) in variants.iter().enumerate() {
-            if let Some(outcome) = outcomes.get(variant) {
-                report.outcomes.record(first + at, *outcome);
-            }
-        }
         let failed = &mut gathered.failed;
-        for (variant, (result, written)) in variants.iter().zip(results) {
+        for (at, (variant, (result, written))) in variants.iter().zip(results).enumerate() {
+            let outcome = outcomes.get(variant).copied();
+            if let Some(outcome) = outcome {
+                report.outcomes.record(first + at, outcome);
+            }
             let diagnostics = match result {
                 Ok(Ok(artifacts)) => {
-                    match outcomes.get(variant) {
+                    match outcome {
                         Some(Outcome::Compiled) => {
                             report.compiled += 1;
                             if report.recompiled.len() < RECOMPILED_LISTED {
