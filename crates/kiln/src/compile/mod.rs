@@ -253,21 +253,35 @@ pub fn compile_targets(
     } else {
         None
     };
-    for capabilities in sets {
+    // One group of targets per validation: all of them when the shared one passed, else one
+    // per capability set. Each group gets its own module only when it must: the last one
+    // (the only one, usually) takes the parsed module itself.
+    let groups: Vec<Option<Capabilities>> = match shared {
+        Some(_) => vec![None],
+        None => sets.into_iter().map(Some).collect(),
+    };
+    let mut shared = shared;
+    let mut module = Some(module);
+    let last = groups.len().saturating_sub(1);
+    for (g, group) in groups.into_iter().enumerate() {
         let members = || {
             targets
                 .iter()
                 .enumerate()
                 .filter_map(|(i, t)| Some((i, (*t)?)))
-                .filter(move |(_, t)| t.capabilities() == capabilities)
+                .filter(move |(_, t)| group.is_none_or(|set| t.capabilities() == set))
+        };
+        let Some(parsed) = module.as_ref() else {
+            break;
         };
         let validated = contain(CompilePhase::Validate, || {
-            let info = match &shared {
-                Some(info) => info.clone(),
-                None => validate(&module, text, request.entry, capabilities)?,
+            let info = match (shared.take(), group) {
+                (Some(info), _) => info,
+                (None, Some(set)) => validate(parsed, text, request.entry, set)?,
+                (None, None) => validate(parsed, text, request.entry, common)?,
             };
             let resolved =
-                constants::resolve(&module, &info, request.stage, request.entry, &table, text)?;
+                constants::resolve(parsed, &info, request.stage, request.entry, &table, text)?;
             Ok(match resolved {
                 Some((module, info)) => (Some(module), info),
                 None => (None, info),
@@ -284,8 +298,16 @@ pub fn compile_targets(
                 continue;
             }
         };
+        let module = match resolved {
+            Some(resolved) => resolved,
+            None if g == last => match module.take() {
+                Some(parsed) => parsed,
+                None => break,
+            },
+            None => parsed.clone(),
+        };
         let validated = ValidatedModule {
-            module: resolved.unwrap_or_else(|| module.clone()),
+            module,
             info,
             stage: request.stage,
             entry: request.entry.to_owned(),
