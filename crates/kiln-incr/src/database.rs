@@ -143,6 +143,15 @@ impl<C: Send + Sync + 'static> Database<C> {
         self.input_table::<I>().read(self.id, key)
     }
 
+    /// Reads input `I` at `key` like [`Self::input`], but records no dependency. For a query
+    /// that uses only part of the value and records that part itself, by reading a query
+    /// that derives it from the input (which depends on the input and is backdated when the
+    /// part is unchanged). Anything else the reader uses from the value is then untracked:
+    /// its memo would not see the input change.
+    pub fn input_untracked<I: Input>(&self, key: &I::Key) -> Option<I::Value> {
+        self.input_table::<I>().read_untracked(key)
+    }
+
     /// Marks the executing query as having read state the engine cannot see: its memo is
     /// re-executed in every new revision and never evicted.
     pub fn report_untracked_read(&self) {

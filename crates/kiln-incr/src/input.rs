@@ -75,6 +75,12 @@ impl<I: Input> InputTable<I> {
         slot.value.clone()
     }
 
+    /// Reads `key` without recording the read anywhere (see [`crate::Database::input_untracked`]).
+    pub(crate) fn read_untracked(&self, key: &I::Key) -> Option<I::Value> {
+        let index = self.keys.find(key)?;
+        self.slots.get(index)?.value.clone()
+    }
+
     /// Sets `key` to `value` (`None` removes it), starting a new revision through
     /// `new_revision` (given the durability readers recorded). Returns whether anything
     /// changed: an equal value with the same durability is no change and no revision.

@@ -245,3 +245,49 @@ fn query_handle_fetches_like_get() {
     );
     assert_eq!(db.query::<TensPlusOne>().get(&3).unwrap(), 5);
 }
+
+/// Reads `number(k)` untracked and uses only its tens, which it records by reading `tens(k)`:
+/// the pattern of a reader that depends on part of an input.
+struct TensUntracked;
+impl Query for TensUntracked {
+    type Key = u32;
+    type Value = u32;
+    const NAME: &'static str = "tens_untracked";
+    fn execute(db: &Database, key: &u32) -> Result<u32, QueryError> {
+        let number = db.input_untracked::<Number>(key).unwrap_or(0);
+        db.get::<Tens>(key)?;
+        Ok(number / 10 * 100)
+    }
+}
+
+#[test]
+fn an_untracked_read_depends_only_on_what_the_reader_records() {
+    let mut db = Database::default();
+    let events = EventLog::attach(&mut db);
+    db.set_input::<Number>(0, 5, Durability::Low);
+    assert_eq!(db.get::<TensUntracked>(&0).unwrap(), 0);
+    assert_eq!(
+        db.memo_info::<TensUntracked>(&0)
+            .unwrap()
+            .dependencies
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        vec!["tens(0)".to_string()]
+    );
+    events.take();
+
+    // The part read is unchanged: only `tens` runs, and is backdated.
+    db.set_input::<Number>(0, 7, Durability::Low);
+    assert_eq!(db.get::<TensUntracked>(&0).unwrap(), 0);
+    assert_eq!(events.executed(), vec!["tens(0)"]);
+
+    // It changed: the reader runs again and sees the new value.
+    db.set_input::<Number>(0, 42, Durability::Low);
+    assert_eq!(db.get::<TensUntracked>(&0).unwrap(), 400);
+    assert_eq!(events.executed(), vec!["tens(0)", "tens_untracked(0)"]);
+
+    // Outside a query, and for a key never set.
+    assert_eq!(db.input_untracked::<Number>(&0), Some(42));
+    assert_eq!(db.input_untracked::<Number>(&9), None);
+}
