@@ -114,6 +114,35 @@ impl Fixture {
         names
     }
 
+    /// Every file of `out/` (the index's entries included) equals what a clean build of
+    /// the sources as they are now writes, into a new output directory and store.
+    fn assert_matches_clean_build(&self) {
+        let clean = self.path("clean");
+        let mut project = Project::open(&BuildOptions {
+            manifest: self.path("kiln.toml"),
+            out_dir: Some(clean.join("out")),
+            cache_dir: Some(clean.join("cache")),
+            jobs: Some(1),
+            keep_failed_outputs: true,
+            ..BuildOptions::default()
+        })
+        .unwrap();
+        project.build(&|_| {}).unwrap();
+        let index = |dir: &Path| -> Index {
+            serde_json::from_slice(&std::fs::read(dir.join("index.json")).unwrap()).unwrap()
+        };
+        let (ours, theirs) = (index(&self.path("out")), index(&clean.join("out")));
+        assert_eq!(ours.entries, theirs.entries);
+        for entry in &ours.entries {
+            assert_eq!(
+                self.output(&entry.path),
+                std::fs::read(clean.join("out").join(&entry.path)).unwrap(),
+                "{}",
+                entry.path
+            );
+        }
+    }
+
     fn output(&self, relative: &str) -> Vec<u8> {
         std::fs::read(self.path("out").join(relative)).unwrap()
     }
@@ -145,8 +174,10 @@ fn editing_an_include_recompiles_only_its_dependents() {
         "{:?}",
         report.recompiled[0]
     );
-    // Lit without FOG re-ran preprocessing and got the same text; Sky was only re-verified.
-    assert_eq!(report.early_cutoff, 2, "{report:?}");
+    // Lit without FOG did not even preprocess again: the edit is inside `#ifdef FOG`, a
+    // block it skips, so its view of fog.wgsl came out equal (nothing to cut off early).
+    // Sky was only re-verified.
+    assert_eq!(report.early_cutoff, 0, "{report:?}");
     assert!(report.verified >= 2, "{report:?}");
     assert_eq!(report.outputs_written, 2 * 2);
     // The new revision invalidated Lit's 4 entries; all 4 came back at the new revision
@@ -154,6 +185,44 @@ fn editing_an_include_recompiles_only_its_dependents() {
     let stats = f.project.cache_stats();
     assert_eq!(stats.invalidated, 4, "{stats:?}");
     assert_eq!(stats.stale_discarded, 0, "{stats:?}");
+}
+
+#[test]
+fn an_edit_inside_a_block_a_variant_skips_leaves_the_variant_alone_unless_lines_move() {
+    let mut f = Fixture::new(None);
+    f.build();
+    // `#else` of `#ifdef FOG`: only the variants without FOG use it.
+    f.edit("shaders/include/fog.wgsl", "return c;", "return c * 0.75;");
+    let report = f.build();
+    assert_eq!(
+        Fixture::recompiled(&report),
+        ["Lit/Forward[SKIN]", "Lit/Forward[]"]
+    );
+    assert_eq!(report.early_cutoff, 0, "{report:?}");
+
+    // A line added inside the FOG block moves every later line: the variants without FOG
+    // preprocess again (their line maps changed), get the same text, and stop there.
+    f.edit(
+        "shaders/include/fog.wgsl",
+        "    return mix(",
+        "    let unused = 1.0;\n    return mix(",
+    );
+    let report = f.build();
+    assert_eq!(
+        Fixture::recompiled(&report),
+        ["Lit/Forward[FOG;SKIN]", "Lit/Forward[FOG]"]
+    );
+    assert_eq!(report.early_cutoff, 2, "{report:?}");
+
+    // Back to the original text: every output is what a clean build writes.
+    f.edit("shaders/include/fog.wgsl", "    let unused = 1.0;\n", "");
+    f.edit("shaders/include/fog.wgsl", "return c * 0.75;", "return c;");
+    let report = f.build();
+    assert_eq!(
+        report.compiled, 0,
+        "the store holds every earlier text: {report:?}"
+    );
+    f.assert_matches_clean_build();
 }
 
 #[test]

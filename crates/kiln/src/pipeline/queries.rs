@@ -6,7 +6,7 @@
 //! SourceFile(path), ManifestInput        inputs
 //!   -> ShaderSpecQ(shader), TargetsQ      the manifest, per shader (backdated)
 //!   -> ClosureQ(source) -> RevisionQ(shader)      include closure, content hash
-//!   -> PreprocessQ(variant)               text + line map
+//!   -> PreprocessQ(variant)               text + line map, through FileViewQ(file, blocks)
 //!   -> CompileTextQ(variant)              text only: a comment edit stops here (backdated)
 //!   -> ArtifactsQ(variant)                artifacts for every target, via the variant cache
 //! ```
@@ -18,7 +18,9 @@ use crate::compile::{Constants, Target, TargetConfig};
 use crate::identity::{self, Revision};
 use crate::key::VariantKey;
 use crate::manifest::{Manifest, PassSpec, ShaderSpec};
-use crate::preprocess::{Dialect, IncludeClosure, PreprocessRequest, Preprocessed};
+use crate::preprocess::{
+    Dialect, FileView, IncludeClosure, PreprocessRequest, Preprocessed, SourceLoader,
+};
 use crate::store::ContentKey;
 use kiln_incr::{Database, Input, Query, QueryError};
 use std::io;
@@ -196,6 +198,55 @@ fn spec_and_pass(
     }
 }
 
+/// The part of a file a preprocessing run used ([`FileView`]): its directive lines and the
+/// code lines of the blocks the run found active. A variant's text depends on its files
+/// through these, so that an edit inside an `#ifdef` block a variant skips leaves the
+/// variant alone: the view's hash comes out equal and is backdated.
+pub(crate) struct FileViewQ;
+impl Query<Services> for FileViewQ {
+    type Key = (PathBuf, FileView);
+    /// `None`: the file cannot be read or lexed now.
+    type Value = Option<[u8; 32]>;
+    const NAME: &'static str = "file_view";
+    fn execute(db: &Db, (path, view): &(PathBuf, FileView)) -> Result<Self::Value, QueryError> {
+        Ok(read_source(db, path).ok().and_then(|text| {
+            db.context()
+                .preprocessor
+                .view_hash(&path.to_string_lossy(), &text, view)
+        }))
+    }
+}
+
+/// The loader of a variant's preprocessing: a file read for a view is recorded as its view
+/// once the run says which it is; every other read, and a failed one, as the whole file.
+struct ViewLoader<'db> {
+    db: &'db Db,
+    /// A failure of the engine while recording a view (a cycle, a cancelled query).
+    failed: std::cell::RefCell<Option<QueryError>>,
+}
+
+impl SourceLoader for ViewLoader<'_> {
+    fn load(&self, path: &Path) -> Result<Arc<str>, io::Error> {
+        read_source(self.db, path)
+    }
+
+    fn load_viewed(&self, path: &Path) -> Result<Arc<str>, io::Error> {
+        match self.db.input_untracked::<SourceFile>(&path.to_path_buf()) {
+            Some(Ok(text)) => Ok(text),
+            _ => read_source(self.db, path),
+        }
+    }
+
+    fn viewed(&self, path: &Path, view: &FileView) {
+        if let Err(error) = self
+            .db
+            .get::<FileViewQ>(&(path.to_path_buf(), view.clone()))
+        {
+            self.failed.borrow_mut().get_or_insert(error);
+        }
+    }
+}
+
 /// A variant's preprocessed text and line map.
 pub(crate) struct PreprocessQ;
 impl Query<Services> for PreprocessQ {
@@ -221,7 +272,10 @@ impl Query<Services> for PreprocessQ {
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .chain(pass_defines.iter().map(|(k, v)| (*k, v.as_str())))
             .collect();
-        let loader = |path: &Path| read_source(db, path);
+        let loader = ViewLoader {
+            db,
+            failed: Default::default(),
+        };
         let request = PreprocessRequest {
             entry: &pass.source,
             language: pass.language.into(),
@@ -229,10 +283,11 @@ impl Query<Services> for PreprocessQ {
             keywords: &keywords,
             defines: &defines,
         };
-        Ok(db
-            .context()
-            .preprocessor
-            .preprocess(&request, &loader)
+        let preprocessed = db.context().preprocessor.preprocess(&request, &loader);
+        if let Some(error) = loader.failed.into_inner() {
+            return Err(error);
+        }
+        Ok(preprocessed
             .map(Arc::new)
             .map_err(|e| Arc::new(Diagnostic::from_preprocess(&e))))
     }

@@ -19,7 +19,7 @@ use super::closure::IncludeClosure;
 use super::cpp::CLexed;
 use super::error::PreprocessError;
 use super::lexer::LexedFile;
-use super::loader::SourceLoader;
+use super::loader::{FileView, SourceLoader};
 use super::{Dialect, PreprocessRequest, Preprocessed};
 
 struct CachedFile<T> {
@@ -80,6 +80,14 @@ impl Preprocessor {
         loader: &dyn SourceLoader,
     ) -> Result<IncludeClosure, PreprocessError> {
         super::closure::include_closure_with(entry, language, include_dirs, loader, Some(self))
+    }
+
+    /// The hash of the part of `source` (the text of `path`, a WGSL file) that `view`
+    /// names (see [`FileView`]); `None` when the text no longer lexes.
+    pub fn view_hash(&self, path: &str, source: &Arc<str>, view: &FileView) -> Option<[u8; 32]> {
+        lex(Some(self), path, source)
+            .ok()
+            .map(|lexed| lexed.view_hash(view))
     }
 
     /// How many files are cached.

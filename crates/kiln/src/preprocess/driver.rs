@@ -14,7 +14,7 @@ use super::expr;
 use super::include_stack::{self, Frame};
 use super::lexer::{LexLine, LexedFile};
 use super::line_map::LineMap;
-use super::loader::SourceLoader;
+use super::loader::{FileView, SourceLoader};
 use super::macros::{macro_name_len, MacroOrigin, MacroTable};
 use super::path::include_candidates;
 use super::{Dialect, Preprocessed, MAX_INCLUDE_DEPTH};
@@ -25,6 +25,8 @@ struct LoadedFile {
     lexed: Arc<LexedFile>,
     /// `#pragma once` was seen: later includes of it are skipped.
     once: bool,
+    /// The blocks found active in any of its includes (see [`FileView`]).
+    active: Vec<u64>,
 }
 
 /// An open `#if` / `#ifdef` / `#ifndef` group.
@@ -98,7 +100,13 @@ impl<'l> Driver<'l> {
             file: entry,
             included_at: None,
         });
-        self.process_file(entry)?;
+        let processed = self.process_file(entry);
+        // Also after an error: it depends on the same part of each file.
+        for file in &self.files {
+            self.loader
+                .viewed(Path::new(&*file.path), &FileView::new(file.active.clone()));
+        }
+        processed?;
         let files = self.files.iter().map(|f| PathBuf::from(&*f.path)).collect();
         Ok(Preprocessed {
             text: self.out,
@@ -113,7 +121,7 @@ impl<'l> Driver<'l> {
         }
         let source = self
             .loader
-            .load(Path::new(&path))
+            .load_viewed(Path::new(&path))
             .map_err(|err| read_error(&path, at, &err))?;
         self.add_file(path, &source)
     }
@@ -122,7 +130,14 @@ impl<'l> Driver<'l> {
         if let Some(&id) = self.by_path.get(path.as_str()) {
             return Ok(id);
         }
-        let lexed = lex(self.cache, &path, source)?;
+        let lexed = match lex(self.cache, &path, source) {
+            Ok(lexed) => lexed,
+            Err(error) => {
+                // The error depends on the whole text: read it as such.
+                let _ = self.loader.load(Path::new(&path));
+                return Err(error);
+            }
+        };
         let id = u32::try_from(self.files.len()).unwrap_or(u32::MAX);
         let path: Arc<str> = path.into();
         self.by_path.insert(Arc::clone(&path), id);
@@ -130,6 +145,7 @@ impl<'l> Driver<'l> {
             path,
             lexed,
             once: false,
+            active: Vec::new(),
         });
         Ok(id)
     }
@@ -139,13 +155,17 @@ impl<'l> Driver<'l> {
         let path = Arc::clone(&self.files[file as usize].path);
         let mut conditionals: Vec<Conditional> = Vec::new();
         let mut active = true;
+        // The block a code line is in: the number of directives before it.
+        let mut block = 0usize;
         for line in lexed.lines() {
             if !line.directive {
                 if active {
+                    mark_active(&mut self.files[file as usize].active, block);
                     self.emit_code(file, &lexed, line)?;
                 }
                 continue;
             }
+            block += 1;
             let text = lexed.text(line);
             let directive = Directive::parse(text);
             let at = |span: Range<u32>| location(&path, &lexed, line, span);
@@ -419,7 +439,7 @@ impl<'l> Driver<'l> {
                 child = Some(id);
                 break;
             }
-            match self.loader.load(Path::new(candidate)) {
+            match self.loader.load_viewed(Path::new(candidate)) {
                 Err(err) if err.kind() == std::io::ErrorKind::NotFound && !last => {}
                 Err(err) => return Err(read_error(candidate, Some(&location), &err)),
                 Ok(source) => {
@@ -487,6 +507,14 @@ impl<'l> Driver<'l> {
         self.out.push('\n');
         self.lines.push((file, line.number));
     }
+}
+
+fn mark_active(blocks: &mut Vec<u64>, block: usize) {
+    let word = block / 64;
+    if blocks.len() <= word {
+        blocks.resize(word + 1, 0);
+    }
+    blocks[word] |= 1 << (block % 64);
 }
 
 /// A span of a line's comment-free text, as a location in the original file.

@@ -8,6 +8,7 @@
 //! endings read alike, and a leading UTF-8 byte-order mark is ignored.
 
 use super::error::{PreprocessError, SourceLocation};
+use super::loader::FileView;
 use super::macros::Identifiers;
 
 /// One surviving line of a file.
@@ -191,6 +192,38 @@ impl LexedFile {
     /// directives.
     pub fn identifiers(&self, line: &LexLine) -> &[(u32, u32)] {
         &self.identifiers[line.identifiers_start as usize..line.identifiers_end as usize]
+    }
+
+    /// A hash of the part of this file `view` names (see [`FileView`]): each directive line
+    /// and each code line of an active block, with its number, text and comment cuts (which
+    /// give error columns). Equal hashes for the same view mean a run that depends only on
+    /// that part gives the same output; lines of inactive blocks are not hashed.
+    pub fn view_hash(&self, view: &FileView) -> [u8; 32] {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(b"kiln file view 1");
+        for word in view.words() {
+            hasher.update(&word.to_le_bytes());
+        }
+        let mut block = 0;
+        for line in &self.lines {
+            if line.directive || view.block_active(block) {
+                let text = self.text(line);
+                hasher.update(&[u8::from(line.directive)]);
+                hasher.update(&line.number.to_le_bytes());
+                hasher.update(&(text.len() as u64).to_le_bytes());
+                hasher.update(text.as_bytes());
+                let cuts = &self.cuts[line.cuts_start as usize..line.cuts_end as usize];
+                hasher.update(&(cuts.len() as u64).to_le_bytes());
+                for cut in cuts {
+                    hasher.update(&cut.stripped.to_le_bytes());
+                    hasher.update(&cut.original.to_le_bytes());
+                }
+            }
+            if line.directive {
+                block += 1;
+            }
+        }
+        *hasher.finalize().as_bytes()
     }
 
     /// Maps a byte column of a line's comment-free text to the column in the original line.

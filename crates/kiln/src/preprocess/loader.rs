@@ -18,6 +18,48 @@ use super::path::normalize_entry;
 pub trait SourceLoader {
     /// The file's full text.
     fn load(&self, path: &Path) -> Result<Arc<str>, io::Error>;
+
+    /// The file's full text, for a run that will say through [`SourceLoader::viewed`]
+    /// which part of it the output depends on. A loader that records reads as dependencies
+    /// may record this one as that part alone; a failed read must be recorded as `load`
+    /// records it. By default, `load`.
+    fn load_viewed(&self, path: &Path) -> Result<Arc<str>, io::Error> {
+        self.load(path)
+    }
+
+    /// After a run, for each file it read through [`SourceLoader::load_viewed`]: the part
+    /// of the text the run's output (or its error) depends on. By default, nothing.
+    fn viewed(&self, path: &Path, view: &FileView) {
+        let _ = (path, view);
+    }
+}
+
+/// The part of a file one preprocessing run depends on: every directive line, and the code
+/// lines of the conditional blocks the run found active (a block is the run of code lines
+/// after a directive, numbered by the directives before it). An edit that changes only code
+/// lines in other blocks leaves the run's output as it was, line map included.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FileView {
+    /// Bit `b` of word `b / 64`: block `b` was active.
+    active_blocks: Arc<[u64]>,
+}
+
+impl FileView {
+    pub(crate) fn new(active_blocks: Vec<u64>) -> Self {
+        Self {
+            active_blocks: active_blocks.into(),
+        }
+    }
+
+    pub(crate) fn block_active(&self, block: usize) -> bool {
+        self.active_blocks
+            .get(block / 64)
+            .is_some_and(|word| word & (1 << (block % 64)) != 0)
+    }
+
+    pub(crate) fn words(&self) -> &[u64] {
+        &self.active_blocks
+    }
 }
 
 impl<F> SourceLoader for F

@@ -119,7 +119,7 @@ pub use cache::{CacheStats, Preprocessor};
 pub use closure::{include_closure, IncludeClosure, MissingInclude};
 pub use error::{PathProblem, PreprocessError, SourceLocation};
 pub use line_map::{LineMap, LineOrigin};
-pub use loader::{DiskLoader, MemoryLoader, SourceLoader};
+pub use loader::{DiskLoader, FileView, MemoryLoader, SourceLoader};
 pub use path::{normalize_entry, resolve_include};
 
 use std::path::{Path, PathBuf};
