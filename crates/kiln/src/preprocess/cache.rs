@@ -82,12 +82,18 @@ impl Preprocessor {
         super::closure::include_closure_with(entry, language, include_dirs, loader, Some(self))
     }
 
-    /// The hash of the part of `source` (the text of `path`, a WGSL file) that `view`
-    /// names (see [`FileView`]); `None` when the text no longer lexes.
+    /// The hash of the part of `source` (the text of `path`) that `view` names (see
+    /// [`FileView`]); `None` when the text no longer lexes.
     pub fn view_hash(&self, path: &str, source: &Arc<str>, view: &FileView) -> Option<[u8; 32]> {
-        lex(Some(self), path, source)
-            .ok()
-            .map(|lexed| lexed.view_hash(view))
+        if view.is_c() {
+            lex_c(Some(self), path, source)
+                .ok()
+                .map(|lexed| lexed.view_hash(view))
+        } else {
+            lex(Some(self), path, source)
+                .ok()
+                .map(|lexed| lexed.view_hash(view))
+        }
     }
 
     /// How many files are cached.

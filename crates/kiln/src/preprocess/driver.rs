@@ -103,8 +103,10 @@ impl<'l> Driver<'l> {
         let processed = self.process_file(entry);
         // Also after an error: it depends on the same part of each file.
         for file in &self.files {
-            self.loader
-                .viewed(Path::new(&*file.path), &FileView::new(file.active.clone()));
+            self.loader.viewed(
+                Path::new(&*file.path),
+                &FileView::new(false, file.active.clone()),
+            );
         }
         processed?;
         let files = self.files.iter().map(|f| PathBuf::from(&*f.path)).collect();
@@ -155,12 +157,13 @@ impl<'l> Driver<'l> {
         let path = Arc::clone(&self.files[file as usize].path);
         let mut conditionals: Vec<Conditional> = Vec::new();
         let mut active = true;
-        // The block a code line is in: the number of directives before it.
+        // The block a line is in: the number of directives before it. A block is marked
+        // when entered active, also when empty: a line added to it is then seen.
         let mut block = 0usize;
+        FileView::mark(&mut self.files[file as usize].active, block);
         for line in lexed.lines() {
             if !line.directive {
                 if active {
-                    mark_active(&mut self.files[file as usize].active, block);
                     self.emit_code(file, &lexed, line)?;
                 }
                 continue;
@@ -240,6 +243,9 @@ impl<'l> Driver<'l> {
                 }
                 _ if !active => {}
                 _ => self.directive(file, &lexed, line, &directive, &at)?,
+            }
+            if active {
+                FileView::mark(&mut self.files[file as usize].active, block);
             }
         }
         match conditionals.pop() {
@@ -507,14 +513,6 @@ impl<'l> Driver<'l> {
         self.out.push('\n');
         self.lines.push((file, line.number));
     }
-}
-
-fn mark_active(blocks: &mut Vec<u64>, block: usize) {
-    let word = block / 64;
-    if blocks.len() <= word {
-        blocks.resize(word + 1, 0);
-    }
-    blocks[word] |= 1 << (block % 64);
 }
 
 /// A span of a line's comment-free text, as a location in the original file.

@@ -40,15 +40,31 @@ pub trait SourceLoader {
 /// lines in other blocks leaves the run's output as it was, line map included.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct FileView {
+    /// Lines as the C preprocessor reads them (GLSL, HLSL), else as WGSL's.
+    c: bool,
     /// Bit `b` of word `b / 64`: block `b` was active.
     active_blocks: Arc<[u64]>,
 }
 
 impl FileView {
-    pub(crate) fn new(active_blocks: Vec<u64>) -> Self {
+    pub(crate) fn new(c: bool, active_blocks: Vec<u64>) -> Self {
         Self {
+            c,
             active_blocks: active_blocks.into(),
         }
+    }
+
+    /// Marks block `block` active in a view being gathered.
+    pub(crate) fn mark(active_blocks: &mut Vec<u64>, block: usize) {
+        let word = block / 64;
+        if active_blocks.len() <= word {
+            active_blocks.resize(word + 1, 0);
+        }
+        active_blocks[word] |= 1 << (block % 64);
+    }
+
+    pub(crate) fn is_c(&self) -> bool {
+        self.c
     }
 
     pub(crate) fn block_active(&self, block: usize) -> bool {

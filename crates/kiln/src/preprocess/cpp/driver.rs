@@ -14,7 +14,7 @@ use crate::preprocess::error::{PreprocessError, SourceLocation};
 use crate::preprocess::expr;
 use crate::preprocess::include_stack::{self, Frame};
 use crate::preprocess::line_map::LineMap;
-use crate::preprocess::loader::SourceLoader;
+use crate::preprocess::loader::{FileView, SourceLoader};
 use crate::preprocess::macros::{MacroOrigin, MacroTable};
 use crate::preprocess::path::include_candidates;
 use crate::preprocess::{Dialect, Preprocessed, MAX_INCLUDE_DEPTH};
@@ -32,6 +32,8 @@ struct LoadedFile {
     path: Arc<str>,
     lexed: Arc<CLexed>,
     once: bool,
+    /// The blocks found active in any of its includes (see [`FileView`]).
+    active: Vec<u64>,
 }
 
 struct Conditional {
@@ -134,7 +136,7 @@ impl<'l> CDriver<'l> {
 
     /// Preprocesses the (normalised) entry file.
     pub fn run(mut self, entry: String) -> Result<Preprocessed, PreprocessError> {
-        let source = self.loader.load(Path::new(&entry)).map_err(|err| {
+        let source = self.loader.load_viewed(Path::new(&entry)).map_err(|err| {
             PreprocessError::EntryUnreadable {
                 file: PathBuf::from(&entry),
                 message: err.to_string(),
@@ -145,7 +147,15 @@ impl<'l> CDriver<'l> {
             file: entry,
             included_at: None,
         });
-        self.process_file(entry)?;
+        let processed = self.process_file(entry);
+        // Also after an error: it depends on the same part of each file.
+        for file in &self.files {
+            self.loader.viewed(
+                Path::new(&*file.path),
+                &FileView::new(true, file.active.clone()),
+            );
+        }
+        processed?;
         let files = self.files.iter().map(|f| PathBuf::from(&*f.path)).collect();
         Ok(Preprocessed {
             text: self.out,
@@ -157,7 +167,14 @@ impl<'l> CDriver<'l> {
         if let Some(&id) = self.by_path.get(path.as_str()) {
             return Ok(id);
         }
-        let lexed = lex_c(self.cache, &path, source)?;
+        let lexed = match lex_c(self.cache, &path, source) {
+            Ok(lexed) => lexed,
+            Err(error) => {
+                // The error depends on the whole text: read it as such.
+                let _ = self.loader.load(Path::new(&path));
+                return Err(error);
+            }
+        };
         let id = u32::try_from(self.files.len()).unwrap_or(u32::MAX);
         let path: Arc<str> = path.into();
         self.by_path.insert(Arc::clone(&path), id);
@@ -165,6 +182,7 @@ impl<'l> CDriver<'l> {
             path,
             lexed,
             once: false,
+            active: Vec::new(),
         });
         Ok(id)
     }
@@ -179,6 +197,10 @@ impl<'l> CDriver<'l> {
             line_delta: 0,
             file_token: None,
         };
+        // The block a line is in: the number of directives before it. A block is marked
+        // when entered active, also when empty: a line added to it is then seen.
+        let mut block = 0usize;
+        FileView::mark(&mut self.files[file as usize].active, block);
         for line in lexed.lines() {
             let tokens = lexed.tokens(line);
             if !line.directive {
@@ -187,6 +209,7 @@ impl<'l> CDriver<'l> {
                 }
                 continue;
             }
+            block += 1;
             self.flush(file, &mut run, &state)?;
             let at = |token: &Token| location(&path, token);
             let hash = &tokens[0];
@@ -253,6 +276,9 @@ impl<'l> CDriver<'l> {
                 }
                 _ if !active => {}
                 _ => self.directive(file, &lexed, line, name, name_token, args, &mut state)?,
+            }
+            if active {
+                FileView::mark(&mut self.files[file as usize].active, block);
             }
         }
         self.flush(file, &mut run, &state)?;
@@ -700,7 +726,7 @@ impl<'l> CDriver<'l> {
                 found = Some(id);
                 break;
             }
-            match self.loader.load(Path::new(candidate)) {
+            match self.loader.load_viewed(Path::new(candidate)) {
                 Ok(source) => {
                     found = Some(self.add_file(candidate.clone(), &source)?);
                     break;

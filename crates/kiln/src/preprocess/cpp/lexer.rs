@@ -11,6 +11,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::preprocess::error::{PreprocessError, SourceLocation};
+use crate::preprocess::loader::FileView;
 
 /// What a preprocessing token is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,6 +115,53 @@ impl CLexed {
         let start = a as usize + 1;
         let end = (b as usize).min(line.spliced.end as usize);
         self.spliced.get(start..end).unwrap_or("")
+    }
+
+    /// A hash of the part of this file `view` names (see [`FileView`]): each directive line
+    /// and each code line of an active block, with everything the driver reads of it (its
+    /// spliced text, its tokens with their positions). Lines of inactive blocks are not
+    /// hashed.
+    pub fn view_hash(&self, view: &FileView) -> [u8; 32] {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(b"kiln c file view 1");
+        for word in view.words() {
+            hasher.update(&word.to_le_bytes());
+        }
+        let mut block = 0;
+        for line in &self.lines {
+            if line.directive || view.block_active(block) {
+                hasher.update(&[u8::from(line.directive)]);
+                hasher.update(&line.last_line.to_le_bytes());
+                let spliced = self
+                    .spliced
+                    .get(line.spliced.start as usize..line.spliced.end as usize)
+                    .unwrap_or("");
+                hasher.update(&(spliced.len() as u64).to_le_bytes());
+                hasher.update(spliced.as_bytes());
+                let offsets = self
+                    .offsets
+                    .get(line.offsets.start as usize..line.offsets.end as usize)
+                    .unwrap_or(&[]);
+                for (token, offset) in self.tokens(line).iter().zip(offsets) {
+                    hasher.update(&[
+                        token.kind as u8,
+                        u8::from(token.space),
+                        u8::from(token.from_body),
+                    ]);
+                    hasher.update(&token.line.to_le_bytes());
+                    hasher.update(&token.column.to_le_bytes());
+                    // Within the line: a longer line before it moves every later offset.
+                    hasher.update(&offset.wrapping_sub(line.spliced.start).to_le_bytes());
+                    hasher.update(&(token.text.len() as u64).to_le_bytes());
+                    hasher.update(token.text.as_bytes());
+                }
+                hasher.update(&(self.tokens(line).len() as u64).to_le_bytes());
+            }
+            if line.directive {
+                block += 1;
+            }
+        }
+        *hasher.finalize().as_bytes()
     }
 
     /// Lexes `source`; `file` (root-relative) only names the file in errors.
