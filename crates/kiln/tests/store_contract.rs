@@ -65,6 +65,25 @@ fn local_store_meets_the_contract() {
     let store = LocalStore::new(dir.path());
     check_contract(&store);
     assert_eq!(store.usage().unwrap().entries(), 3);
+
+    // Records of a variant's targets, all or nothing, in the order asked.
+    let spirv = Namespace::new("spirv", "naga 30.0.0");
+    let hlsl = Namespace::new("hlsl", "naga 30.0.0").with_option("shader_model", "6.0");
+    let msl = Namespace::new("msl", "naga 30.0.0");
+    let both = store.recorded_all(&[&hlsl, &spirv], &key(1)).unwrap();
+    assert_eq!(
+        both,
+        vec![
+            (8, ContentKey::hash(b"hlsl one")),
+            (9, ContentKey::hash(b"spirv one"))
+        ]
+    );
+    assert_eq!(store.recorded_all(&[&spirv, &msl], &key(1)), None);
+    assert_eq!(store.recorded_all(&[&spirv, &hlsl], &key(2)), None);
+    assert_eq!(
+        store.recorded(&spirv, &key(2)),
+        Some((0, ContentKey::hash(b"")))
+    );
 }
 
 #[test]

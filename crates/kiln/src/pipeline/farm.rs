@@ -66,7 +66,9 @@ impl Project {
                     let entries = job
                         .targets
                         .iter()
-                        .map(|target| (services.namespace(compiler, target), compile_key))
+                        .map(|target| {
+                            ((*services.namespace(compiler, target)).clone(), compile_key)
+                        })
                         .collect();
                     let job_key = identity::job_key(&compile_key, &job.targets);
                     Some((job_key, input.text.len() as u64, entries))

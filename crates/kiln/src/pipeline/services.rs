@@ -89,7 +89,7 @@ pub struct Services {
     /// variant cache owns the bytes; this lets a variant whose source revision moved but
     /// whose compile did not find its artifacts without a trip to the store.
     resident: Mutex<FxHashMap<ContentKey, Weak<VariantArtifacts>>>,
-    namespaces: Mutex<FxHashMap<(CompilerKind, TargetConfig), Namespace>>,
+    namespaces: Mutex<FxHashMap<(CompilerKind, TargetConfig), Arc<Namespace>>>,
     pub(crate) build: BuildSession,
     /// Deferred saves above this many bytes are written at once.
     max_deferred: u64,
@@ -136,7 +136,7 @@ struct Deferred {
 }
 
 /// One target's artifact: its store namespace and bytes.
-type TargetBytes = (Namespace, Arc<[u8]>);
+type TargetBytes = (Arc<Namespace>, Arc<[u8]>);
 
 /// What a twin (same compile input) finds in the dedup table: the first one's outcome and
 /// failures, and its artifacts if they are still in memory.
@@ -172,7 +172,7 @@ impl BuildSession {
 }
 
 /// An artifact waiting to be saved to the store.
-type PendingSave = (Namespace, ContentKey, Arc<[u8]>);
+type PendingSave = (Arc<Namespace>, ContentKey, Arc<[u8]>);
 
 /// Deferred store saves above this many bytes are written at once, to bound memory (less
 /// under `--max-memory`: see [`Services::new`]).
@@ -235,7 +235,7 @@ impl Services {
         }
     }
 
-    fn defer_save(&self, ns: Namespace, key: ContentKey, bytes: Arc<[u8]>) {
+    fn defer_save(&self, ns: Arc<Namespace>, key: ContentKey, bytes: Arc<[u8]>) {
         let overflow = {
             let mut deferred = self.build.deferred.lock();
             deferred.bytes += bytes.len() as u64;
@@ -259,7 +259,7 @@ impl Services {
             .by_key
             .get(key)?
             .iter()
-            .find(|(n, _)| n == ns)
+            .find(|(n, _)| **n == *ns)
             .map(|(_, bytes)| bytes.clone())
     }
 
@@ -301,7 +301,7 @@ impl Services {
             .collect();
         let entries: Vec<crate::store::SaveEntry<'_>> = pending
             .iter()
-            .map(|(ns, key, bytes)| (ns, key, &bytes[..]))
+            .map(|(ns, key, bytes)| (&**ns, key, &bytes[..]))
             .collect();
         if let Err(failure) = self.store.save_many(&entries) {
             self.build
@@ -347,12 +347,18 @@ impl Services {
     }
 
     /// The namespace in the store of a target's artifacts made by a compiler.
-    pub(crate) fn namespace(&self, compiler: CompilerKind, target: &TargetConfig) -> Namespace {
-        self.namespaces
-            .lock()
-            .entry((compiler, target.clone()))
-            .or_insert_with(|| identity::namespace(compiler, target))
-            .clone()
+    pub(crate) fn namespace(
+        &self,
+        compiler: CompilerKind,
+        target: &TargetConfig,
+    ) -> Arc<Namespace> {
+        // Shared: every (variant, target) asks, and a namespace is several strings.
+        Arc::clone(
+            self.namespaces
+                .lock()
+                .entry((compiler, target.clone()))
+                .or_insert_with(|| Arc::new(identity::namespace(compiler, target))),
+        )
     }
 
     /// The sizes and hashes of a variant's outputs as the store recorded them, when it holds
@@ -375,21 +381,28 @@ impl Services {
             return None;
         }
         let compiler = input.front_end.kind();
-        targets
+        if targets.iter().any(|config| {
+            compile::refused(&input.front_end, input.stage, config.target()).is_some()
+        }) {
+            return None;
+        }
+        let namespaces: Vec<Arc<Namespace>> = targets
             .iter()
-            .map(|config| {
-                if compile::refused(&input.front_end, input.stage, config.target()).is_some() {
-                    return None;
-                }
-                let ns = self.namespace(compiler, config);
-                let (bytes, hash) = self.store.recorded(&ns, &compile_key)?;
-                Some(ArtifactRef {
+            .map(|config| self.namespace(compiler, config))
+            .collect();
+        let borrowed: Vec<&Namespace> = namespaces.iter().map(|ns| &**ns).collect();
+        let recorded = self.store.recorded_all(&borrowed, &compile_key)?;
+        Some(
+            targets
+                .iter()
+                .zip(recorded)
+                .map(|(config, (bytes, hash))| ArtifactRef {
                     target: config.target(),
                     bytes,
                     hash,
                 })
-            })
-            .collect()
+                .collect(),
+        )
     }
 
     /// The artifacts of `key` for every target: from the variant cache, else from this

@@ -736,29 +736,50 @@ impl ArtifactStore for LocalStore {
 
     /// One indexed `SELECT` of the size and checksum (the payload's blake3), not the payload.
     fn recorded(&self, ns: &Namespace, key: &ContentKey) -> Option<(u64, ContentKey)> {
+        self.recorded_all(&[ns], key)?.pop()
+    }
+
+    /// One connection for all of them, one indexed `SELECT` each.
+    fn recorded_all(
+        &self,
+        namespaces: &[&Namespace],
+        key: &ContentKey,
+    ) -> Option<Vec<(u64, ContentKey)>> {
         let found = self.with_pooled(false, |pooled| {
-            let Some(ns_id) = pooled.namespace_id(ns)? else {
-                return Ok(None);
-            };
-            pooled
-                .conn
-                .prepare_cached(RECORDED)?
-                .query_row((ns_id, &key.as_bytes()[..]), |row| {
-                    Ok((
-                        row.get::<_, i64>(0)?,
-                        row.get::<_, i64>(1)?,
-                        row.get::<_, Vec<u8>>(2)?,
-                        row.get::<_, i64>(3)?,
-                    ))
-                })
-                .optional()
+            let mut rows = Vec::with_capacity(namespaces.len());
+            for ns in namespaces {
+                let Some(ns_id) = pooled.namespace_id(ns)? else {
+                    return Ok(None);
+                };
+                let row = pooled
+                    .conn
+                    .prepare_cached(RECORDED)?
+                    .query_row((ns_id, &key.as_bytes()[..]), |row| {
+                        Ok((
+                            row.get::<_, i64>(0)?,
+                            row.get::<_, i64>(1)?,
+                            row.get::<_, Vec<u8>>(2)?,
+                            row.get::<_, i64>(3)?,
+                        ))
+                    })
+                    .optional()?;
+                match row {
+                    Some(row) => rows.push(row),
+                    None => return Ok(None),
+                }
+            }
+            Ok(Some(rows))
         });
-        let (id, size, checksum, last_used) = found.ok().flatten().flatten()?;
-        // A malformed row is not vouched for here; `load` reports and drops it.
-        let size = u64::try_from(size).ok()?;
-        let hash = ContentKey::from_bytes(checksum.try_into().ok()?);
-        self.touch(id, last_used);
-        Some((size, hash))
+        let rows = found.ok().flatten().flatten()?;
+        let mut recorded = Vec::with_capacity(rows.len());
+        for (id, size, checksum, last_used) in rows {
+            // A malformed row is not vouched for here; `load` reports and drops it.
+            let size = u64::try_from(size).ok()?;
+            let hash = ContentKey::from_bytes(checksum.try_into().ok()?);
+            self.touch(id, last_used);
+            recorded.push((size, hash));
+        }
+        Some(recorded)
     }
 
     fn save(&self, ns: &Namespace, key: &ContentKey, bytes: &[u8]) -> Result<(), StoreError> {

@@ -104,6 +104,16 @@ pub trait ArtifactStore: Send + Sync {
         None
     }
 
+    /// [`ArtifactStore::recorded`] for `key` in each of `namespaces` (a variant's targets),
+    /// all or nothing: `None` as soon as one is not held. A store may answer them together.
+    fn recorded_all(
+        &self,
+        namespaces: &[&Namespace],
+        key: &ContentKey,
+    ) -> Option<Vec<(u64, ContentKey)>> {
+        namespaces.iter().map(|ns| self.recorded(ns, key)).collect()
+    }
+
     /// Writes what the store buffered (the recency of recent hits); called at the end of a
     /// build. The default has nothing to write.
     fn flush(&self) -> Result<(), StoreError> {

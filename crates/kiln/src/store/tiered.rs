@@ -89,6 +89,14 @@ impl ArtifactStore for TieredStore {
         self.local.recorded(ns, key)
     }
 
+    fn recorded_all(
+        &self,
+        namespaces: &[&Namespace],
+        key: &ContentKey,
+    ) -> Option<Vec<(u64, ContentKey)>> {
+        self.local.recorded_all(namespaces, key)
+    }
+
     fn save(&self, ns: &Namespace, key: &ContentKey, bytes: &[u8]) -> Result<(), StoreError> {
         let saved = self.local.save(ns, key, bytes);
         self.remote.put_many(&[(ns, key, bytes)]);
