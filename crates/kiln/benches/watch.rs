@@ -13,8 +13,9 @@
 //!   a write of each output file. The two alternate rep by rep (these VMs have slow phases).
 //!   Where the time went: `watch edit_split` (CPU, kernel, blocked and run-queue time of both
 //!   sides, from `/proc/self/task`), `watch edit_detail` (what the engine re-executed),
-//!   `watch edit_cost` and `watch edit_io` (kiln's extra steps timed alone: re-preprocessing
-//!   the unaffected variants, the index, the disk-write patterns). `watch edit_jobs2` is the
+//!   `watch edit_cost` and `watch edit_io` (steps timed alone: preprocessing the unaffected
+//!   variants, which kiln skips since their files' views are unchanged, the index, the
+//!   disk-write patterns). `watch edit_jobs2` is the
 //!   same edit with `jobs = 2`. `KILN_BENCH_VERBOSE=1` prints every rep.
 //! - `watch noop_event us=<n>` (target < 5,000): a source rewritten with identical bytes,
 //!   `refresh_files`, and `build` only if the project is dirty.
@@ -391,7 +392,8 @@ fn run(settings: Settings) -> Result<(), String> {
     done.map_err(|e| e.to_string())?;
     println!(
         "watch edit_cost preprocess_unaffected_ms={:.2} (cpu {:.2}; plain loop over the {} \
-         variants the edit did not affect) index_write_ms={:.2} (cpu {:.2}; {} entries)",
+         variants the edit did not affect: what kiln skips when their file views are unchanged, \
+         edit_detail early_cutoff=0) index_write_ms={:.2} (cpu {:.2}; {} entries)",
         ms(unaffected_preprocess.wall),
         ms(unaffected_preprocess.on_cpu),
         unaffected.len(),
