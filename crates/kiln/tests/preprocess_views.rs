@@ -37,10 +37,10 @@ impl SourceLoader for Recording {
             .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
     }
 
-    fn viewed(&self, path: &Path, view: &FileView) {
+    fn viewed(&self, path: &Arc<str>, view: &FileView) {
         self.views
             .borrow_mut()
-            .push((path.to_path_buf(), view.clone()));
+            .push((PathBuf::from(&**path), view.clone()));
     }
 }
 

@@ -204,15 +204,17 @@ fn spec_and_pass(
 /// variant alone: the view's hash comes out equal and is backdated.
 pub(crate) struct FileViewQ;
 impl Query<Services> for FileViewQ {
-    type Key = (PathBuf, FileView);
-    /// `None`: the file cannot be read or lexed now.
-    type Value = Option<[u8; 32]>;
+    type Key = (Arc<str>, FileView);
+    /// `None`: the file cannot be read or lexed now. Half of a blake3: one of these per
+    /// distinct view, tens of thousands in a large project.
+    type Value = Option<[u8; 16]>;
     const NAME: &'static str = "file_view";
-    fn execute(db: &Db, (path, view): &(PathBuf, FileView)) -> Result<Self::Value, QueryError> {
-        Ok(read_source(db, path).ok().and_then(|text| {
-            db.context()
-                .preprocessor
-                .view_hash(&path.to_string_lossy(), &text, view)
+    fn execute(db: &Db, (path, view): &(Arc<str>, FileView)) -> Result<Self::Value, QueryError> {
+        Ok(read_source(db, Path::new(&**path)).ok().and_then(|text| {
+            let hash = db.context().preprocessor.view_hash(path, &text, view)?;
+            let mut half = [0; 16];
+            half.copy_from_slice(&hash[..16]);
+            Some(half)
         }))
     }
 }
@@ -237,11 +239,8 @@ impl SourceLoader for ViewLoader<'_> {
         }
     }
 
-    fn viewed(&self, path: &Path, view: &FileView) {
-        if let Err(error) = self
-            .db
-            .get::<FileViewQ>(&(path.to_path_buf(), view.clone()))
-        {
+    fn viewed(&self, path: &Arc<str>, view: &FileView) {
+        if let Err(error) = self.db.get::<FileViewQ>(&(Arc::clone(path), view.clone())) {
             self.failed.borrow_mut().get_or_insert(error);
         }
     }

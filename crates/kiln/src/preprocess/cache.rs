@@ -43,6 +43,8 @@ pub struct Preprocessor {
     files: RwLock<FxHashMap<Arc<str>, CachedFile<LexedFile>>>,
     /// The same for the C preprocessor's tokens (GLSL, HLSL).
     c_files: RwLock<FxHashMap<Arc<str>, CachedFile<CLexed>>>,
+    /// Every path seen, once: a run's files share these (and so do the pipeline's views).
+    paths: RwLock<rustc_hash::FxHashSet<Arc<str>>>,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -94,6 +96,20 @@ impl Preprocessor {
                 .ok()
                 .map(|lexed| lexed.view_hash(view))
         }
+    }
+
+    /// `path`, shared with every other run that read it.
+    pub(crate) fn shared_path(&self, path: &str) -> Arc<str> {
+        if let Some(shared) = self.paths.read().get(path) {
+            return Arc::clone(shared);
+        }
+        let mut paths = self.paths.write();
+        if let Some(shared) = paths.get(path) {
+            return Arc::clone(shared);
+        }
+        let shared: Arc<str> = Arc::from(path);
+        paths.insert(Arc::clone(&shared));
+        shared
     }
 
     /// How many files are cached.

@@ -103,10 +103,8 @@ impl<'l> Driver<'l> {
         let processed = self.process_file(entry);
         // Also after an error: it depends on the same part of each file.
         for file in &self.files {
-            self.loader.viewed(
-                Path::new(&*file.path),
-                &FileView::new(false, file.active.clone()),
-            );
+            self.loader
+                .viewed(&file.path, &FileView::new(false, file.active.clone()));
         }
         processed?;
         let files = self.files.iter().map(|f| PathBuf::from(&*f.path)).collect();
@@ -141,7 +139,10 @@ impl<'l> Driver<'l> {
             }
         };
         let id = u32::try_from(self.files.len()).unwrap_or(u32::MAX);
-        let path: Arc<str> = path.into();
+        let path: Arc<str> = match self.cache {
+            Some(cache) => cache.shared_path(&path),
+            None => path.into(),
+        };
         self.by_path.insert(Arc::clone(&path), id);
         self.files.push(LoadedFile {
             path,

@@ -27,9 +27,10 @@ pub trait SourceLoader {
         self.load(path)
     }
 
-    /// After a run, for each file it read through [`SourceLoader::load_viewed`]: the part
-    /// of the text the run's output (or its error) depends on. By default, nothing.
-    fn viewed(&self, path: &Path, view: &FileView) {
+    /// After a run, for each file it read through [`SourceLoader::load_viewed`] (its path,
+    /// shared by every run of the same [`super::Preprocessor`], so a loader may keep it):
+    /// the part of the text the run's output (or its error) depends on. By default, nothing.
+    fn viewed(&self, path: &Arc<str>, view: &FileView) {
         let _ = (path, view);
     }
 }
@@ -38,20 +39,32 @@ pub trait SourceLoader {
 /// lines of the conditional blocks the run found active (a block is the run of code lines
 /// after a directive, numbered by the directives before it). An edit that changes only code
 /// lines in other blocks leaves the run's output as it was, line map included.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct FileView {
     /// Lines as the C preprocessor reads them (GLSL, HLSL), else as WGSL's.
     c: bool,
-    /// Bit `b` of word `b / 64`: block `b` was active.
-    active_blocks: Arc<[u64]>,
+    active_blocks: Blocks,
+}
+
+/// Bit `b` of word `b / 64`: block `b` was active. Most files have fewer than 64 blocks:
+/// their view is one word, kept inline (the pipeline keys a query by each distinct view).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Blocks {
+    One(u64),
+    Many(Arc<[u64]>),
 }
 
 impl FileView {
-    pub(crate) fn new(c: bool, active_blocks: Vec<u64>) -> Self {
-        Self {
-            c,
-            active_blocks: active_blocks.into(),
+    pub(crate) fn new(c: bool, mut active_blocks: Vec<u64>) -> Self {
+        while active_blocks.len() > 1 && active_blocks.last() == Some(&0) {
+            active_blocks.pop();
         }
+        let active_blocks = match active_blocks[..] {
+            [] => Blocks::One(0),
+            [word] => Blocks::One(word),
+            _ => Blocks::Many(active_blocks.into()),
+        };
+        Self { c, active_blocks }
     }
 
     /// Marks block `block` active in a view being gathered.
@@ -68,13 +81,16 @@ impl FileView {
     }
 
     pub(crate) fn block_active(&self, block: usize) -> bool {
-        self.active_blocks
+        self.words()
             .get(block / 64)
             .is_some_and(|word| word & (1 << (block % 64)) != 0)
     }
 
     pub(crate) fn words(&self) -> &[u64] {
-        &self.active_blocks
+        match &self.active_blocks {
+            Blocks::One(word) => std::slice::from_ref(word),
+            Blocks::Many(words) => words,
+        }
     }
 }
 
