@@ -482,7 +482,7 @@ fn write_costs(out: &Path, scratch: &Path) -> Result<(Duration, Duration, Durati
     let index = Index::read(out);
     let mut files = Vec::with_capacity(index.entries.len());
     for entry in &index.entries {
-        let bytes = std::fs::read(out.join(&entry.path)).map_err(|e| e.to_string())?;
+        let bytes = std::fs::read(out.join(&*entry.path)).map_err(|e| e.to_string())?;
         files.push((entry.target.clone(), entry.path.clone(), bytes));
     }
     let store = LocalStore::new(scratch.join("store"));
@@ -509,7 +509,7 @@ fn write_costs(out: &Path, scratch: &Path) -> Result<(Duration, Duration, Durati
         let mut made = HashSet::new();
         let started = Instant::now();
         for (_, path, bytes) in &files {
-            let path = dir.join(path);
+            let path = dir.join(&**path);
             let parent = path.parent().ok_or("output without a directory")?;
             if made.insert(parent.to_owned()) {
                 std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
@@ -560,7 +560,7 @@ fn make_noop(
     let index = Index::read(out);
     let mut makefile = String::from("all:");
     for entry in &index.entries {
-        makefile.push_str(&format!(" {}", out.join(&entry.path).display()));
+        makefile.push_str(&format!(" {}", out.join(&*entry.path).display()));
     }
     makefile.push('\n');
     for entry in &index.entries {
@@ -569,7 +569,7 @@ fn make_noop(
             .ok_or("an index entry of an unknown shader")?;
         makefile.push_str(&format!(
             "{}: {} {} {}\n\t{} build --manifest {}\n",
-            out.join(&entry.path).display(),
+            out.join(&*entry.path).display(),
             source.display(),
             includes.join(" "),
             project.manifest.display(),

@@ -78,7 +78,7 @@ proptest! {
         let (index, warnings) = Index::from_json_checked(out, json.to_string().as_bytes());
         prop_assert_eq!(index.entries.len() + warnings.len(), 1);
         for entry in &index.entries {
-            prop_assert!(inside(out, &out.join(&entry.path)));
+            prop_assert!(inside(out, &out.join(&*entry.path)));
         }
     }
 

@@ -358,7 +358,7 @@ fn an_output_path_occupied_by_a_directory_fails_that_variant_alone() {
     assert!(f.path("out/Fill/Alt/FOG.spv").is_file());
     assert!(f.path("out/Fill/Main/FOG.spv/keep").is_dir());
     let index = kiln::pipeline::Index::read(&f.path("out"));
-    let paths: Vec<&str> = index.entries.iter().map(|e| e.path.as_str()).collect();
+    let paths: Vec<&str> = index.entries.iter().map(|e| &*e.path).collect();
     assert!(paths.contains(&"Fill/Main/_.spv"), "{paths:?}");
     assert!(!paths.contains(&"Fill/Main/FOG.spv"), "{paths:?}");
     // The index says which pairs failed and why (the variant could not be written).

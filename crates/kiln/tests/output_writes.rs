@@ -319,7 +319,7 @@ fn variants_an_edit_left_unchanged_take_the_stores_record_and_load_no_bytes() {
     let index = kiln::pipeline::Index::read(&f.out());
     assert_eq!(index.entries.len(), 8);
     for entry in &index.entries {
-        let seen = &before[&entry.path];
+        let seen = &before[&*entry.path];
         assert_eq!(entry.bytes, seen.bytes.len() as u64);
         assert_eq!(
             entry.content_hash,
@@ -330,7 +330,7 @@ fn variants_an_edit_left_unchanged_take_the_stores_record_and_load_no_bytes() {
     // An output deleted behind kiln's back, seen by a new process: its bytes are loaded
     // from the store (verified), not compiled, and are the same bytes.
     drop(project);
-    let gone = index.entries[0].path.clone();
+    let gone = index.entries[0].path.to_string();
     std::fs::remove_file(f.out().join(&gone)).unwrap();
     let (mut project, store) = open_counting(&f);
     let report = build(&mut project);

@@ -136,7 +136,7 @@ impl Fixture {
         for entry in &ours.entries {
             assert_eq!(
                 self.output(&entry.path),
-                std::fs::read(clean.join("out").join(&entry.path)).unwrap(),
+                std::fs::read(clean.join("out").join(&*entry.path)).unwrap(),
                 "{}",
                 entry.path
             );
@@ -297,7 +297,7 @@ fn break_then_fix() {
     let entry = index
         .entries
         .iter()
-        .find(|e| e.path == "Sky/Forward/STARS.spv")
+        .find(|e| &*e.path == "Sky/Forward/STARS.spv")
         .unwrap();
     assert!(entry.stale, "{entry:?}");
     assert!(entry.failed_revision.is_some());

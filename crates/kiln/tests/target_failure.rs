@@ -68,9 +68,9 @@ fn under_watch_a_failed_pair_keeps_its_last_output_marked_stale_and_the_others_m
         "the failed pair's last good output is marked stale"
     );
     assert!(msl.failed_revision.is_some());
-    assert_eq!(std::fs::read(out.join(&msl.path)).unwrap(), good_msl);
+    assert_eq!(std::fs::read(out.join(&*msl.path)).unwrap(), good_msl);
     assert!(!spirv.stale, "the SPIR-V pair built and is current");
-    let new_spirv = std::fs::read(out.join(&spirv.path)).unwrap();
+    let new_spirv = std::fs::read(out.join(&*spirv.path)).unwrap();
     assert_ne!(new_spirv, good_spirv, "SPIR-V holds the edited code");
     assert_eq!(index.failures.len(), 1);
     assert_eq!(index.failures[0].target, "msl");

@@ -137,7 +137,7 @@ pub fn measure(project: &Generated, out_dir: &Path, cache_dir: &Path) -> Result<
     timed("index_read", started);
 
     let started = Instant::now();
-    let by_path: BTreeMap<&str, _> = index.entries.iter().map(|e| (e.path.as_str(), e)).collect();
+    let by_path: BTreeMap<&str, _> = index.entries.iter().map(|e| (&*e.path, e)).collect();
     let mut outputs_current = 0;
     let mut hash_of = hashes.iter();
     for variant in &project.variants {

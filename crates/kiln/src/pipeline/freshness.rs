@@ -57,8 +57,8 @@ impl Project {
                     let current = entries.filter(|entries| {
                         entries.iter().all(|&(_, e)| {
                             !e.stale
-                                && !last.suspect.contains(&e.path)
-                                && std::fs::symlink_metadata(out_dir.join(&e.path)).is_ok_and(
+                                && !last.suspect.contains(&*e.path)
+                                && std::fs::symlink_metadata(out_dir.join(&*e.path)).is_ok_and(
                                     |meta| {
                                         meta.is_file()
                                             && last.stats.trusts(&e.path, &FileStat::of(&meta))

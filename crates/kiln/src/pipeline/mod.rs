@@ -469,10 +469,10 @@ impl Project {
                 changed = true;
             }
             for entry in write::entries_at(&last.index.entries, &relative) {
-                if !last.suspect.contains(&entry.path)
+                if !last.suspect.contains(&*entry.path)
                     && !write::holds(out_dir, entry, &mut last.stats)
                 {
-                    last.suspect.insert(entry.path.clone());
+                    last.suspect.insert(entry.path.to_string());
                     changed = true;
                 }
             }

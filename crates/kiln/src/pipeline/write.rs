@@ -152,7 +152,7 @@ impl Project {
             if self.keep_failed_outputs
                 && target_kept
                 && failed.pair(&variant, &old.target)
-                && !last.suspect.contains(&old.path)
+                && !last.suspect.contains(&*old.path)
             {
                 let mut stale = old.clone();
                 stale.stale = true;
@@ -165,16 +165,16 @@ impl Project {
             match output::remove_output(out_dir, old) {
                 Ok(true) => written.removed += 1,
                 // Not provably kiln's bytes any more: left alone, and said so.
-                Ok(false) if out_dir.join(&old.path).exists() => {
+                Ok(false) if out_dir.join(&*old.path).exists() => {
                     written.diagnostics.push(Diagnostic::warning(format!(
                         "left {} alone: it no longer holds the bytes kiln wrote",
-                        out_dir.join(&old.path).display()
+                        out_dir.join(&*old.path).display()
                     )))
                 }
                 Ok(false) => {}
                 Err(e) => written.diagnostics.push(Diagnostic::warning(format!(
                     "cannot remove retired output {}: {e}",
-                    out_dir.join(&old.path).display()
+                    out_dir.join(&*old.path).display()
                 ))),
             }
             stats.forget(&old.path);
@@ -207,7 +207,7 @@ impl Project {
         }
         if !unchanged {
             stats.retain_only(
-                std::iter::once(INDEX_FILE).chain(index.entries.iter().map(|e| e.path.as_str())),
+                std::iter::once(INDEX_FILE).chain(index.entries.iter().map(|e| &*e.path)),
             );
         }
         if stats.needs_write() || last.index_suspect {
@@ -319,7 +319,7 @@ impl Project {
             entries.push(IndexEntry {
                 variant: Arc::clone(&shared),
                 target: output.target.shared_name(),
-                path: relative,
+                path: relative.into(),
                 bytes: len,
                 content_hash: hash,
                 stale: false,
@@ -381,9 +381,7 @@ fn disk_holds(
 
 /// The entry at `path` among entries sorted by path.
 fn find<'e>(entries: &'e [IndexEntry], path: &str) -> Option<&'e IndexEntry> {
-    let at = entries
-        .binary_search_by(|e| e.path.as_str().cmp(path))
-        .ok()?;
+    let at = entries.binary_search_by(|e| (*e.path).cmp(path)).ok()?;
     entries.get(at)
 }
 
@@ -397,7 +395,7 @@ pub(super) fn entries_at<'e>(
         (None, entries)
     } else {
         let prefix = format!("{relative}/");
-        let start = entries.partition_point(|e| e.path < prefix);
+        let start = entries.partition_point(|e| *e.path < *prefix);
         // Sorted strings sharing a prefix are contiguous.
         let len = entries[start..].partition_point(|e| e.path.starts_with(&prefix));
         (find(entries, relative), &entries[start..start + len])
@@ -429,7 +427,7 @@ pub(super) fn index_holds(out_dir: &Path, index: &Index, stats: &mut OutputStats
 /// Whether the file of `entry` still holds the entry's bytes; records its stat when that
 /// had to be proven by reading it.
 pub(super) fn holds(out_dir: &Path, entry: &IndexEntry, stats: &mut OutputStats) -> bool {
-    let path = out_dir.join(&entry.path);
+    let path = out_dir.join(&*entry.path);
     let Ok(meta) = std::fs::symlink_metadata(&path) else {
         return false;
     };
