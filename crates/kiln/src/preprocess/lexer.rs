@@ -199,16 +199,12 @@ impl LexedFile {
     /// give error columns). Equal hashes for the same view mean a run that depends only on
     /// that part gives the same output; lines of inactive blocks are not hashed.
     pub fn view_hash(&self, view: &FileView) -> [u8; 32] {
-        let mut hasher = blake3::Hasher::new();
-        hasher.update(b"kiln file view 1");
-        for word in view.words() {
-            hasher.update(&word.to_le_bytes());
-        }
-        let mut block = 0;
-        for line in &self.lines {
-            if line.directive || view.block_active(block) {
+        view.hash(
+            b"kiln file view 1",
+            &self.lines,
+            |line| line.directive,
+            |hasher, line| {
                 let text = self.text(line);
-                hasher.update(&[u8::from(line.directive)]);
                 hasher.update(&line.number.to_le_bytes());
                 hasher.update(&(text.len() as u64).to_le_bytes());
                 hasher.update(text.as_bytes());
@@ -218,12 +214,8 @@ impl LexedFile {
                     hasher.update(&cut.stripped.to_le_bytes());
                     hasher.update(&cut.original.to_le_bytes());
                 }
-            }
-            if line.directive {
-                block += 1;
-            }
-        }
-        *hasher.finalize().as_bytes()
+            },
+        )
     }
 
     /// Maps a byte column of a line's comment-free text to the column in the original line.

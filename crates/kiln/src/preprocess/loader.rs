@@ -80,6 +80,35 @@ impl FileView {
         self.c
     }
 
+    /// The hash of a file's lines under this view: `hash_line` feeds each directive line
+    /// and each line of an active block (blocks numbered by the directives before them, as
+    /// the drivers number them) to the hasher, after `tag` and the view itself.
+    pub(crate) fn hash<L>(
+        &self,
+        tag: &[u8],
+        lines: &[L],
+        is_directive: impl Fn(&L) -> bool,
+        mut hash_line: impl FnMut(&mut blake3::Hasher, &L),
+    ) -> [u8; 32] {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(tag);
+        for word in self.words() {
+            hasher.update(&word.to_le_bytes());
+        }
+        let mut block = 0;
+        for line in lines {
+            let directive = is_directive(line);
+            if directive || self.block_active(block) {
+                hasher.update(&[u8::from(directive)]);
+                hash_line(&mut hasher, line);
+            }
+            if directive {
+                block += 1;
+            }
+        }
+        *hasher.finalize().as_bytes()
+    }
+
     pub(crate) fn block_active(&self, block: usize) -> bool {
         self.words()
             .get(block / 64)

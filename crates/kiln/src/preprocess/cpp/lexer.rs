@@ -122,15 +122,11 @@ impl CLexed {
     /// spliced text, its tokens with their positions). Lines of inactive blocks are not
     /// hashed.
     pub fn view_hash(&self, view: &FileView) -> [u8; 32] {
-        let mut hasher = blake3::Hasher::new();
-        hasher.update(b"kiln c file view 1");
-        for word in view.words() {
-            hasher.update(&word.to_le_bytes());
-        }
-        let mut block = 0;
-        for line in &self.lines {
-            if line.directive || view.block_active(block) {
-                hasher.update(&[u8::from(line.directive)]);
+        view.hash(
+            b"kiln c file view 1",
+            &self.lines,
+            |line| line.directive,
+            |hasher, line| {
                 hasher.update(&line.last_line.to_le_bytes());
                 let spliced = self
                     .spliced
@@ -142,7 +138,8 @@ impl CLexed {
                     .offsets
                     .get(line.offsets.start as usize..line.offsets.end as usize)
                     .unwrap_or(&[]);
-                for (token, offset) in self.tokens(line).iter().zip(offsets) {
+                let tokens = self.tokens(line);
+                for (token, offset) in tokens.iter().zip(offsets) {
                     hasher.update(&[
                         token.kind as u8,
                         u8::from(token.space),
@@ -155,13 +152,9 @@ impl CLexed {
                     hasher.update(&(token.text.len() as u64).to_le_bytes());
                     hasher.update(token.text.as_bytes());
                 }
-                hasher.update(&(self.tokens(line).len() as u64).to_le_bytes());
-            }
-            if line.directive {
-                block += 1;
-            }
-        }
-        *hasher.finalize().as_bytes()
+                hasher.update(&(tokens.len() as u64).to_le_bytes());
+            },
+        )
     }
 
     /// Lexes `source`; `file` (root-relative) only names the file in errors.
