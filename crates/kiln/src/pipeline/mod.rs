@@ -651,6 +651,12 @@ impl Project {
         report.outputs_ready = started.elapsed();
         // Even when writing outputs failed, what was compiled is kept.
         self.pool.install(|| self.db.context().flush_saves(false));
+        if !variants.is_empty() {
+            // The previous index and this build's last chunk were freed inside the arenas;
+            // under `kiln watch` they would stay resident until the next edit. A no-op
+            // build ran nothing and frees little: it skips the walk.
+            release_free_memory();
+        }
         let written = written?;
         report.outputs_written = written.written;
         report.outputs_removed = written.removed;
