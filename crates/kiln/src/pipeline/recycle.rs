@@ -79,7 +79,7 @@ mod linux {
     use super::Spares;
     use std::ffi::CString;
     use std::fs::{File, Metadata, OpenOptions};
-    use std::io::{self, Write};
+    use std::io;
     use std::os::fd::AsRawFd;
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -151,8 +151,7 @@ mod linux {
                 file,
                 path: path.clone(),
                 leased: true,
-            })
-            .filter(|spare| spare.file.set_len(0).is_ok());
+            });
         if usable.is_none() {
             let _ = std::fs::remove_file(&path);
         }
@@ -179,6 +178,23 @@ mod linux {
             path,
             leased: false,
         })
+    }
+
+    /// Makes the spare hold exactly `bytes`. A reused spare is overwritten from its start
+    /// and then cut to the new length, never emptied first: on ext4, a file truncated to
+    /// zero is flushed to the disk when closed (`auto_da_alloc`, a guard for programs that
+    /// rewrite files in place), and the truncation frees the blocks the write then
+    /// allocates again. Together they were a third of the time an edit spent writing
+    /// outputs. Nobody else has the spare open (it is leased), so nobody sees it half done.
+    fn fill(file: &mut File, bytes: &[u8]) -> io::Result<Metadata> {
+        use std::os::unix::fs::FileExt;
+        file.write_all_at(bytes, 0)?;
+        let meta = file.metadata()?;
+        if meta.len() == bytes.len() as u64 {
+            return Ok(meta);
+        }
+        file.set_len(bytes.len() as u64)?;
+        file.metadata()
     }
 
     fn c_path(path: &Path) -> io::Result<CString> {
@@ -230,11 +246,7 @@ mod linux {
                 None => break create(path)?,
             }
         };
-        let meta = match spare
-            .file
-            .write_all(bytes)
-            .and_then(|()| spare.file.metadata())
-        {
+        let meta = match fill(&mut spare.file, bytes) {
             Ok(meta) => meta,
             Err(e) => {
                 let _ = std::fs::remove_file(&spare.path);
@@ -313,6 +325,35 @@ mod tests {
         // A new output is created, not swapped.
         spares.write(&dir.path().join("c/new.spv"), b"c").unwrap();
         assert_eq!(std::fs::read(dir.path().join("c/new.spv")).unwrap(), b"c");
+    }
+
+    #[test]
+    fn a_reused_spare_holds_exactly_the_new_bytes_when_they_are_shorter_or_longer() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths: Vec<PathBuf> = (0..4)
+            .map(|n| dir.path().join(format!("{n}.spv")))
+            .collect();
+        let old: [&[u8]; 4] = [
+            b"a long old output",
+            b"bbbbbb",
+            b"c longer old output",
+            b"dd",
+        ];
+        for (path, bytes) in paths.iter().zip(old) {
+            std::fs::write(path, bytes).unwrap();
+        }
+        let spares = Spares::default();
+        // Each write after the first goes into the inode the previous one replaced.
+        let new: [&[u8]; 4] = [b"A", b"B, now much longer than b", b"C", b""];
+        for (path, bytes) in paths.iter().zip(new) {
+            let meta = spares.write(path, bytes).unwrap();
+            assert_eq!(meta.len(), bytes.len() as u64);
+        }
+        for (path, bytes) in paths.iter().zip(new) {
+            assert_eq!(std::fs::read(path).unwrap(), bytes, "{}", path.display());
+        }
+        spares.remove_all();
+        assert!(temps(dir.path()).is_empty());
     }
 
     #[test]
