@@ -5,7 +5,7 @@
 
 use super::output::{Index, IndexEntry};
 use super::queries::ArtifactsQ;
-use super::stat::FileStat;
+use super::stat::DirStats;
 use super::{LastBuild, Project, VariantId};
 use crate::identity::{self, Revision};
 use rayon::prelude::*;
@@ -46,7 +46,10 @@ impl Project {
         }
         let by_stamp = entries_by_stamp(&last.index);
         let targets = self.manifest.targets.len();
-        let out_dir = &self.out_dir;
+        let outputs = DirStats::open(
+            &self.out_dir,
+            last.index.entries.iter().map(|entry| &*entry.path),
+        );
         let checked: Vec<Result<Vec<usize>, VariantId>> = self.pool.install(|| {
             variants
                 .into_par_iter()
@@ -58,12 +61,9 @@ impl Project {
                         entries.iter().all(|&(_, e)| {
                             !e.stale
                                 && !last.suspect.contains(&*e.path)
-                                && std::fs::symlink_metadata(out_dir.join(&*e.path)).is_ok_and(
-                                    |meta| {
-                                        meta.is_file()
-                                            && last.stats.trusts(&e.path, &FileStat::of(&meta))
-                                    },
-                                )
+                                && outputs
+                                    .file_stat(&e.path)
+                                    .is_some_and(|stat| last.stats.trusts(&e.path, &stat))
                         })
                     });
                     match current {

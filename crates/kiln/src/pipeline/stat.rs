@@ -63,6 +63,117 @@ impl FileStat {
             ino: inode(meta),
         }
     }
+
+    /// The same as [`FileStat::of`], from `stat(2)`'s fields.
+    #[cfg(unix)]
+    // The fields are narrower on some platforms (a 32-bit `time_t`, `ino_t`).
+    #[allow(clippy::useless_conversion)]
+    fn of_raw(stat: &libc::stat) -> Self {
+        let mtime_ns = if stat.st_mtime < 0 {
+            0
+        } else {
+            i64::from(stat.st_mtime)
+                .checked_mul(1_000_000_000)
+                .and_then(|ns| ns.checked_add(i64::from(stat.st_mtime_nsec)))
+                .unwrap_or(i64::MAX)
+        };
+        Self {
+            len: u64::try_from(stat.st_size).unwrap_or(0),
+            mtime_ns,
+            ino: u64::from(stat.st_ino),
+        }
+    }
+}
+
+/// Stats the files under one directory by their relative paths, each through a handle on its
+/// parent directory opened once: the kernel then resolves one name per file instead of
+/// walking every component of its path again (walking was half of the stat time of a warm
+/// build of 6,000 outputs). At most [`MAX_OPEN_PARENTS`] are held open, so that a project
+/// of many shaders cannot run the build out of file descriptors; files under the others, or
+/// under a parent that cannot be opened, are stat'ed by their whole path.
+pub(crate) struct DirStats<'a> {
+    root: &'a Path,
+    #[cfg(unix)]
+    parents: FxHashMap<&'a str, Option<std::os::fd::OwnedFd>>,
+}
+
+impl<'a> DirStats<'a> {
+    /// Opens the parents of `relatives` (paths with `/` separators) under `root`.
+    pub(crate) fn open(root: &'a Path, relatives: impl Iterator<Item = &'a str>) -> Self {
+        #[cfg(unix)]
+        {
+            let mut parents = FxHashMap::default();
+            for relative in relatives {
+                let parent = relative.rsplit_once('/').map_or("", |(parent, _)| parent);
+                if parents.len() == MAX_OPEN_PARENTS && !parents.contains_key(parent) {
+                    continue;
+                }
+                parents
+                    .entry(parent)
+                    .or_insert_with(|| open_directory(&root.join(parent)));
+            }
+            Self { root, parents }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = relatives;
+            Self { root }
+        }
+    }
+
+    /// The stat of the regular file at `relative`, not following a link in its place;
+    /// `None` if it is missing or anything but a regular file.
+    pub(crate) fn file_stat(&self, relative: &str) -> Option<FileStat> {
+        #[cfg(unix)]
+        {
+            let (parent, name) = relative.rsplit_once('/').unwrap_or(("", relative));
+            let Some(Some(dir)) = self.parents.get(parent) else {
+                return self.file_stat_by_path(relative);
+            };
+            let name = std::ffi::CString::new(name).ok()?;
+            let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
+            // SAFETY: an open directory descriptor, a NUL-terminated name that outlives the
+            // call, and a buffer of the size `fstatat` fills.
+            let done = unsafe {
+                libc::fstatat(
+                    std::os::fd::AsRawFd::as_raw_fd(dir),
+                    name.as_ptr(),
+                    stat.as_mut_ptr(),
+                    libc::AT_SYMLINK_NOFOLLOW,
+                )
+            };
+            if done != 0 {
+                return None;
+            }
+            // SAFETY: `fstatat` succeeded, so it filled the buffer.
+            let stat = unsafe { stat.assume_init() };
+            (stat.st_mode & libc::S_IFMT == libc::S_IFREG).then(|| FileStat::of_raw(&stat))
+        }
+        #[cfg(not(unix))]
+        self.file_stat_by_path(relative)
+    }
+
+    fn file_stat_by_path(&self, relative: &str) -> Option<FileStat> {
+        std::fs::symlink_metadata(self.root.join(relative))
+            .ok()
+            .filter(Metadata::is_file)
+            .map(|meta| FileStat::of(&meta))
+    }
+}
+
+/// A quarter of the usual limit of 1,024 open files.
+#[cfg(unix)]
+const MAX_OPEN_PARENTS: usize = 256;
+
+#[cfg(unix)]
+fn open_directory(path: &Path) -> Option<std::os::fd::OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(path)
+        .ok()
+        .map(std::os::fd::OwnedFd::from)
 }
 
 #[cfg(unix)]
@@ -306,6 +417,42 @@ impl OutputStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dir_stats_agree_with_a_stat_by_path_and_see_only_regular_files() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path();
+        // More parents than are held open, so both ways of looking are used.
+        let mut relatives: Vec<String> = (0..300).map(|n| format!("s{n}/p/v.spv")).collect();
+        relatives.push("top.spv".to_owned());
+        for relative in &relatives {
+            let path = root.join(relative);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&path, relative.as_bytes()).expect("write");
+        }
+        std::fs::create_dir(root.join("s0/p/dir.spv")).expect("mkdir");
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(root.join("top.spv"), root.join("s1/p/link.spv"))
+            .expect("symlink");
+        let extra = [
+            "s0/p/dir.spv",
+            "s1/p/link.spv",
+            "s2/p/missing.spv",
+            "gone/x.spv",
+        ];
+        let stats = DirStats::open(root, relatives.iter().map(String::as_str).chain(extra));
+        for relative in &relatives {
+            let by_path =
+                FileStat::of(&std::fs::symlink_metadata(root.join(relative)).expect("stat"));
+            assert_eq!(stats.file_stat(relative), Some(by_path), "{relative}");
+        }
+        for relative in extra {
+            assert_eq!(stats.file_stat(relative), None, "{relative}");
+        }
+        // A file rewritten after the parents were opened is seen as it is now.
+        std::fs::write(root.join("s5/p/v.spv"), b"longer than before").expect("write");
+        assert_eq!(stats.file_stat("s5/p/v.spv").map(|s| s.len), Some(18));
+    }
 
     #[test]
     fn a_same_size_rewrite_is_not_trusted() {
