@@ -14,8 +14,9 @@
 //!   Where the time went: `watch edit_split` (CPU, kernel, blocked and run-queue time of both
 //!   sides, from `/proc/self/task`), `watch edit_detail` (what the engine re-executed),
 //!   `watch edit_cost` and `watch edit_io` (steps timed alone: preprocessing the unaffected
-//!   variants, which kiln skips since their files' views are unchanged, the index, the
-//!   disk-write patterns). `watch edit_jobs2` is the
+//!   variants, which kiln skips since their files' views are unchanged, the index, and
+//!   disk-write patterns kiln avoids: kiln swaps a changed output with a spare file it
+//!   overwrites in place). `watch edit_jobs2` is the
 //!   same edit with `jobs = 2`. `KILN_BENCH_VERBOSE=1` prints every rep.
 //! - `watch noop_event us=<n>` (target < 5,000): a source rewritten with identical bytes,
 //!   `refresh_files`, and `build` only if the project is dirty.
@@ -373,10 +374,9 @@ fn run(settings: Settings) -> Result<(), String> {
         counts(|r| r.outputs_written),
     );
 
-    // Where the rest goes: what kiln does beyond the raw loop, each part timed alone and
-    // single-threaded: re-preprocessing the variants the edit did not affect, writing the
-    // index, and the disk writes (kiln: a new store entry and an atomic replace of the output
-    // per target; raw: a plain overwrite).
+    // Where the rest goes, each part timed alone and single-threaded: re-preprocessing the
+    // variants the edit did not affect (which kiln skips), writing the index, and write
+    // patterns (raw: a plain overwrite; the others for comparison).
     let unaffected: Vec<VariantId> = project
         .variants
         .keys()
@@ -405,8 +405,10 @@ fn run(settings: Settings) -> Result<(), String> {
     println!(
         "watch edit_io files={} plain_overwrite_ms={:.1} (kernel {:.0}) \
          atomic_replace_ms={:.1} (kernel {:.0}) atomic_new_ms={:.1} (kernel {:.0}) \
-         (medians of {} reps, one thread; the raw loop does the first, kiln the other two: \
-         a new store entry and an atomic output replace per recompiled output)",
+         (medians of {} reps, one thread; the raw loop does the first; atomic_replace is a \
+         temporary file renamed over the output, kiln's way only where it cannot swap a spare \
+         file (pipeline/recycle.rs); atomic_new is a new file per output, what a store of one \
+         file per entry would do)",
         probe.files,
         ms(probe.plain.wall),
         ms(probe.plain.kernel),
@@ -588,8 +590,8 @@ struct IoProbe {
 
 /// Writes the raw loop's outputs of the edited variants again, three ways, rotating:
 /// overwritten in place (the raw loop), atomically replaced through a temporary file and a
-/// rename (kiln's outputs), and as new files through a temporary file and a rename (kiln's
-/// store entries, which are new for a new text).
+/// rename (kiln's fallback where it cannot swap spare files), and as new files through a
+/// temporary file and a rename (a store of one file per entry).
 fn io_probe(
     project: &WatchProject,
     raw_out: &Path,
