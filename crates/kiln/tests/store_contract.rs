@@ -78,6 +78,11 @@ fn local_store_meets_the_contract() {
             (9, ContentKey::hash(b"spirv one"))
         ]
     );
+    assert_eq!(
+        store.recorded_all(&[&spirv, &spirv], &key(1)),
+        Some(vec![(9, ContentKey::hash(b"spirv one")); 2])
+    );
+    assert_eq!(store.recorded_all(&[], &key(1)), Some(Vec::new()));
     assert_eq!(store.recorded_all(&[&spirv, &msl], &key(1)), None);
     assert_eq!(store.recorded_all(&[&spirv, &hlsl], &key(2)), None);
     assert_eq!(

@@ -7,7 +7,8 @@
 
 use super::output::IndexVariant;
 use rustc_hash::FxHashMap;
-use serde::de::{Deserializer, SeqAccess, Visitor};
+use serde::de::{Deserialize, Deserializer, Visitor};
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::fmt;
 use std::sync::Arc;
@@ -36,100 +37,135 @@ pub(super) fn parse<T>(f: impl FnOnce() -> T) -> T {
     result
 }
 
-fn intern_str(text: &str) -> Arc<str> {
-    INTERNER.with(|i| match &mut *i.borrow_mut() {
-        Some(interner) => {
-            if let Some(shared) = interner.strings.get(text) {
-                return Arc::clone(shared);
-            }
-            let shared: Arc<str> = Arc::from(text);
-            interner
-                .strings
-                .insert(Box::from(text), Arc::clone(&shared));
-            shared
+impl Interner {
+    fn string(&mut self, text: &str) -> Arc<str> {
+        if let Some(shared) = self.strings.get(text) {
+            return Arc::clone(shared);
         }
-        // Outside `parse`: nothing to share with.
-        None => Arc::from(text),
-    })
-}
+        let shared: Arc<str> = Arc::from(text);
+        self.strings.insert(Box::from(text), Arc::clone(&shared));
+        shared
+    }
 
-fn intern_list(items: Vec<Arc<str>>) -> List {
-    INTERNER.with(|i| match &mut *i.borrow_mut() {
-        Some(interner) => {
-            if let Some(shared) = interner.lists.get(items.as_slice()) {
-                return Arc::clone(shared);
-            }
-            let shared: List = Arc::from(items.as_slice());
-            interner
-                .lists
-                .insert(items.into_boxed_slice(), Arc::clone(&shared));
-            shared
+    fn list(&mut self, items: &[Text<'_>]) -> List {
+        let items: Vec<Arc<str>> = items.iter().map(|item| self.string(item)).collect();
+        if let Some(shared) = self.lists.get(items.as_slice()) {
+            return Arc::clone(shared);
         }
-        None => Arc::from(items),
-    })
+        let shared: List = Arc::from(items.as_slice());
+        self.lists
+            .insert(items.into_boxed_slice(), Arc::clone(&shared));
+        shared
+    }
 }
 
-/// `variant`, shared with the entry parsed just before when they belong to one variant.
-pub(super) fn variant(variant: IndexVariant) -> Arc<IndexVariant> {
-    INTERNER.with(|i| match &mut *i.borrow_mut() {
-        Some(interner) => match &interner.last_variant {
-            Some(last) if **last == variant => Arc::clone(last),
-            _ => Arc::clone(interner.last_variant.insert(Arc::new(variant))),
-        },
-        None => Arc::new(variant),
-    })
+/// A string as it lies in the parsed bytes, copied only when it holds escapes.
+pub(super) struct Text<'a>(Cow<'a, str>);
+
+impl Text<'_> {
+    /// An absent field's value.
+    pub(super) fn empty() -> Self {
+        Text(Cow::Borrowed(""))
+    }
 }
 
-struct StrVisitor;
+impl std::ops::Deref for Text<'_> {
+    type Target = str;
 
-impl<'de> Visitor<'de> for StrVisitor {
-    type Value = Arc<str>;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_str(TextVisitor(std::marker::PhantomData))
+    }
+}
+
+struct TextVisitor<'a>(std::marker::PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Visitor<'de> for TextVisitor<'a> {
+    type Value = Text<'a>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a string")
     }
 
-    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Arc<str>, E> {
-        Ok(intern_str(text))
+    fn visit_borrowed_str<E: serde::de::Error>(self, text: &'de str) -> Result<Text<'a>, E> {
+        Ok(Text(Cow::Borrowed(text)))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Text<'a>, E> {
+        Ok(Text(Cow::Owned(text.to_owned())))
     }
 }
 
-/// `deserialize_with` for a shared string field.
-pub(super) fn string<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<str>, D::Error> {
-    d.deserialize_str(StrVisitor)
+/// The fields of one entry's variant, as parsed.
+pub(super) struct VariantText<'a> {
+    pub shader: Text<'a>,
+    pub pass: Text<'a>,
+    pub keywords: Vec<Text<'a>>,
+    pub revision: Text<'a>,
+    pub digest: Text<'a>,
+    pub inputs: Text<'a>,
 }
 
-struct ListVisitor;
-
-impl<'de> Visitor<'de> for ListVisitor {
-    type Value = List;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a list of strings")
+impl VariantText<'_> {
+    fn is(&self, variant: &IndexVariant) -> bool {
+        *self.shader == *variant.shader
+            && *self.pass == *variant.pass
+            && *self.revision == *variant.revision
+            && *self.digest == *variant.digest
+            && *self.inputs == *variant.inputs
+            && self.keywords.len() == variant.keywords.len()
+            && self
+                .keywords
+                .iter()
+                .zip(variant.keywords.iter())
+                .all(|(a, b)| **a == **b)
     }
+}
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(4));
-        while let Some(item) = seq.next_element_seed(StrSeed)? {
-            items.push(item);
+/// One entry's variant and target, shared with what this parse made before: the variant of
+/// the entry just before when equal (a variant's entries differ only in their extension, so
+/// in an index sorted by path they come one after another: no string of theirs is looked
+/// up), else a new variant of shared names and keyword lists. Its digest and input stamp
+/// are the variant's own and are not looked up.
+pub(super) fn entry(variant: VariantText<'_>, target: &str) -> (Arc<IndexVariant>, Arc<str>) {
+    INTERNER.with(|i| match &mut *i.borrow_mut() {
+        Some(interner) => {
+            let target = interner.string(target);
+            if let Some(last) = interner
+                .last_variant
+                .as_ref()
+                .filter(|last| variant.is(last))
+            {
+                return (Arc::clone(last), target);
+            }
+            let made = Arc::new(IndexVariant {
+                shader: interner.string(&variant.shader),
+                pass: interner.string(&variant.pass),
+                keywords: interner.list(&variant.keywords),
+                revision: interner.string(&variant.revision),
+                digest: Arc::from(&*variant.digest),
+                inputs: Arc::from(&*variant.inputs),
+            });
+            (Arc::clone(interner.last_variant.insert(made)), target)
         }
-        Ok(intern_list(items))
-    }
-}
-
-struct StrSeed;
-
-impl<'de> serde::de::DeserializeSeed<'de> for StrSeed {
-    type Value = Arc<str>;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Arc<str>, D::Error> {
-        string(d)
-    }
-}
-
-/// `deserialize_with` for a shared list of shared strings.
-pub(super) fn list<'de, D: Deserializer<'de>>(d: D) -> Result<List, D::Error> {
-    d.deserialize_seq(ListVisitor)
+        // Outside `parse`: nothing to share with.
+        None => (
+            Arc::new(IndexVariant {
+                shader: Arc::from(&*variant.shader),
+                pass: Arc::from(&*variant.pass),
+                keywords: variant.keywords.iter().map(|k| Arc::from(&**k)).collect(),
+                revision: Arc::from(&*variant.revision),
+                digest: Arc::from(&*variant.digest),
+                inputs: Arc::from(&*variant.inputs),
+            }),
+            Arc::from(target),
+        ),
+    })
 }
 
 #[cfg(test)]
@@ -137,28 +173,61 @@ mod tests {
     use super::*;
 
     #[derive(serde::Deserialize)]
-    struct Pair {
-        #[serde(deserialize_with = "string")]
-        a: Arc<str>,
-        #[serde(deserialize_with = "list")]
-        b: Arc<[Arc<str>]>,
+    struct Entry<'a> {
+        #[serde(borrow)]
+        s: Text<'a>,
+        #[serde(borrow)]
+        k: Vec<Text<'a>>,
+        #[serde(borrow)]
+        d: Text<'a>,
+        #[serde(borrow)]
+        t: Text<'a>,
+    }
+
+    fn entries(json: &str) -> Vec<(Arc<IndexVariant>, Arc<str>)> {
+        let parsed: Vec<Entry> = serde_json::from_str(json).unwrap();
+        parsed
+            .into_iter()
+            .map(|e| {
+                let variant = VariantText {
+                    shader: e.s,
+                    pass: Text::empty(),
+                    keywords: e.k,
+                    revision: Text::empty(),
+                    digest: e.d,
+                    inputs: Text::empty(),
+                };
+                entry(variant, &e.t)
+            })
+            .collect()
     }
 
     #[test]
     fn equal_strings_and_lists_of_one_parse_share_one_allocation() {
-        let json = r#"[{"a":"Lit","b":["FOG","SKIN"]},{"a":"Lit","b":["FOG","SKIN"]},
-                       {"a":"L\u0069t","b":["FOG"]}]"#;
-        let pairs: Vec<Pair> = parse(|| serde_json::from_str(json)).unwrap();
-        assert!(Arc::ptr_eq(&pairs[0].a, &pairs[1].a));
-        assert!(
-            Arc::ptr_eq(&pairs[0].a, &pairs[2].a),
-            "an escaped equal string too"
-        );
-        assert!(Arc::ptr_eq(&pairs[0].b, &pairs[1].b));
-        assert!(Arc::ptr_eq(&pairs[0].b[0], &pairs[2].b[0]));
-        assert_eq!(&*pairs[2].b, &[Arc::from("FOG")][..]);
+        let json = r#"[{"s":"Lit","k":["FOG","SKIN"],"d":"1","t":"spirv"},
+                       {"s":"Lit","k":["FOG","SKIN"],"d":"1","t":"msl"},
+                       {"s":"L\u0069t","k":["FOG","SKIN"],"d":"2","t":"spirv"},
+                       {"s":"Lit","k":["FOG"],"d":"2","t":"spirv"},
+                       {"s":"Lit","k":["FOG","SKIN"],"d":"1","t":"msl"}]"#;
+        let e = parse(|| entries(json));
+        // One variant's entries share it; its target is its own.
+        assert!(Arc::ptr_eq(&e[0].0, &e[1].0));
+        assert_eq!((&*e[0].1, &*e[1].1), ("spirv", "msl"));
+        // An escaped equal name, a new variant of the same names.
+        assert!(!Arc::ptr_eq(&e[1].0, &e[2].0));
+        assert!(Arc::ptr_eq(&e[0].0.shader, &e[2].0.shader));
+        assert!(Arc::ptr_eq(&e[0].0.keywords, &e[2].0.keywords));
+        assert!(Arc::ptr_eq(&e[0].1, &e[2].1));
+        assert!(Arc::ptr_eq(&e[0].0.keywords[0], &e[3].0.keywords[0]));
+        assert_eq!(&*e[3].0.keywords, &[Arc::from("FOG")][..]);
+        // Only the entry just before is shared whole; equal fields are still one string.
+        assert!(!Arc::ptr_eq(&e[0].0, &e[4].0));
+        assert_eq!(e[0].0, e[4].0);
+        assert!(Arc::ptr_eq(&e[0].0.keywords, &e[4].0.keywords));
         // Outside a parse nothing is kept.
-        let alone: Vec<Pair> = serde_json::from_str(json).unwrap();
-        assert!(!Arc::ptr_eq(&alone[0].a, &alone[1].a));
+        let alone = entries(json);
+        assert!(!Arc::ptr_eq(&alone[0].0, &alone[1].0));
+        assert!(!Arc::ptr_eq(&alone[0].0.shader, &alone[2].0.shader));
+        assert_eq!(alone[0].0, e[0].0);
     }
 }

@@ -3,7 +3,7 @@
 //! changed; `index.json` is replaced atomically after every build.
 
 use super::diagnostic::Diagnostic;
-use super::interned;
+use super::interned::{self, Text, VariantText};
 use crate::store::ContentKey;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -148,27 +148,29 @@ impl Serialize for IndexEntry {
     }
 }
 
-/// An index entry as read from `index.json`; its strings are interned for the parse.
+/// An index entry as read from `index.json`, its strings where they lie in the bytes; see
+/// [`interned::entry`].
 #[derive(Deserialize)]
-struct FlatEntry {
-    #[serde(deserialize_with = "interned::string")]
-    shader: Arc<str>,
-    #[serde(deserialize_with = "interned::string")]
-    pass: Arc<str>,
-    #[serde(deserialize_with = "interned::list")]
-    keywords: Arc<[Arc<str>]>,
-    #[serde(deserialize_with = "interned::string")]
-    revision: Arc<str>,
-    #[serde(deserialize_with = "interned::string")]
-    digest: Arc<str>,
-    #[serde(deserialize_with = "interned::string")]
-    target: Arc<str>,
-    path: String,
+struct FlatEntry<'a> {
+    #[serde(borrow)]
+    shader: Text<'a>,
+    #[serde(borrow)]
+    pass: Text<'a>,
+    #[serde(borrow)]
+    keywords: Vec<Text<'a>>,
+    #[serde(borrow)]
+    revision: Text<'a>,
+    #[serde(borrow)]
+    digest: Text<'a>,
+    #[serde(borrow)]
+    target: Text<'a>,
+    #[serde(borrow)]
+    path: Text<'a>,
     bytes: u64,
     #[serde(with = "hex_hash")]
     content_hash: ContentKey,
-    #[serde(default, deserialize_with = "interned::string")]
-    inputs: Arc<str>,
+    #[serde(default = "Text::empty", borrow)]
+    inputs: Text<'a>,
     #[serde(default)]
     stale: bool,
     #[serde(default)]
@@ -178,17 +180,21 @@ struct FlatEntry {
 impl<'de> Deserialize<'de> for IndexEntry {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let flat = FlatEntry::deserialize(d)?;
-        Ok(Self {
-            variant: interned::variant(IndexVariant {
+        let (variant, target) = interned::entry(
+            VariantText {
                 shader: flat.shader,
                 pass: flat.pass,
                 keywords: flat.keywords,
                 revision: flat.revision,
                 digest: flat.digest,
                 inputs: flat.inputs,
-            }),
-            target: flat.target,
-            path: flat.path.into(),
+            },
+            &flat.target,
+        );
+        Ok(Self {
+            variant,
+            target,
+            path: Box::from(&*flat.path),
             bytes: flat.bytes,
             content_hash: flat.content_hash,
             stale: flat.stale,
