@@ -14,5 +14,5 @@ mod source;
 
 pub use name::{check_name, NameFault};
 pub(crate) use path::resolved_parent_inside;
-pub use path::{index_path, output_file, UnsafePath};
+pub use path::{check_index_path, index_path, output_file, UnsafePath};
 pub use source::{read_project_file, SourceReadError, DEFAULT_MAX_SOURCE_BYTES};

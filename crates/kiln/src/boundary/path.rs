@@ -33,6 +33,13 @@ pub enum UnsafePath {
 /// drive), no `\` and no NUL. Joined to the output directory, such a path names something
 /// inside it (symbolic links aside: see [`output_file`] and the removal of outputs).
 pub fn index_path(path: &str) -> Result<PathBuf, UnsafePath> {
+    check_index_path(path)?;
+    Ok(PathBuf::from(path))
+}
+
+/// [`index_path`]'s checks alone, without making a path (a warm build checks every entry
+/// of `index.json`).
+pub fn check_index_path(path: &str) -> Result<(), UnsafePath> {
     if path.is_empty() {
         return Err(UnsafePath::Empty);
     }
@@ -48,14 +55,13 @@ pub fn index_path(path: &str) -> Result<PathBuf, UnsafePath> {
         return Err(UnsafePath::NotNormal(path.to_owned()));
     }
     // The checks above are textual; make sure the platform reads it the same way.
-    let relative = PathBuf::from(path);
-    if !relative
+    if !Path::new(path)
         .components()
         .all(|c| matches!(c, Component::Normal(_)))
     {
         return Err(UnsafePath::NotNormal(path.to_owned()));
     }
-    Ok(relative)
+    Ok(())
 }
 
 /// The file `relative` (as built by `output_path` from checked names) under `out_dir`, after

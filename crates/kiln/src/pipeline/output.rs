@@ -224,7 +224,11 @@ impl Index {
     /// Parses the bytes of `dir/index.json` as [`Index::read_checked`] does: malformed JSON is
     /// an empty index; entries with unsafe paths are dropped with a warning each.
     pub fn from_json_checked(dir: &Path, bytes: &[u8]) -> (Self, Vec<Diagnostic>) {
-        let mut index: Self = interned::parse(|| serde_json::from_slice(bytes)).unwrap_or_default();
+        // Checked as UTF-8 once, in bulk, rather than string by string as `from_slice` does.
+        let mut index: Self = std::str::from_utf8(bytes)
+            .ok()
+            .and_then(|text| interned::parse(|| serde_json::from_str(text)).ok())
+            .unwrap_or_default();
         let warnings = super::safe_output::retain_safe_entries(dir, &mut index.entries);
         (index, warnings)
     }
@@ -536,5 +540,24 @@ mod tests {
             &read.entries[0].variant,
             &read.entries[1].variant
         ));
+
+        // Escapes, as a hand edit may write them, read as the characters they stand for.
+        let escaped = json
+            .replace(r#""shader":"Lit""#, r#""shader":"L\u0069t""#)
+            .replace(
+                r#""path":"Lit/Forward/FOG.msl""#,
+                r#""path":"Lit\/Forward\/FOG.msl""#,
+            );
+        assert_ne!(escaped, json);
+        let (read, warnings) = Index::from_json_checked(Path::new("/out"), escaped.as_bytes());
+        assert!(warnings.is_empty());
+        assert_eq!(read, index);
+
+        // Bytes that are not UTF-8 are no index (every output is then checked again).
+        let mut broken = json.into_bytes();
+        let at = broken.len() / 2;
+        broken[at] = 0xff;
+        let (read, _) = Index::from_json_checked(Path::new("/out"), &broken);
+        assert!(read.entries.is_empty());
     }
 }

@@ -4,7 +4,7 @@
 
 use super::diagnostic::Diagnostic;
 use super::output::IndexEntry;
-use crate::boundary::{index_path, UnsafePath};
+use crate::boundary::{check_index_path, index_path, UnsafePath};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -15,7 +15,7 @@ pub(crate) fn retain_safe_entries(
     entries: &mut Vec<IndexEntry>,
 ) -> Vec<Diagnostic> {
     let mut warnings = Vec::new();
-    entries.retain(|entry| match index_path(&entry.path) {
+    entries.retain(|entry| match check_index_path(&entry.path) {
         Ok(_) => true,
         Err(why) => {
             warnings.push(ignored(out_dir, &why));
