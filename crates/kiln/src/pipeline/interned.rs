@@ -1,9 +1,10 @@
 //! Deserializing `index.json`'s repeated strings once: a shader's name, its passes, the
 //! targets, a keyword set and a variant's hashes recur in every entry of the index (three
-//! entries per variant with three targets), so each distinct one is allocated once and
-//! shared (`Arc`) for the duration of one [`parse`], which is both faster than a `String` per
-//! field and smaller in memory. Consecutive entries of one variant share its
-//! [`IndexVariant`].
+//! entries per variant with three targets). Each entry's strings are read where they lie in
+//! the bytes ([`Text`]); consecutive entries of one variant share its [`IndexVariant`],
+//! found by comparing the strings with the previous entry's, and a new variant's names and
+//! keyword list are allocated once and shared (`Arc`) for the duration of one [`parse`]
+//! ([`entry`]): faster than a `String` per field, and smaller in memory.
 
 use super::output::IndexVariant;
 use rustc_hash::FxHashMap;
