@@ -604,13 +604,16 @@ impl Project {
         // the report and `gathered` as soon as it finishes, for the same reason.
         let mut done = up_to_date_variants;
         // Index entries name their shader's revision in hex: one string per shader, shared.
-        let revision_names: write::RevisionNames = revisions
-            .values()
-            .map(|r| (r.short(), Arc::from(format!("{:016x}", r.short()))))
+        let shader_revisions: write::ShaderRevisions = revisions
+            .iter()
+            .map(|(shader, r)| {
+                let name = Arc::from(format!("{:016x}", r.short()));
+                (Arc::clone(shader), (*r, name))
+            })
             .collect();
         report.outcomes = Outcomes::of(Arc::clone(&variants));
         for (number, chunk) in variants.chunks(VARIANTS_PER_EVICTION).enumerate() {
-            let results = self.run_variants(chunk, &last, &revision_names, done, total, progress);
+            let results = self.run_variants(chunk, &last, &shader_revisions, done, total, progress);
             done += chunk.len();
             let first = number * VARIANTS_PER_EVICTION;
             self.gather(
@@ -722,7 +725,7 @@ impl Project {
         &self,
         variants: &[VariantId],
         last: &LastBuild,
-        revision_names: &write::RevisionNames,
+        revisions: &write::ShaderRevisions,
         done_before: usize,
         total: usize,
         progress: &(dyn Fn(Progress) + Sync),
@@ -736,7 +739,7 @@ impl Project {
                     let result = artifacts_query.get(variant);
                     let written = match &result {
                         Ok(Ok(artifacts)) if self.shard.is_none() => {
-                            Some(self.write_variant(variant, artifacts, last, revision_names))
+                            Some(self.write_variant(variant, artifacts, last, revisions))
                         }
                         _ => None,
                     };
@@ -781,7 +784,7 @@ impl Project {
                             if report.recompiled.len() < RECOMPILED_LISTED {
                                 report.recompiled.push(Recompiled {
                                     variant: variant.clone(),
-                                    digest: artifacts.key.digest(),
+                                    digest: self.digest_of(variant),
                                     reason: self.reason(variant, report),
                                 });
                             }
@@ -886,6 +889,16 @@ impl Project {
             "the manifest changed".to_owned()
         } else {
             "no artifact in the store".to_owned()
+        }
+    }
+
+    /// The digest of `variant`'s key at its shader's current revision (for logs).
+    fn digest_of(&self, variant: &VariantId) -> String {
+        match self.db.get::<RevisionQ>(&variant.shader) {
+            Ok(Ok(revision)) => queries::variant_key(variant, revision.short())
+                .map(|key| key.digest())
+                .unwrap_or_default(),
+            _ => String::new(),
         }
     }
 

@@ -396,16 +396,25 @@ pub(crate) struct ArtifactRef {
     pub hash: ContentKey,
 }
 
-/// The variant's canonical key, its outputs for the targets that succeeded and why the
-/// others failed (a (variant, target) pair fails alone).
+/// A variant's outputs for the targets that succeeded and why the others failed (a
+/// (variant, target) pair fails alone). Its key and input stamp, which name the shader's
+/// revision, are made when its index entries are written (`Project::write_variant`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Artifacts {
-    pub key: VariantKey,
-    /// What the outputs were built from ([`identity::input_stamp`]), for `index.json`.
-    pub stamp: Arc<str>,
     pub outputs: Arc<[ArtifactRef]>,
     /// One error per target that failed, naming the variant and the target.
     pub failed: Arc<[Diagnostic]>,
+}
+
+/// The canonical key of `variant` at the shader revision `short`.
+pub(crate) fn variant_key(variant: &VariantId, short: u64) -> Result<VariantKey, Diagnostic> {
+    VariantKey::new(
+        &variant.shader,
+        &variant.pass,
+        variant.keywords.iter(),
+        short,
+    )
+    .map_err(|e| Diagnostic::error(e.to_string()))
 }
 
 /// Why a variant has no artifacts: the errors, each naming the variant.
@@ -429,22 +438,31 @@ impl Query<Services> for ArtifactsQ {
             Ok(job) => job,
             Err(d) => return fail(d),
         };
-        let revision = match db.get::<RevisionQ>(&variant.shader)? {
-            Ok(revision) => revision,
+        // The outputs depend on the compile input, which is tracked (the text through its
+        // files' views, the manifest entry, the targets), not on the shader's revision: a
+        // revision that moved without changing this variant's text must not execute it again
+        // (a store lookup per variant, for every variant of every shader that includes an
+        // edited file). The revision only names the variant in the variant cache, so it is
+        // read without a dependency when the build has already computed it.
+        let revision = match db.peek::<RevisionQ>(&variant.shader) {
+            Some(Ok(revision)) => revision,
+            _ => match db.get::<RevisionQ>(&variant.shader)? {
+                Ok(revision) => revision,
+                Err(d) => return fail(d),
+            },
+        };
+        let key = match variant_key(variant, revision.short()) {
+            Ok(key) => key,
             Err(d) => return fail(d),
         };
-        let key = match VariantKey::new(
-            &variant.shader,
-            &variant.pass,
-            variant.keywords.iter(),
-            revision.short(),
-        ) {
-            Ok(key) => key,
-            Err(e) => return fail(Diagnostic::error(e.to_string())),
-        };
         let services = db.context();
-        // Map naga's positions in the preprocessed text back to the sources.
+        // Map naga's positions in the preprocessed text back to the sources. A diagnostic
+        // names the variant's key, revision included, so a failure depends on the revision.
         let diagnose = |failures: &[(Option<Target>, crate::compile::CompileError)]| {
+            let key = match db.get::<RevisionQ>(&variant.shader)? {
+                Ok(revision) => variant_key(variant, revision.short()).unwrap_or(key),
+                Err(_) => key,
+            };
             let pre = db.get::<PreprocessQ>(variant)?.ok();
             Ok::<_, QueryError>(
                 failures
@@ -459,14 +477,6 @@ impl Query<Services> for ArtifactsQ {
                     .collect::<Vec<Diagnostic>>(),
             )
         };
-        let stamp = || -> Arc<str> {
-            identity::input_stamp(
-                &revision,
-                &variant.pass,
-                variant.keywords.iter().map(|k| &**k),
-            )
-            .into()
-        };
         if !services.cache.contains(&key) {
             if let Some(outputs) = services.recorded_outputs(&job.input(), &job.targets) {
                 services
@@ -475,8 +485,6 @@ impl Query<Services> for ArtifactsQ {
                     .lock()
                     .insert(variant.clone(), super::Outcome::Cached);
                 return Ok(Ok(Artifacts {
-                    key,
-                    stamp: stamp(),
                     outputs,
                     failed: none_failed(),
                 }));
@@ -490,7 +498,7 @@ impl Query<Services> for ArtifactsQ {
                     .lock()
                     .insert(variant.clone(), produced.outcome);
                 // Until its outputs are written (see `Project::write_variant`).
-                services.keep_fresh(&key, produced.artifacts.clone());
+                services.keep_fresh(variant, produced.artifacts.clone());
                 let outputs = produced
                     .artifacts
                     .outputs
@@ -507,12 +515,7 @@ impl Query<Services> for ArtifactsQ {
                 } else {
                     Arc::from(diagnose(&produced.failed)?)
                 };
-                Ok(Ok(Artifacts {
-                    key,
-                    stamp: stamp(),
-                    outputs,
-                    failed,
-                }))
+                Ok(Ok(Artifacts { outputs, failed }))
             }
             Err(failures) => Ok(Err(Arc::from(diagnose(&failures)?))),
         }

@@ -113,7 +113,7 @@ pub(crate) struct BuildSession {
     /// variant key: held until the variant's outputs are written (moments later, by the
     /// same worker), so that a bounded variant cache never makes a build reload or
     /// recompile what it just produced.
-    fresh: Mutex<FxHashMap<VariantKey, Arc<VariantArtifacts>>>,
+    fresh: Mutex<FxHashMap<VariantId, Arc<VariantArtifacts>>>,
     /// How each variant whose artifacts query executed in this build got its artifacts.
     pub(crate) outcomes: Mutex<FxHashMap<VariantId, Outcome>>,
     /// Store problems met (and repaired) during this build.
@@ -264,13 +264,13 @@ impl Services {
     }
 
     /// The artifacts produced for `key` in this build and not yet written, handed over once.
-    pub(crate) fn take_fresh(&self, key: &VariantKey) -> Option<Arc<VariantArtifacts>> {
-        self.build.fresh.lock().remove(key)
+    pub(crate) fn take_fresh(&self, variant: &VariantId) -> Option<Arc<VariantArtifacts>> {
+        self.build.fresh.lock().remove(variant)
     }
 
     /// Keeps `artifacts` until the variant's outputs are written ([`Self::take_fresh`]).
-    pub(crate) fn keep_fresh(&self, key: &VariantKey, artifacts: Arc<VariantArtifacts>) {
-        self.build.fresh.lock().insert(*key, artifacts);
+    pub(crate) fn keep_fresh(&self, variant: &VariantId, artifacts: Arc<VariantArtifacts>) {
+        self.build.fresh.lock().insert(variant.clone(), artifacts);
     }
 
     /// Writes every deferred artifact to the store, and what the store buffered (recency);

@@ -5,11 +5,11 @@
 
 use super::diagnostic::Diagnostic;
 use super::output::{self, output_path, Index, IndexEntry, IndexVariant, OutDirLock, INDEX_FILE};
-use super::queries::Artifacts;
+use super::queries::{variant_key, Artifacts};
 use super::services::VariantArtifacts;
 use super::stat::{FileStat, OutputStats};
 use super::{Failed, LastBuild, Project, ProjectError, VariantId};
-use crate::identity::Revision;
+use crate::identity::{self, Revision};
 use crate::store::ContentKey;
 use rustc_hash::FxHashMap;
 use std::collections::BTreeSet;
@@ -33,8 +33,8 @@ pub(super) type VariantWrite = (Vec<IndexEntry>, Vec<(String, FileStat)>, usize)
 /// Writing one variant's outputs: done, or why not (that variant fails alone).
 pub(super) type WriteResult = Result<VariantWrite, Diagnostic>;
 
-/// Each shader revision's hex name (16 digits) by its short form.
-pub(super) type RevisionNames = FxHashMap<u64, Arc<str>>;
+/// Each shader's current revision and its hex name (16 digits) for the index.
+pub(super) type ShaderRevisions = FxHashMap<Arc<str>, (Revision, Arc<str>)>;
 
 /// What the variants built so far left to record, gathered chunk by chunk as they finish
 /// (`Project::gather`): a build of 100,000 variants holds these, not every variant's result
@@ -230,25 +230,25 @@ impl Project {
         variant: &VariantId,
         artifacts: &Artifacts,
         last: &LastBuild,
-        revision_names: &RevisionNames,
+        revisions: &ShaderRevisions,
     ) -> WriteResult {
+        let fail = |message: String| {
+            let mut d = Diagnostic::error(message);
+            d.variant = Some(variant.to_string());
+            d
+        };
         // Artifacts produced in this build are handed over once, here; after this the
         // variant cache (bounded) is all that keeps their bytes.
         let mut bytes_of_variant: Option<Arc<VariantArtifacts>> =
-            self.db.context().take_fresh(&artifacts.key);
-        // Shared by the variant's entries, one per target.
-        let short = artifacts.key.revision();
-        let shared = Arc::new(IndexVariant {
-            shader: Arc::clone(&variant.shader),
-            pass: Arc::clone(&variant.pass),
-            keywords: Arc::clone(&variant.keywords),
-            revision: match revision_names.get(&short) {
-                Some(name) => Arc::clone(name),
-                None => format!("{short:016x}").into(),
-            },
-            digest: artifacts.key.digest().into(),
-            inputs: Arc::clone(&artifacts.stamp),
-        });
+            self.db.context().take_fresh(variant);
+        let (revision, revision_name) = revisions
+            .get(&variant.shader)
+            .ok_or_else(|| fail(format!("no revision of shader {}", variant.shader)))?;
+        let key = || variant_key(variant, revision.short());
+        // Shared by the variant's entries, one per target: the previous build's when it
+        // named the same revision (the key and the input stamp follow from the revision,
+        // and a stamp that did not would only make a later build look again), else made.
+        let mut shared: Option<Arc<IndexVariant>> = None;
         let mut entries = Vec::with_capacity(artifacts.outputs.len());
         let mut stats = Vec::new();
         let mut count = 0;
@@ -259,17 +259,41 @@ impl Project {
                 &variant.keywords,
                 output.target.extension(),
             );
-            let fail = |message: String| {
-                let mut d = Diagnostic::error(message);
-                d.variant = Some(variant.to_string());
-                d
+            let previous = find(&last.index.entries, &relative);
+            let shared = match &shared {
+                Some(shared) => Arc::clone(shared),
+                None => {
+                    let made = match previous.map(|e| &e.variant).filter(|v| {
+                        last.written_here
+                            && v.revision == *revision_name
+                            && v.shader == variant.shader
+                            && v.pass == variant.pass
+                            && v.keywords == variant.keywords
+                    }) {
+                        Some(previous) => Arc::clone(previous),
+                        None => Arc::new(IndexVariant {
+                            shader: Arc::clone(&variant.shader),
+                            pass: Arc::clone(&variant.pass),
+                            keywords: Arc::clone(&variant.keywords),
+                            revision: Arc::clone(revision_name),
+                            digest: key()?.digest().into(),
+                            inputs: identity::input_stamp(
+                                revision,
+                                &variant.pass,
+                                variant.keywords.iter().map(|k| &**k),
+                            )
+                            .into(),
+                        }),
+                    };
+                    Arc::clone(shared.insert(made))
+                }
             };
             let path = crate::boundary::output_file(&self.out_dir, &relative)
                 .map_err(|e| fail(format!("output path {relative}: {e}")))?;
             // An output this process wrote or verified with the same bytes needs no look on
             // disk, unless a file event said someone touched it since.
             let current = last.written_here
-                && find(&last.index.entries, &relative)
+                && previous
                     .is_some_and(|e| e.content_hash == output.hash && e.bytes == output.bytes)
                 && !last.suspect.contains(&relative);
             let held = current
@@ -286,12 +310,13 @@ impl Project {
             let (mut len, mut hash) = (output.bytes, output.hash);
             if !held {
                 if bytes_of_variant.is_none() {
+                    let key = key()?;
                     bytes_of_variant = self
                         .db
                         .context()
                         .cache
-                        .get(&artifacts.key)
-                        .or_else(|| self.reload(&artifacts.key, variant));
+                        .get(&key)
+                        .or_else(|| self.reload(&key, variant));
                 }
                 let (bytes, written_hash) = bytes_of_variant
                     .as_ref()
@@ -317,7 +342,7 @@ impl Project {
                 (len, hash) = (bytes.len() as u64, written_hash);
             }
             entries.push(IndexEntry {
-                variant: Arc::clone(&shared),
+                variant: shared,
                 target: output.target.shared_name(),
                 path: relative.into(),
                 bytes: len,
