@@ -8,7 +8,8 @@
 //!   -> ClosureQ(source) -> RevisionQ(shader)      include closure, content hash
 //!   -> PreprocessQ(variant)               text + line map, through FileViewQ(file, blocks)
 //!   -> CompileTextQ(variant)              text only: a comment edit stops here (backdated)
-//!   -> ArtifactsQ(variant)                artifacts for every target, via the variant cache
+//!   -> ArtifactsQ(variant)                artifacts for every target, via the variant cache;
+//!                                         the revision only names failures
 //! ```
 
 use super::diagnostic::Diagnostic;
