@@ -107,6 +107,18 @@ pub struct IndexVariant {
     pub inputs: Arc<str>,
 }
 
+impl IndexVariant {
+    /// Whether this is `variant` at the revision named `revision`: then its key and input
+    /// stamp, which follow from the revision, can be shared instead of made again (and a
+    /// stamp that did not follow would only make a later build look at its outputs again).
+    pub(super) fn names(&self, variant: &super::VariantId, revision: &str) -> bool {
+        *self.revision == *revision
+            && self.shader == variant.shader
+            && self.pass == variant.pass
+            && self.keywords == variant.keywords
+    }
+}
+
 /// An index entry as `index.json` spells it, every field in line.
 #[derive(Serialize)]
 struct FlatEntryRef<'a> {

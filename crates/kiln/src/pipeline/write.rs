@@ -245,9 +245,7 @@ impl Project {
             .get(&variant.shader)
             .ok_or_else(|| fail(format!("no revision of shader {}", variant.shader)))?;
         let key = || variant_key(variant, revision.short());
-        // Shared by the variant's entries, one per target: the previous build's when it
-        // named the same revision (the key and the input stamp follow from the revision,
-        // and a stamp that did not would only make a later build look again), else made.
+        // Shared by the variant's entries, one per target.
         let mut shared: Option<Arc<IndexVariant>> = None;
         let mut entries = Vec::with_capacity(artifacts.outputs.len());
         let mut stats = Vec::new();
@@ -263,15 +261,11 @@ impl Project {
             let shared = match &shared {
                 Some(shared) => Arc::clone(shared),
                 None => {
-                    let made = match previous.map(|e| &e.variant).filter(|v| {
-                        last.written_here
-                            && v.revision == *revision_name
-                            && v.shader == variant.shader
-                            && v.pass == variant.pass
-                            && v.keywords == variant.keywords
-                    }) {
-                        Some(previous) => Arc::clone(previous),
-                        None => Arc::new(IndexVariant {
+                    let made = match previous.filter(|_| last.written_here) {
+                        Some(e) if e.variant.names(variant, revision_name) => {
+                            Arc::clone(&e.variant)
+                        }
+                        _ => Arc::new(IndexVariant {
                             shader: Arc::clone(&variant.shader),
                             pass: Arc::clone(&variant.pass),
                             keywords: Arc::clone(&variant.keywords),
