@@ -135,38 +135,28 @@ impl VariantText<'_> {
 /// are the variant's own and are not looked up.
 pub(super) fn entry(variant: VariantText<'_>, target: &str) -> (Arc<IndexVariant>, Arc<str>) {
     INTERNER.with(|i| match &mut *i.borrow_mut() {
-        Some(interner) => {
-            let target = interner.string(target);
-            if let Some(last) = interner
-                .last_variant
-                .as_ref()
-                .filter(|last| variant.is(last))
-            {
-                return (Arc::clone(last), target);
-            }
-            let made = Arc::new(IndexVariant {
-                shader: interner.string(&variant.shader),
-                pass: interner.string(&variant.pass),
-                keywords: interner.list(&variant.keywords),
-                revision: interner.string(&variant.revision),
-                digest: Arc::from(&*variant.digest),
-                inputs: Arc::from(&*variant.inputs),
-            });
-            (Arc::clone(interner.last_variant.insert(made)), target)
-        }
+        Some(interner) => interner.entry(variant, target),
         // Outside `parse`: nothing to share with.
-        None => (
-            Arc::new(IndexVariant {
-                shader: Arc::from(&*variant.shader),
-                pass: Arc::from(&*variant.pass),
-                keywords: variant.keywords.iter().map(|k| Arc::from(&**k)).collect(),
-                revision: Arc::from(&*variant.revision),
-                digest: Arc::from(&*variant.digest),
-                inputs: Arc::from(&*variant.inputs),
-            }),
-            Arc::from(target),
-        ),
+        None => Interner::default().entry(variant, target),
     })
+}
+
+impl Interner {
+    fn entry(&mut self, variant: VariantText<'_>, target: &str) -> (Arc<IndexVariant>, Arc<str>) {
+        let target = self.string(target);
+        if let Some(last) = self.last_variant.as_ref().filter(|last| variant.is(last)) {
+            return (Arc::clone(last), target);
+        }
+        let made = Arc::new(IndexVariant {
+            shader: self.string(&variant.shader),
+            pass: self.string(&variant.pass),
+            keywords: self.list(&variant.keywords),
+            revision: self.string(&variant.revision),
+            digest: Arc::from(&*variant.digest),
+            inputs: Arc::from(&*variant.inputs),
+        });
+        (Arc::clone(self.last_variant.insert(made)), target)
+    }
 }
 
 #[cfg(test)]
