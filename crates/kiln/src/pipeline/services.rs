@@ -110,7 +110,7 @@ pub(crate) struct BuildSession {
     /// artifact's allocation for each until the end).
     settled: Mutex<FxHashMap<ContentKey, Outcome>>,
     /// Artifacts produced in this build and not yet written to the output directory, by
-    /// variant key: held until the variant's outputs are written (moments later, by the
+    /// variant: held until the variant's outputs are written (moments later, by the
     /// same worker), so that a bounded variant cache never makes a build reload or
     /// recompile what it just produced.
     fresh: Mutex<FxHashMap<VariantId, Arc<VariantArtifacts>>>,
@@ -263,7 +263,8 @@ impl Services {
             .map(|(_, bytes)| bytes.clone())
     }
 
-    /// The artifacts produced for `key` in this build and not yet written, handed over once.
+    /// The artifacts produced for `variant` in this build and not yet written, handed over
+    /// once.
     pub(crate) fn take_fresh(&self, variant: &VariantId) -> Option<Arc<VariantArtifacts>> {
         self.build.fresh.lock().remove(variant)
     }
