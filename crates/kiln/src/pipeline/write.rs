@@ -290,14 +290,19 @@ impl Project {
                 && previous
                     .is_some_and(|e| e.content_hash == output.hash && e.bytes == output.bytes)
                 && !last.suspect.contains(&relative);
-            let held = current
-                || match disk_holds(&path, &relative, output.bytes, &output.hash, last) {
-                    Some(stat) => {
-                        stats.push((relative.clone(), stat));
-                        true
-                    }
-                    None => false,
-                };
+            let found = if current {
+                OnDisk::Current
+            } else {
+                on_disk(&path, &relative, output.bytes, &output.hash, last)
+            };
+            let held = match found {
+                OnDisk::Current => true,
+                OnDisk::Holds(stat) => {
+                    stats.push((relative.clone(), stat));
+                    true
+                }
+                OnDisk::Differs | OnDisk::Missing => false,
+            };
             // What the entry records: the artifact's size and hash, or, when its bytes had to
             // be loaded (the artifacts query took them from the store's record), those of
             // the bytes written, so that the index never names bytes the disk lacks.
@@ -327,9 +332,11 @@ impl Project {
                             path.display()
                         ))
                     })?;
-                let meta = self
-                    .spares
-                    .write(&path, &bytes)
+                let written = match found {
+                    OnDisk::Missing => self.spares.write_new(&path, &bytes),
+                    _ => self.spares.write(&path, &bytes),
+                };
+                let meta = written
                     .map_err(|e| fail(format!("cannot write output {}: {e}", path.display())))?;
                 stats.push((relative.clone(), FileStat::of(&meta)));
                 count += 1;
@@ -373,29 +380,40 @@ impl Project {
     }
 }
 
-/// Whether the file at `path` holds exactly `len` bytes hashing to `hash`: proven by its
-/// stat when kiln recorded the same one for the same contents, else by reading it. Returns
-/// the stat to record, or `None` when the file must be (re)written.
-fn disk_holds(
-    path: &Path,
-    relative: &str,
-    len: u64,
-    hash: &ContentKey,
-    last: &LastBuild,
-) -> Option<FileStat> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
+/// What an output's path holds, as far as writing it is concerned.
+enum OnDisk {
+    /// This process wrote or verified these bytes there: not looked at.
+    Current,
+    /// Exactly the output's bytes: proven by the stat kiln recorded for the same contents,
+    /// else by reading them. The stat is recorded.
+    Holds(FileStat),
+    /// Something else (other bytes, a directory, a link): replaced.
+    Differs,
+    /// Nothing: created.
+    Missing,
+}
+
+/// What the file at `path` holds against the output of `len` bytes hashing to `hash`.
+fn on_disk(path: &Path, relative: &str, len: u64, hash: &ContentKey, last: &LastBuild) -> OnDisk {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return OnDisk::Missing,
+        Err(_) => return OnDisk::Differs,
+    };
     if !meta.is_file() || meta.len() != len {
-        return None;
+        return OnDisk::Differs;
     }
     let stat = FileStat::of(&meta);
     // The recorded stat proves the bytes the previous index names (entries sorted by path).
     let recorded_same =
         find(&last.index.entries, relative).is_some_and(|e| e.content_hash == *hash);
     if recorded_same && last.stats.trusts(relative, &stat) {
-        return Some(stat);
+        return OnDisk::Holds(stat);
     }
-    let bytes = std::fs::read(path).ok()?;
-    (ContentKey::hash(&bytes) == *hash).then_some(stat)
+    match std::fs::read(path) {
+        Ok(bytes) if ContentKey::hash(&bytes) == *hash => OnDisk::Holds(stat),
+        _ => OnDisk::Differs,
+    }
 }
 
 /// The entry at `path` among entries sorted by path.
