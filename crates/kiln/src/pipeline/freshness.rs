@@ -3,9 +3,9 @@
 //! and the file on disk is, by its size, modification time and inode, the one kiln wrote
 //! or verified. This is what makes a build in a new process cost about a stat per output.
 
-use super::output::{Index, IndexEntry};
+use super::output::{output_path, Index, IndexEntry};
 use super::queries::ArtifactsQ;
-use super::stat::DirStats;
+use super::stat::{DirStats, FileStat};
 use super::{LastBuild, Project, VariantId};
 use crate::identity::{self, Revision};
 use rayon::prelude::*;
@@ -23,22 +23,78 @@ fn input_stamp(variant: &VariantId, revisions: &FxHashMap<Arc<str>, Revision>) -
     ))
 }
 
+/// The stats of every variant's outputs at the paths kiln gives them, taken before the
+/// previous index is known: a new process reads the index (a parse) while it stats the
+/// outputs, instead of one after the other.
+pub(super) struct ExpectedOutputs {
+    /// Variant `i`'s output for target `j` at `i * targets + j`, in the order of the
+    /// variants given to [`Project::stat_expected_outputs`].
+    outputs: Vec<(String, Option<FileStat>)>,
+    targets: usize,
+}
+
+impl ExpectedOutputs {
+    /// The stat taken of `path` if it is one of variant `at`'s outputs; `None` if it is not
+    /// (an index edited by hand may put an entry anywhere).
+    fn stat(&self, at: usize, path: &str) -> Option<Option<FileStat>> {
+        let start = at.checked_mul(self.targets)?;
+        self.outputs
+            .get(start..start.checked_add(self.targets)?)?
+            .iter()
+            .find(|(expected, _)| expected == path)
+            .map(|(_, stat)| *stat)
+    }
+}
+
 impl Project {
+    /// Stats the outputs `variants` would have (see [`ExpectedOutputs`]), on the pool.
+    pub(super) fn stat_expected_outputs(&self, variants: &[VariantId]) -> ExpectedOutputs {
+        let targets = &self.manifest.targets;
+        let paths: Vec<String> = variants
+            .iter()
+            .flat_map(|variant| {
+                targets.iter().map(|config| {
+                    output_path(
+                        &variant.shader,
+                        &variant.pass,
+                        &variant.keywords,
+                        config.target().extension(),
+                    )
+                })
+            })
+            .collect();
+        let dirs = DirStats::open(&self.out_dir, paths.iter().map(String::as_str));
+        let stats: Vec<Option<FileStat>> = self.pool.install(|| {
+            paths
+                .par_iter()
+                .map(|path| dirs.file_stat(path))
+                .collect()
+        });
+        ExpectedOutputs {
+            outputs: paths.into_iter().zip(stats).collect(),
+            targets: targets.len(),
+        }
+    }
+
     /// Splits `variants` into the index entries of those whose outputs are current (see the
     /// module documentation), as ascending positions in `last.index.entries`, and the
     /// variants the engine must look at. A variant this process already built goes to the
-    /// engine, whose verification is cheaper still.
+    /// engine, whose verification is cheaper still. `expected`, when given, holds the
+    /// stats of `variants`' outputs (else they are taken here).
     pub(super) fn up_to_date(
         &self,
         last: &LastBuild,
         variants: Vec<VariantId>,
         revisions: &FxHashMap<Arc<str>, Revision>,
+        expected: Option<&ExpectedOutputs>,
     ) -> (Vec<usize>, Vec<VariantId>) {
         // What this process built goes to the engine; the rest is looked up by stamp.
         let artifacts = self.db.query::<ArtifactsQ>();
-        let (mut stale, variants): (Vec<VariantId>, Vec<VariantId>) = variants
+        let (stale, variants): (Vec<(usize, VariantId)>, Vec<(usize, VariantId)>) = variants
             .into_iter()
-            .partition(|variant| artifacts.database().has_memo::<ArtifactsQ>(variant));
+            .enumerate()
+            .partition(|(_, variant)| artifacts.database().has_memo::<ArtifactsQ>(variant));
+        let mut stale: Vec<VariantId> = stale.into_iter().map(|(_, variant)| variant).collect();
         if variants.is_empty() {
             // Held for the whole build (grown by doubling: up to twice its size).
             stale.shrink_to_fit();
@@ -46,14 +102,23 @@ impl Project {
         }
         let by_stamp = entries_by_stamp(&last.index);
         let targets = self.manifest.targets.len();
-        let outputs = DirStats::open(
-            &self.out_dir,
-            last.index.entries.iter().map(|entry| &*entry.path),
-        );
+        // Entries the expected stats do not cover are stat'ed by their own path.
+        let outputs = match expected {
+            Some(_) => DirStats::open(&self.out_dir, std::iter::empty()),
+            None => DirStats::open(
+                &self.out_dir,
+                last.index.entries.iter().map(|entry| &*entry.path),
+            ),
+        };
+        let file_stat = |at: usize, path: &str| {
+            expected
+                .and_then(|expected| expected.stat(at, path))
+                .unwrap_or_else(|| outputs.file_stat(path))
+        };
         let checked: Vec<Result<Vec<usize>, VariantId>> = self.pool.install(|| {
             variants
                 .into_par_iter()
-                .map(|variant| {
+                .map(|(at, variant)| {
                     let entries = input_stamp(&variant, revisions)
                         .and_then(|stamp| by_stamp.get(stamp.as_str()))
                         .filter(|entries| entries.len() == targets);
@@ -61,8 +126,7 @@ impl Project {
                         entries.iter().all(|&(_, e)| {
                             !e.stale
                                 && !last.suspect.contains(&*e.path)
-                                && outputs
-                                    .file_stat(&e.path)
+                                && file_stat(at, &e.path)
                                     .is_some_and(|stat| last.stats.trusts(&e.path, &stat))
                         })
                     });

@@ -273,6 +273,25 @@ struct LastBuild {
     index_suspect: bool,
 }
 
+impl LastBuild {
+    /// What `out_dir` says of the previous build, with warnings about what was ignored.
+    fn read(out_dir: &Path) -> (Self, Vec<Diagnostic>) {
+        let (mut index, warnings) = Index::read_checked(out_dir);
+        // Sorted by path, as kiln writes it, also when edited by hand: lookups bisect, and a
+        // shuffled file is rewritten.
+        let sorted = index.entries.is_sorted_by(|a, b| a.path <= b.path);
+        index.entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+        let last = LastBuild {
+            index,
+            stats: stat::OutputStats::read(out_dir),
+            written_here: false,
+            suspect: BTreeSet::new(),
+            index_suspect: !sorted,
+        };
+        (last, warnings)
+    }
+}
+
 impl Project {
     /// Opens the project of `options.manifest`, with a store on disk.
     pub fn open(options: &BuildOptions) -> Result<Self, ProjectError> {
@@ -553,14 +572,14 @@ impl Project {
                 (Some(lock), waited)
             }
         };
-        let last = self.take_last_build();
-        let revisions = self.revisions();
+        let (last, revisions, expected) = self.read_last_build(&all_variants);
         let pinned = self.invalidate_stale_revisions(&revisions);
         // A shard writes no outputs: what is on its disk says nothing of its share.
         let (up_to_date, variants) = match self.shard {
             Some(_) => (Vec::new(), all_variants),
-            None => self.up_to_date(&last, all_variants, &revisions),
+            None => self.up_to_date(&last, all_variants, &revisions, expected.as_ref()),
         };
+        drop(expected);
         let (variants, shard) = self.plan_remote(variants);
         // Shared with the report's outcomes, which name variants by their position here.
         let variants: Arc<[VariantId]> = Arc::from(variants);
@@ -698,23 +717,47 @@ impl Project {
     }
 
     /// What the previous build left: in memory, or read from the output directory.
-    fn take_last_build(&mut self) -> LastBuild {
+    /// The previous build's outputs, every shader's revision now, and, in a new process, the
+    /// stats of `variants`' outputs.
+    ///
+    /// In a new process the previous build is read from the output directory (`index.json`
+    /// parsed, `.kiln-stat` decoded) on a thread of its own while this one hashes the
+    /// sources and the pool stats the outputs at the paths kiln gives them: in a warm build
+    /// the parse and the stats take about as long, and neither needs the other.
+    fn read_last_build(
+        &mut self,
+        variants: &[VariantId],
+    ) -> (
+        LastBuild,
+        FxHashMap<Arc<str>, Revision>,
+        Option<freshness::ExpectedOutputs>,
+    ) {
         if let Some(last) = self.last.take() {
-            return last;
+            return (last, self.revisions(), None);
         }
-        let (mut index, warnings) = Index::read_checked(&self.out_dir);
+        // Nothing to stat ahead when there is no index (a cold build), nor in a shard.
+        let stat_ahead = self.shard.is_none()
+            && std::fs::symlink_metadata(self.out_dir.join(INDEX_FILE))
+                .is_ok_and(|meta| meta.is_file());
+        let out_dir = &self.out_dir;
+        let this = &*self;
+        let (last, warnings, revisions, expected) = std::thread::scope(|scope| {
+            let reading = std::thread::Builder::new()
+                .name("kiln-index".into())
+                .spawn_scoped(scope, || LastBuild::read(out_dir));
+            let revisions = this.revisions();
+            let expected = stat_ahead.then(|| this.stat_expected_outputs(variants));
+            let (last, warnings) = match reading {
+                Ok(reading) => reading
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                // No thread to be had: read it here.
+                Err(_) => LastBuild::read(out_dir),
+            };
+            (last, warnings, revisions, expected)
+        });
         self.db.context().build.warnings.lock().extend(warnings);
-        // Sorted by path, as kiln writes it, also when edited by hand: lookups bisect, and a
-        // shuffled file is rewritten.
-        let sorted = index.entries.is_sorted_by(|a, b| a.path <= b.path);
-        index.entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
-        LastBuild {
-            index,
-            stats: stat::OutputStats::read(&self.out_dir),
-            written_here: false,
-            suspect: BTreeSet::new(),
-            index_suspect: !sorted,
-        }
+        (last, revisions, expected)
     }
 
     /// Every variant's artifacts through the engine, in parallel, reporting progress; each
