@@ -3,13 +3,13 @@
 //! and the file on disk is, by its size, modification time and inode, the one kiln wrote
 //! or verified. This is what makes a build in a new process cost about a stat per output.
 
-use super::output::{output_path, Index, IndexEntry};
+use super::output::{is_output_path, output_path, Index, IndexEntry};
 use super::queries::ArtifactsQ;
 use super::stat::{DirStats, FileStat};
 use super::{LastBuild, Project, VariantId};
 use crate::identity::{self, Revision};
 use rayon::prelude::*;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::Arc;
 
 /// [`identity::input_stamp`] of `variant` at its shader's current revision; `None` when the
@@ -27,53 +27,64 @@ fn input_stamp(variant: &VariantId, revisions: &FxHashMap<Arc<str>, Revision>) -
 /// previous index is known: a new process reads the index (a parse) while it stats the
 /// outputs, instead of one after the other.
 pub(super) struct ExpectedOutputs {
-    /// Variant `i`'s output for target `j` at `i * targets + j`, in the order of the
-    /// variants given to [`Project::stat_expected_outputs`].
-    outputs: Vec<(String, Option<FileStat>)>,
-    targets: usize,
+    /// Variant `i`'s output for target `j` at `i * extensions.len() + j`, in the order of
+    /// the variants given to [`Project::stat_expected_outputs`].
+    stats: Vec<Option<FileStat>>,
+    /// The targets' file extensions, in the manifest's order.
+    extensions: Vec<&'static str>,
 }
 
 impl ExpectedOutputs {
-    /// The stat taken of `path` if it is one of variant `at`'s outputs; `None` if it is not
-    /// (an index edited by hand may put an entry anywhere).
-    fn stat(&self, at: usize, path: &str) -> Option<Option<FileStat>> {
-        let start = at.checked_mul(self.targets)?;
-        self.outputs
-            .get(start..start.checked_add(self.targets)?)?
-            .iter()
-            .find(|(expected, _)| expected == path)
-            .map(|(_, stat)| *stat)
+    /// The stat taken of `path` if it is one of the outputs of `variant`, at `at` in the
+    /// variants stat'ed; `None` if it is not (an index edited by hand may put an entry
+    /// anywhere).
+    fn stat(&self, at: usize, variant: &VariantId, path: &str) -> Option<Option<FileStat>> {
+        let target = self.extensions.iter().position(|extension| {
+            is_output_path(
+                path,
+                &variant.shader,
+                &variant.pass,
+                &variant.keywords,
+                extension,
+            )
+        })?;
+        let position = at.checked_mul(self.extensions.len())?.checked_add(target)?;
+        self.stats.get(position).copied()
     }
 }
 
 impl Project {
     /// Stats the outputs `variants` would have (see [`ExpectedOutputs`]), on the pool.
     pub(super) fn stat_expected_outputs(&self, variants: &[VariantId]) -> ExpectedOutputs {
-        let targets = &self.manifest.targets;
-        let paths: Vec<String> = variants
+        let extensions: Vec<&'static str> = self
+            .manifest
+            .targets
             .iter()
-            .flat_map(|variant| {
-                targets.iter().map(|config| {
-                    output_path(
-                        &variant.shader,
-                        &variant.pass,
-                        &variant.keywords,
-                        config.target().extension(),
-                    )
-                })
-            })
+            .map(|config| config.target().extension())
             .collect();
-        let dirs = DirStats::open(&self.out_dir, paths.iter().map(String::as_str));
-        let stats: Vec<Option<FileStat>> = self.pool.install(|| {
-            paths
+        // Every output of a variant lies in its shader's and pass's directory.
+        let parents: FxHashSet<String> = variants
+            .iter()
+            .map(|variant| format!("{}/{}/", variant.shader, variant.pass))
+            .collect();
+        let dirs = DirStats::open(&self.out_dir, parents.iter().map(String::as_str));
+        let stats = self.pool.install(|| {
+            variants
                 .par_iter()
-                .map(|path| dirs.file_stat(path))
+                .flat_map_iter(|variant| {
+                    extensions.iter().map(|extension| {
+                        let path = output_path(
+                            &variant.shader,
+                            &variant.pass,
+                            &variant.keywords,
+                            extension,
+                        );
+                        dirs.file_stat(&path)
+                    })
+                })
                 .collect()
         });
-        ExpectedOutputs {
-            outputs: paths.into_iter().zip(stats).collect(),
-            targets: targets.len(),
-        }
+        ExpectedOutputs { stats, extensions }
     }
 
     /// Splits `variants` into the index entries of those whose outputs are current (see the
@@ -110,9 +121,9 @@ impl Project {
                 last.index.entries.iter().map(|entry| &*entry.path),
             ),
         };
-        let file_stat = |at: usize, path: &str| {
+        let file_stat = |at: usize, variant: &VariantId, path: &str| {
             expected
-                .and_then(|expected| expected.stat(at, path))
+                .and_then(|expected| expected.stat(at, variant, path))
                 .unwrap_or_else(|| outputs.file_stat(path))
         };
         let checked: Vec<Result<Vec<usize>, VariantId>> = self.pool.install(|| {
@@ -126,7 +137,7 @@ impl Project {
                         entries.iter().all(|&(_, e)| {
                             !e.stale
                                 && !last.suspect.contains(&*e.path)
-                                && file_stat(at, &e.path)
+                                && file_stat(at, &variant, &e.path)
                                     .is_some_and(|stat| last.stats.trusts(&e.path, &stat))
                         })
                     });

@@ -311,6 +311,42 @@ pub fn output_path(
     path
 }
 
+/// Whether `path` is [`output_path`] of the same arguments, without building it.
+pub(crate) fn is_output_path(
+    path: &str,
+    shader: &str,
+    pass: &str,
+    keywords: &[impl AsRef<str>],
+    extension: &str,
+) -> bool {
+    let rest = path
+        .strip_prefix(shader)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .and_then(|rest| rest.strip_prefix(pass))
+        .and_then(|rest| rest.strip_prefix('/'));
+    let Some(mut rest) = rest else {
+        return false;
+    };
+    if keywords.is_empty() {
+        rest = match rest.strip_prefix('_') {
+            Some(rest) => rest,
+            None => return false,
+        };
+    }
+    for (n, keyword) in keywords.iter().enumerate() {
+        let after_plus = if n == 0 {
+            Some(rest)
+        } else {
+            rest.strip_prefix('+')
+        };
+        match after_plus.and_then(|rest| rest.strip_prefix(keyword.as_ref())) {
+            Some(after) => rest = after,
+            None => return false,
+        }
+    }
+    rest.strip_prefix('.') == Some(extension)
+}
+
 /// Prefix of the temporary files outputs and the index are written through.
 pub const TEMP_PREFIX: &str = ".kiln-tmp-";
 
@@ -517,6 +553,71 @@ mod tests {
             stale,
             failed_revision: stale.then(|| "00000000000000ff".into()),
         }
+    }
+
+    #[test]
+    fn is_output_path_accepts_exactly_what_output_path_builds() {
+        let sets: [&[&str]; 4] = [&[], &["FOG"], &["FOG", "SKIN"], &["A", "B", "C"]];
+        for keywords in sets {
+            for extension in ["spv", "metal"] {
+                let path = output_path("Lit", "Forward", keywords, extension);
+                assert!(is_output_path(&path, "Lit", "Forward", keywords, extension));
+                // Any other argument, or any other path, is refused.
+                assert!(!is_output_path(&path, "Li", "Forward", keywords, extension));
+                assert!(!is_output_path(&path, "Lit", "Forwar", keywords, extension));
+                assert!(!is_output_path(&path, "Lit", "Forward", keywords, "sp"));
+                assert!(!is_output_path(&path, "Lit", "Forward", &["X"], extension));
+                assert!(!is_output_path(
+                    &path,
+                    "Lit",
+                    "Forward",
+                    &["FOG", "SKIN", "X"],
+                    extension
+                ));
+                assert!(!is_output_path(
+                    &format!("{path}x"),
+                    "Lit",
+                    "Forward",
+                    keywords,
+                    extension
+                ));
+                assert!(!is_output_path(
+                    &format!("x{path}"),
+                    "Lit",
+                    "Forward",
+                    keywords,
+                    extension
+                ));
+                assert!(!is_output_path(
+                    &path[1..],
+                    "Lit",
+                    "Forward",
+                    keywords,
+                    extension
+                ));
+            }
+        }
+        assert!(!is_output_path(
+            "Lit/Forward/FOG+.spv",
+            "Lit",
+            "Forward",
+            &["FOG"],
+            "spv"
+        ));
+        assert!(!is_output_path(
+            "Lit/Forward/.spv",
+            "Lit",
+            "Forward",
+            &[] as &[&str],
+            "spv"
+        ));
+        assert!(!is_output_path(
+            "Lit/Forward/FOGSKIN.spv",
+            "Lit",
+            "Forward",
+            &["FOG", "SKIN"],
+            "spv"
+        ));
     }
 
     #[test]
