@@ -21,6 +21,7 @@ pub use diagnostic::{describe_variant, Diagnostic, Location, Severity};
 pub use farm::ShardReport;
 pub use outcomes::Outcomes;
 pub use output::{output_path, Index, IndexEntry, IndexFailure, IndexVariant, INDEX_FILE};
+pub use recycle::write_new_output;
 pub use services::{Outcome, VariantArtifacts};
 pub use stat::STAT_FILE;
 

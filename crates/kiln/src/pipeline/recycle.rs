@@ -29,6 +29,12 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+/// Writes a new output at `path`, where nothing is yet, as a build does (see the module
+/// documentation): for benchmarks and tools that want kiln's file operations.
+pub fn write_new_output(path: &Path, bytes: &[u8]) -> io::Result<Metadata> {
+    Spares::default().write_new(path, bytes)
+}
+
 /// The spare files of one build's output writes; [`Spares::remove_all`] when done.
 #[derive(Default)]
 pub(crate) struct Spares {
