@@ -101,7 +101,9 @@ impl Project {
     ) -> (Vec<usize>, Vec<VariantId>) {
         // What this process built goes to the engine; the rest is looked up by stamp.
         let artifacts = self.db.query::<ArtifactsQ>();
-        let (stale, variants): (Vec<(usize, VariantId)>, Vec<(usize, VariantId)>) = variants
+        // Each variant with its position in `variants` (that of its expected outputs).
+        type Numbered = Vec<(usize, VariantId)>;
+        let (stale, variants): (Numbered, Numbered) = variants
             .into_iter()
             .enumerate()
             .partition(|(_, variant)| artifacts.database().has_memo::<ArtifactsQ>(variant));
