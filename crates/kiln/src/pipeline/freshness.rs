@@ -3,7 +3,7 @@
 //! and the file on disk is, by its size, modification time and inode, the one kiln wrote
 //! or verified. This is what makes a build in a new process cost about a stat per output.
 
-use super::output::{is_output_path, output_path, Index, IndexEntry};
+use super::output::{is_output_path, write_output_path, Index, IndexEntry};
 use super::queries::ArtifactsQ;
 use super::stat::{DirStats, FileStat};
 use super::{LastBuild, Project, VariantId};
@@ -68,12 +68,15 @@ impl Project {
             .map(|variant| format!("{}/{}/", variant.shader, variant.pass))
             .collect();
         let dirs = DirStats::open(&self.out_dir, parents.iter().map(String::as_str));
+        let (dirs, extensions_ref) = (&dirs, &extensions);
         let stats = self.pool.install(|| {
             variants
                 .par_iter()
                 .flat_map_iter(|variant| {
-                    extensions.iter().map(|extension| {
-                        let path = output_path(
+                    let mut path = String::new();
+                    extensions_ref.iter().map(move |extension| {
+                        write_output_path(
+                            &mut path,
                             &variant.shader,
                             &variant.pass,
                             &variant.keywords,

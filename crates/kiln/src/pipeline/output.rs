@@ -296,19 +296,36 @@ pub fn output_path(
     keywords: &[impl AsRef<str>],
     extension: &str,
 ) -> String {
-    let name = if keywords.is_empty() {
-        "_".to_owned()
-    } else {
-        keywords
-            .iter()
-            .map(AsRef::as_ref)
-            .collect::<Vec<_>>()
-            .join("+")
-    };
-    let mut path = format!("{shader}/{pass}/{name}.{extension}");
+    let mut path = String::new();
+    write_output_path(&mut path, shader, pass, keywords, extension);
     // Held by the index, one per output: no spare capacity.
     path.shrink_to_fit();
     path
+}
+
+/// [`output_path`] into `path` (emptied first), to reuse one buffer for many paths.
+pub(crate) fn write_output_path(
+    path: &mut String,
+    shader: &str,
+    pass: &str,
+    keywords: &[impl AsRef<str>],
+    extension: &str,
+) {
+    path.clear();
+    for part in [shader, "/", pass, "/"] {
+        path.push_str(part);
+    }
+    if keywords.is_empty() {
+        path.push('_');
+    }
+    for (n, keyword) in keywords.iter().enumerate() {
+        if n > 0 {
+            path.push('+');
+        }
+        path.push_str(keyword.as_ref());
+    }
+    path.push('.');
+    path.push_str(extension);
 }
 
 /// Whether `path` is [`output_path`] of the same arguments, without building it.

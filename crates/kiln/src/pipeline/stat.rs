@@ -130,7 +130,19 @@ impl<'a> DirStats<'a> {
             let Some(Some(dir)) = self.parents.get(parent) else {
                 return self.file_stat_by_path(relative);
             };
-            let name = std::ffi::CString::new(name).ok()?;
+            // Names of outputs are short: terminated on the stack, not in an allocation.
+            let mut buffer = [0u8; 256];
+            let owned;
+            let name: &std::ffi::CStr = match buffer.get_mut(..=name.len()) {
+                Some(terminated) => {
+                    terminated[..name.len()].copy_from_slice(name.as_bytes());
+                    std::ffi::CStr::from_bytes_with_nul(terminated).ok()?
+                }
+                None => {
+                    owned = std::ffi::CString::new(name).ok()?;
+                    &owned
+                }
+            };
             let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
             // SAFETY: an open directory descriptor, a NUL-terminated name that outlives the
             // call, and a buffer of the size `fstatat` fills.
@@ -424,6 +436,8 @@ mod tests {
         // More parents than are held open, so both ways of looking are used.
         let mut relatives: Vec<String> = (0..300).map(|n| format!("s{n}/p/v.spv")).collect();
         relatives.push("top.spv".to_owned());
+        // The longest name a file may have, which just fits the stack buffer.
+        relatives.push(format!("s3/p/{}.spv", "k".repeat(251)));
         for relative in &relatives {
             let path = root.join(relative);
             std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
@@ -433,11 +447,15 @@ mod tests {
         #[cfg(unix)]
         std::os::unix::fs::symlink(root.join("top.spv"), root.join("s1/p/link.spv"))
             .expect("symlink");
+        let too_long = format!("s3/p/{}.spv", "k".repeat(300));
         let extra = [
             "s0/p/dir.spv",
             "s1/p/link.spv",
             "s2/p/missing.spv",
             "gone/x.spv",
+            // Longer than any name may be, and holding a NUL: never found.
+            &too_long,
+            "s4/p/nul\0.spv",
         ];
         let stats = DirStats::open(root, relatives.iter().map(String::as_str).chain(extra));
         for relative in &relatives {
