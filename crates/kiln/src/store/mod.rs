@@ -173,6 +173,14 @@ impl<S: ArtifactStore + ?Sized> ArtifactStore for Arc<S> {
         (**self).recorded(ns, key)
     }
 
+    fn recorded_all(
+        &self,
+        namespaces: &[&Namespace],
+        key: &ContentKey,
+    ) -> Option<Vec<(u64, ContentKey)>> {
+        (**self).recorded_all(namespaces, key)
+    }
+
     fn remote(&self) -> Option<&RemoteStore> {
         (**self).remote()
     }
@@ -207,7 +215,113 @@ impl<S: ArtifactStore + ?Sized> ArtifactStore for &S {
         (**self).recorded(ns, key)
     }
 
+    fn recorded_all(
+        &self,
+        namespaces: &[&Namespace],
+        key: &ContentKey,
+    ) -> Option<Vec<(u64, ContentKey)>> {
+        (**self).recorded_all(namespaces, key)
+    }
+
     fn remote(&self) -> Option<&RemoteStore> {
         (**self).remote()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Logs every method called on it, overriding each one the trait has a default for.
+    #[derive(Default)]
+    struct Probe(Mutex<Vec<&'static str>>);
+
+    impl Probe {
+        fn log(&self, method: &'static str) {
+            self.0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(method);
+        }
+    }
+
+    impl ArtifactStore for Probe {
+        fn load(&self, _: &Namespace, _: &ContentKey) -> Result<Lookup, StoreError> {
+            self.log("load");
+            Ok(Lookup::Miss)
+        }
+        fn save(&self, _: &Namespace, _: &ContentKey, _: &[u8]) -> Result<(), StoreError> {
+            self.log("save");
+            Ok(())
+        }
+        fn save_many(&self, _: &[SaveEntry<'_>]) -> Result<(), SaveManyError> {
+            self.log("save_many");
+            Ok(())
+        }
+        fn recorded(&self, _: &Namespace, _: &ContentKey) -> Option<(u64, ContentKey)> {
+            self.log("recorded");
+            None
+        }
+        fn recorded_all(&self, _: &[&Namespace], _: &ContentKey) -> Option<Vec<(u64, ContentKey)>> {
+            self.log("recorded_all");
+            None
+        }
+        fn flush(&self) -> Result<(), StoreError> {
+            self.log("flush");
+            Ok(())
+        }
+        fn prefetch(&self, entries: &[(Namespace, ContentKey)]) -> Vec<bool> {
+            self.log("prefetch");
+            vec![false; entries.len()]
+        }
+        fn contains_many(&self, entries: &[(Namespace, ContentKey)]) -> Vec<bool> {
+            self.log("contains_many");
+            vec![false; entries.len()]
+        }
+        fn remote(&self) -> Option<&RemoteStore> {
+            self.log("remote");
+            None
+        }
+    }
+
+    fn call_every_method(store: &dyn ArtifactStore) {
+        let (ns, key) = (Namespace::new("spirv", "1"), ContentKey::hash(b"k"));
+        let _ = store.load(&ns, &key);
+        let _ = store.save(&ns, &key, b"x");
+        let _ = store.save_many(&[(&ns, &key, b"x")]);
+        let _ = store.recorded(&ns, &key);
+        let _ = store.recorded_all(&[&ns, &ns], &key);
+        let _ = store.flush();
+        let _ = store.prefetch(&[(ns.clone(), key)]);
+        let _ = store.contains_many(&[(ns.clone(), key)]);
+        let _ = store.remote();
+    }
+
+    const EVERY_METHOD: [&str; 9] = [
+        "load",
+        "save",
+        "save_many",
+        "recorded",
+        "recorded_all",
+        "flush",
+        "prefetch",
+        "contains_many",
+        "remote",
+    ];
+
+    /// A store behind `Arc` or `&` must answer with its own methods: a method the wrappers
+    /// do not forward silently falls back to the trait's default (once `recorded_all`
+    /// became one lookup per target again that way).
+    #[test]
+    fn wrappers_forward_every_method_to_the_store() {
+        let probe = Arc::new(Probe::default());
+        let shared: Arc<dyn ArtifactStore> = probe.clone();
+        call_every_method(&shared);
+        let borrowed: &dyn ArtifactStore = &*probe;
+        call_every_method(&borrowed);
+        let log = probe.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let expected: Vec<&str> = EVERY_METHOD.iter().chain(&EVERY_METHOD).copied().collect();
+        assert_eq!(log, expected);
     }
 }
