@@ -207,6 +207,33 @@ fn save_many_writes_every_entry_in_few_transactions() {
     assert_eq!(store.usage().unwrap().entries(), 3001);
 }
 
+#[test]
+fn save_many_hashed_records_the_callers_hashes_as_checksums() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::new(dir.path());
+    let ns = spirv();
+    let (one, two) = (payload(1, 300), payload(2, 300));
+    // The second hash is not that of its bytes: the store took it as given, so the entry
+    // fails verification when read, is reported once and is gone.
+    store
+        .save_many_hashed(
+            &[(&ns, &key(1), &one[..]), (&ns, &key(2), &two[..])],
+            &[ContentKey::hash(&one), ContentKey::hash(&one)],
+        )
+        .unwrap();
+    assert_eq!(store.load(&ns, &key(1)).unwrap(), Lookup::Hit(one.clone()));
+    match store.load(&ns, &key(2)).unwrap() {
+        Lookup::Corrupt { reason, .. } => assert_eq!(reason, CorruptReason::ChecksumMismatch),
+        other => panic!("a wrong hash was not caught: {other:?}"),
+    }
+    assert_eq!(store.load(&ns, &key(2)).unwrap(), Lookup::Miss);
+    // With as many hashes as entries only: otherwise the store hashes the bytes itself.
+    store
+        .save_many_hashed(&[(&ns, &key(2), &two[..])], &[])
+        .unwrap();
+    assert_eq!(store.load(&ns, &key(2)).unwrap(), Lookup::Hit(two));
+}
+
 /// Saves `n` entries, applies `damage` to entry 0's row through a second connection, and
 /// checks that the damage is reported once with `expected`, the row is gone, and a rebuild
 /// takes its place. Entry 1 is untouched throughout.

@@ -27,10 +27,23 @@ pub struct VariantArtifacts {
 
 impl VariantArtifacts {
     fn new(outputs: Vec<(Target, Arc<[u8]>)>) -> Self {
-        let hashes = outputs
-            .iter()
-            .map(|(_, bytes)| ContentKey::hash(bytes))
-            .collect();
+        Self::hashed(
+            outputs
+                .into_iter()
+                .map(|(target, bytes)| {
+                    let hash = ContentKey::hash(&bytes);
+                    (target, bytes, hash)
+                })
+                .collect(),
+        )
+    }
+
+    /// From outputs whose hashes are already known.
+    fn hashed(outputs: Vec<(Target, Arc<[u8]>, ContentKey)>) -> Self {
+        let (outputs, hashes) = outputs
+            .into_iter()
+            .map(|(target, bytes, hash)| ((target, bytes), hash))
+            .unzip();
         Self { outputs, hashes }
     }
 }
@@ -135,8 +148,8 @@ struct Deferred {
     bytes: u64,
 }
 
-/// One target's artifact: its store namespace and bytes.
-type TargetBytes = (Arc<Namespace>, Arc<[u8]>);
+/// One target's artifact: its store namespace, bytes and their blake3 hash.
+type TargetBytes = (Arc<Namespace>, Arc<[u8]>, ContentKey);
 
 /// What a twin (same compile input) finds in the dedup table: the first one's outcome and
 /// failures, and its artifacts if they are still in memory.
@@ -172,7 +185,7 @@ impl BuildSession {
 }
 
 /// An artifact waiting to be saved to the store.
-type PendingSave = (Arc<Namespace>, ContentKey, Arc<[u8]>);
+type PendingSave = (Arc<Namespace>, ContentKey, Arc<[u8]>, ContentKey);
 
 /// Deferred store saves above this many bytes are written at once, to bound memory (less
 /// under `--max-memory`: see [`Services::new`]).
@@ -235,11 +248,15 @@ impl Services {
         }
     }
 
-    fn defer_save(&self, ns: Arc<Namespace>, key: ContentKey, bytes: Arc<[u8]>) {
+    fn defer_save(&self, ns: Arc<Namespace>, key: ContentKey, bytes: Arc<[u8]>, hash: ContentKey) {
         let overflow = {
             let mut deferred = self.build.deferred.lock();
             deferred.bytes += bytes.len() as u64;
-            deferred.by_key.entry(key).or_default().push((ns, bytes));
+            deferred
+                .by_key
+                .entry(key)
+                .or_default()
+                .push((ns, bytes, hash));
             if deferred.bytes > self.max_deferred || deferred.by_key.len() >= MAX_DEFERRED_COMPILES
             {
                 Some(std::mem::take(&mut *deferred))
@@ -259,8 +276,8 @@ impl Services {
             .by_key
             .get(key)?
             .iter()
-            .find(|(n, _)| **n == *ns)
-            .map(|(_, bytes)| bytes.clone())
+            .find(|(n, _, _)| **n == *ns)
+            .map(|(_, bytes, _)| bytes.clone())
     }
 
     /// The artifacts produced for `variant` in this build and not yet written, handed over
@@ -298,13 +315,18 @@ impl Services {
         let pending: Vec<PendingSave> = pending
             .by_key
             .into_iter()
-            .flat_map(|(key, outputs)| outputs.into_iter().map(move |(ns, b)| (ns, key, b)))
+            .flat_map(|(key, outputs)| {
+                outputs
+                    .into_iter()
+                    .map(move |(ns, bytes, hash)| (ns, key, bytes, hash))
+            })
             .collect();
         let entries: Vec<crate::store::SaveEntry<'_>> = pending
             .iter()
-            .map(|(ns, key, bytes)| (&**ns, key, &bytes[..]))
+            .map(|(ns, key, bytes, _)| (&**ns, key, &bytes[..]))
             .collect();
-        if let Err(failure) = self.store.save_many(&entries) {
+        let hashes: Vec<ContentKey> = pending.iter().map(|(_, _, _, hash)| *hash).collect();
+        if let Err(failure) = self.store.save_many_hashed(&entries, &hashes) {
             self.build
                 .warnings
                 .lock()
@@ -637,12 +659,17 @@ impl Services {
         }
         let mut done = Vec::with_capacity(outputs.len());
         for (((target, bytes), config), result) in outputs.into_iter().zip(targets).zip(compiled) {
-            let bytes = match (bytes, result) {
-                (Some(bytes), _) => bytes,
+            // Hashed once: for the index and as the store's checksum.
+            let (bytes, hash) = match (bytes, result) {
+                (Some(bytes), _) => {
+                    let hash = ContentKey::hash(&bytes);
+                    (bytes, hash)
+                }
                 (None, Some(Ok(bytes))) => {
                     let bytes: Arc<[u8]> = Arc::from(bytes);
-                    self.defer_save(self.namespace(compiler, config), *key, bytes.clone());
-                    bytes
+                    let hash = ContentKey::hash(&bytes);
+                    self.defer_save(self.namespace(compiler, config), *key, bytes.clone(), hash);
+                    (bytes, hash)
                 }
                 (None, Some(Err(e))) => {
                     failures.push((Some(target), e));
@@ -660,13 +687,13 @@ impl Services {
                     continue;
                 }
             };
-            done.push((target, bytes));
+            done.push((target, bytes, hash));
         }
         if done.is_empty() {
             return Err(Failures::from(failures));
         }
         Ok(Produced {
-            artifacts: Arc::new(VariantArtifacts::new(done)),
+            artifacts: Arc::new(VariantArtifacts::hashed(done)),
             outcome: Outcome::Compiled,
             failed: Failures::from(failures),
         })

@@ -213,13 +213,23 @@ impl LocalStore {
 
     /// Stores many entries: one transaction per batch of up to 8 MiB, instead of one per
     /// entry. Also writes pending recency refreshes.
-    fn write_entries(&self, entries: &[SaveEntry<'_>]) -> Result<(), SaveManyError> {
+    fn write_entries(
+        &self,
+        entries: &[SaveEntry<'_>],
+        hashes: Option<&[ContentKey]>,
+    ) -> Result<(), SaveManyError> {
         let now = unix_now();
-        // Hash outside the write transaction, which other processes may be waiting on.
-        let sums: Vec<[u8; verify::CHECKSUM_LEN]> = entries
-            .iter()
-            .map(|(_, _, bytes)| verify::checksum(bytes))
-            .collect();
+        // Hash outside the write transaction, which other processes may be waiting on. The
+        // checksum is the payload's blake3 hash: the caller's when it has one.
+        let sums: Vec<[u8; verify::CHECKSUM_LEN]> = match hashes {
+            Some(hashes) if hashes.len() == entries.len() => {
+                hashes.iter().map(|hash| *hash.as_bytes()).collect()
+            }
+            _ => entries
+                .iter()
+                .map(|(_, _, bytes)| verify::checksum(bytes))
+                .collect(),
+        };
         self.forget_vanished_database();
         let mut failure: Option<SaveManyError> = None;
         let mut start = 0;
@@ -800,12 +810,20 @@ impl ArtifactStore for LocalStore {
     }
 
     fn save(&self, ns: &Namespace, key: &ContentKey, bytes: &[u8]) -> Result<(), StoreError> {
-        self.write_entries(&[(ns, key, bytes)])
+        self.write_entries(&[(ns, key, bytes)], None)
             .map_err(|failure| failure.first)
     }
 
     fn save_many(&self, entries: &[SaveEntry<'_>]) -> Result<(), SaveManyError> {
-        self.write_entries(entries)
+        self.write_entries(entries, None)
+    }
+
+    fn save_many_hashed(
+        &self,
+        entries: &[SaveEntry<'_>],
+        hashes: &[ContentKey],
+    ) -> Result<(), SaveManyError> {
+        self.write_entries(entries, Some(hashes))
     }
 
     fn contains_many(&self, entries: &[(Namespace, ContentKey)]) -> Vec<bool> {

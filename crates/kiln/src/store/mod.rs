@@ -96,6 +96,20 @@ pub trait ArtifactStore: Send + Sync {
         failure.map_or(Ok(()), Err)
     }
 
+    /// [`ArtifactStore::save_many`] with each entry's blake3 hash (`hashes[i]` of
+    /// `entries[i]`'s bytes), as its caller already computed it: a store that keeps a blake3
+    /// checksum per entry records it instead of hashing the bytes again. A wrong hash is
+    /// caught when the entry is read (reported as corrupt, never served). The default
+    /// ignores the hashes.
+    fn save_many_hashed(
+        &self,
+        entries: &[SaveEntry<'_>],
+        hashes: &[ContentKey],
+    ) -> Result<(), SaveManyError> {
+        let _ = hashes;
+        self.save_many(entries)
+    }
+
     /// The size and blake3 hash recorded with the entry for `key` in `ns`, without reading
     /// or verifying its bytes (a use, for recency); `None` when not held, or not known
     /// without loading. A caller that then needs the bytes loads them, verified, with
@@ -157,6 +171,14 @@ impl<S: ArtifactStore + ?Sized> ArtifactStore for Arc<S> {
         (**self).save_many(entries)
     }
 
+    fn save_many_hashed(
+        &self,
+        entries: &[SaveEntry<'_>],
+        hashes: &[ContentKey],
+    ) -> Result<(), SaveManyError> {
+        (**self).save_many_hashed(entries, hashes)
+    }
+
     fn flush(&self) -> Result<(), StoreError> {
         (**self).flush()
     }
@@ -197,6 +219,14 @@ impl<S: ArtifactStore + ?Sized> ArtifactStore for &S {
 
     fn save_many(&self, entries: &[SaveEntry<'_>]) -> Result<(), SaveManyError> {
         (**self).save_many(entries)
+    }
+
+    fn save_many_hashed(
+        &self,
+        entries: &[SaveEntry<'_>],
+        hashes: &[ContentKey],
+    ) -> Result<(), SaveManyError> {
+        (**self).save_many_hashed(entries, hashes)
     }
 
     fn flush(&self) -> Result<(), StoreError> {
@@ -259,6 +289,14 @@ mod tests {
             self.log("save_many");
             Ok(())
         }
+        fn save_many_hashed(
+            &self,
+            _: &[SaveEntry<'_>],
+            _: &[ContentKey],
+        ) -> Result<(), SaveManyError> {
+            self.log("save_many_hashed");
+            Ok(())
+        }
         fn recorded(&self, _: &Namespace, _: &ContentKey) -> Option<(u64, ContentKey)> {
             self.log("recorded");
             None
@@ -290,6 +328,7 @@ mod tests {
         let _ = store.load(&ns, &key);
         let _ = store.save(&ns, &key, b"x");
         let _ = store.save_many(&[(&ns, &key, b"x")]);
+        let _ = store.save_many_hashed(&[(&ns, &key, b"x")], &[ContentKey::hash(b"x")]);
         let _ = store.recorded(&ns, &key);
         let _ = store.recorded_all(&[&ns, &ns], &key);
         let _ = store.flush();
@@ -298,10 +337,11 @@ mod tests {
         let _ = store.remote();
     }
 
-    const EVERY_METHOD: [&str; 9] = [
+    const EVERY_METHOD: [&str; 10] = [
         "load",
         "save",
         "save_many",
+        "save_many_hashed",
         "recorded",
         "recorded_all",
         "flush",

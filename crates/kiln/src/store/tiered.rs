@@ -109,6 +109,16 @@ impl ArtifactStore for TieredStore {
         saved
     }
 
+    fn save_many_hashed(
+        &self,
+        entries: &[SaveEntry<'_>],
+        hashes: &[ContentKey],
+    ) -> Result<(), SaveManyError> {
+        let saved = self.local.save_many_hashed(entries, hashes);
+        self.remote.put_many(entries);
+        saved
+    }
+
     fn flush(&self) -> Result<(), StoreError> {
         self.save_local_fill();
         self.local.flush()
