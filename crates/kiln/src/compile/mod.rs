@@ -695,14 +695,11 @@ pub(crate) fn check_complexity(text: &str) -> Result<(), CompileError> {
     let mut statement_line: u32 = 1;
     let mut operators = 0usize;
     let mut depth = 0usize;
-    for &b in text.as_bytes() {
-        // Most bytes are none of these: one table load and a well-predicted branch each,
-        // where a `match` on the byte jumped through a table for every byte.
-        match BYTE_CLASSES[usize::from(b)] {
-            OTHER => {}
-            NEWLINE => line = line.saturating_add(1),
-            END => operators = 0,
-            OPEN => {
+    for b in text.bytes() {
+        match b {
+            b'\n' => line = line.saturating_add(1),
+            b';' | b'{' | b'}' => operators = 0,
+            b'(' | b'[' => {
                 depth += 1;
                 if depth > MAX_NESTING {
                     return Err(too_complex(
@@ -711,8 +708,9 @@ pub(crate) fn check_complexity(text: &str) -> Result<(), CompileError> {
                     ));
                 }
             }
-            CLOSE => depth = depth.saturating_sub(1),
-            _ => {
+            b')' | b']' => depth = depth.saturating_sub(1),
+            b'+' | b'-' | b'*' | b'/' | b'%' | b'&' | b'|' | b'^' | b'<' | b'>' | b'!' | b'='
+            | b'~' => {
                 if operators == 0 {
                     statement_line = line;
                 }
@@ -724,38 +722,11 @@ pub(crate) fn check_complexity(text: &str) -> Result<(), CompileError> {
                     ));
                 }
             }
+            _ => {}
         }
     }
     Ok(())
 }
-
-/// What [`check_complexity`] makes of each byte.
-const OTHER: u8 = 0;
-const NEWLINE: u8 = 1;
-/// Ends a statement: `;`, `{`, `}`.
-const END: u8 = 2;
-const OPEN: u8 = 3;
-const CLOSE: u8 = 4;
-const OPERATOR: u8 = 5;
-
-static BYTE_CLASSES: [u8; 256] = {
-    let mut classes = [OTHER; 256];
-    classes[b'\n' as usize] = NEWLINE;
-    classes[b';' as usize] = END;
-    classes[b'{' as usize] = END;
-    classes[b'}' as usize] = END;
-    classes[b'(' as usize] = OPEN;
-    classes[b'[' as usize] = OPEN;
-    classes[b')' as usize] = CLOSE;
-    classes[b']' as usize] = CLOSE;
-    let operators = b"+-*/%&|^<>!=~";
-    let mut at = 0;
-    while at < operators.len() {
-        classes[operators[at] as usize] = OPERATOR;
-        at += 1;
-    }
-    classes
-};
 
 fn too_complex(line: u32, what: String) -> CompileError {
     CompileError::new(
