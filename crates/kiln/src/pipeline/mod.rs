@@ -717,9 +717,8 @@ impl Project {
         report.elapsed = started.elapsed();
     }
 
-    /// What the previous build left: in memory, or read from the output directory.
-    /// The previous build's outputs, every shader's revision now, and, in a new process, the
-    /// stats of `variants`' outputs.
+    /// The previous build's outputs (in memory, or read from the output directory), every
+    /// shader's revision now, and, in a new process, the stats of `variants`' outputs.
     ///
     /// In a new process the previous build is read from the output directory (`index.json`
     /// parsed, `.kiln-stat` decoded) on a thread of its own while this one hashes the
