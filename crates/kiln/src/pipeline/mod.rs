@@ -723,7 +723,7 @@ impl Project {
     /// In a new process the previous build is read from the output directory (`index.json`
     /// parsed, `.kiln-stat` decoded) on a thread of its own while this one hashes the
     /// sources and the pool stats the outputs at the paths kiln gives them: in a warm build
-    /// the parse and the stats take about as long, and neither needs the other.
+    /// the parse and the stats take about as long, and none of the three needs another.
     fn read_last_build(
         &mut self,
         variants: &[VariantId],
@@ -745,8 +745,15 @@ impl Project {
             let reading = std::thread::Builder::new()
                 .name("kiln-index".into())
                 .spawn_scoped(scope, || LastBuild::read(out_dir));
-            let revisions = this.revisions();
-            let expected = stat_ahead.then(|| this.stat_expected_outputs(variants));
+            // The stats go to the pool while this thread hashes the sources.
+            let mut expected = None;
+            let mut revisions = FxHashMap::default();
+            this.pool.in_place_scope(|pool| {
+                if stat_ahead {
+                    pool.spawn(|_| expected = Some(this.stat_expected_outputs(variants)));
+                }
+                revisions = this.revisions();
+            });
             let (last, warnings) = match reading {
                 Ok(reading) => reading
                     .join()
