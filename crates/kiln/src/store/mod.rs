@@ -158,105 +158,69 @@ pub trait ArtifactStore: Send + Sync {
     }
 }
 
-impl<S: ArtifactStore + ?Sized> ArtifactStore for Arc<S> {
-    fn load(&self, ns: &Namespace, key: &ContentKey) -> Result<Lookup, StoreError> {
-        (**self).load(ns, key)
-    }
+/// A store shared (`Arc`) or borrowed (`&`) answers with its own methods: every method is
+/// forwarded, including those with a default, which would otherwise run the default
+/// instead (test `wrappers_forward_every_method_to_the_store`).
+macro_rules! forward_artifact_store {
+    ($($wrapper:ty),*) => {$(
+        impl<S: ArtifactStore + ?Sized> ArtifactStore for $wrapper {
+            fn load(&self, ns: &Namespace, key: &ContentKey) -> Result<Lookup, StoreError> {
+                (**self).load(ns, key)
+            }
 
-    fn save(&self, ns: &Namespace, key: &ContentKey, bytes: &[u8]) -> Result<(), StoreError> {
-        (**self).save(ns, key, bytes)
-    }
+            fn save(
+                &self,
+                ns: &Namespace,
+                key: &ContentKey,
+                bytes: &[u8],
+            ) -> Result<(), StoreError> {
+                (**self).save(ns, key, bytes)
+            }
 
-    fn save_many(&self, entries: &[SaveEntry<'_>]) -> Result<(), SaveManyError> {
-        (**self).save_many(entries)
-    }
+            fn save_many(&self, entries: &[SaveEntry<'_>]) -> Result<(), SaveManyError> {
+                (**self).save_many(entries)
+            }
 
-    fn save_many_hashed(
-        &self,
-        entries: &[SaveEntry<'_>],
-        hashes: &[ContentKey],
-    ) -> Result<(), SaveManyError> {
-        (**self).save_many_hashed(entries, hashes)
-    }
+            fn save_many_hashed(
+                &self,
+                entries: &[SaveEntry<'_>],
+                hashes: &[ContentKey],
+            ) -> Result<(), SaveManyError> {
+                (**self).save_many_hashed(entries, hashes)
+            }
 
-    fn flush(&self) -> Result<(), StoreError> {
-        (**self).flush()
-    }
+            fn flush(&self) -> Result<(), StoreError> {
+                (**self).flush()
+            }
 
-    fn prefetch(&self, entries: &[(Namespace, ContentKey)]) -> Vec<bool> {
-        (**self).prefetch(entries)
-    }
+            fn prefetch(&self, entries: &[(Namespace, ContentKey)]) -> Vec<bool> {
+                (**self).prefetch(entries)
+            }
 
-    fn contains_many(&self, entries: &[(Namespace, ContentKey)]) -> Vec<bool> {
-        (**self).contains_many(entries)
-    }
+            fn contains_many(&self, entries: &[(Namespace, ContentKey)]) -> Vec<bool> {
+                (**self).contains_many(entries)
+            }
 
-    fn recorded(&self, ns: &Namespace, key: &ContentKey) -> Option<(u64, ContentKey)> {
-        (**self).recorded(ns, key)
-    }
+            fn recorded(&self, ns: &Namespace, key: &ContentKey) -> Option<(u64, ContentKey)> {
+                (**self).recorded(ns, key)
+            }
 
-    fn recorded_all(
-        &self,
-        namespaces: &[&Namespace],
-        key: &ContentKey,
-    ) -> Option<Vec<(u64, ContentKey)>> {
-        (**self).recorded_all(namespaces, key)
-    }
+            fn recorded_all(
+                &self,
+                namespaces: &[&Namespace],
+                key: &ContentKey,
+            ) -> Option<Vec<(u64, ContentKey)>> {
+                (**self).recorded_all(namespaces, key)
+            }
 
-    fn remote(&self) -> Option<&RemoteStore> {
-        (**self).remote()
-    }
+            fn remote(&self) -> Option<&RemoteStore> {
+                (**self).remote()
+            }
+        }
+    )*};
 }
 
-impl<S: ArtifactStore + ?Sized> ArtifactStore for &S {
-    fn load(&self, ns: &Namespace, key: &ContentKey) -> Result<Lookup, StoreError> {
-        (**self).load(ns, key)
-    }
-
-    fn save(&self, ns: &Namespace, key: &ContentKey, bytes: &[u8]) -> Result<(), StoreError> {
-        (**self).save(ns, key, bytes)
-    }
-
-    fn save_many(&self, entries: &[SaveEntry<'_>]) -> Result<(), SaveManyError> {
-        (**self).save_many(entries)
-    }
-
-    fn save_many_hashed(
-        &self,
-        entries: &[SaveEntry<'_>],
-        hashes: &[ContentKey],
-    ) -> Result<(), SaveManyError> {
-        (**self).save_many_hashed(entries, hashes)
-    }
-
-    fn flush(&self) -> Result<(), StoreError> {
-        (**self).flush()
-    }
-
-    fn prefetch(&self, entries: &[(Namespace, ContentKey)]) -> Vec<bool> {
-        (**self).prefetch(entries)
-    }
-
-    fn contains_many(&self, entries: &[(Namespace, ContentKey)]) -> Vec<bool> {
-        (**self).contains_many(entries)
-    }
-
-    fn recorded(&self, ns: &Namespace, key: &ContentKey) -> Option<(u64, ContentKey)> {
-        (**self).recorded(ns, key)
-    }
-
-    fn recorded_all(
-        &self,
-        namespaces: &[&Namespace],
-        key: &ContentKey,
-    ) -> Option<Vec<(u64, ContentKey)>> {
-        (**self).recorded_all(namespaces, key)
-    }
-
-    fn remote(&self) -> Option<&RemoteStore> {
-        (**self).remote()
-    }
-}
+forward_artifact_store!(Arc<S>, &S);
 
 #[cfg(test)]
 mod tests {
