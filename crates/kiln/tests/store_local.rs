@@ -208,6 +208,46 @@ fn save_many_writes_every_entry_in_few_transactions() {
 }
 
 #[test]
+fn saves_are_folded_into_the_database_file_while_the_store_is_open() {
+    // SQLite alone would keep these 4 MiB in the write-ahead log until the store closed
+    // (its automatic checkpoint waits for 64 MiB of log), and the close would sync them.
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::new(dir.path());
+    let ns = spirv();
+    let keys: Vec<ContentKey> = (0..512).map(key).collect();
+    let bytes: Vec<Vec<u8>> = (0..512).map(|i| payload(i, 8192)).collect();
+    let entries: Vec<_> = (0..512).map(|i| (&ns, &keys[i], &bytes[i][..])).collect();
+    store.save_many(&entries).unwrap();
+    let saved: u64 = bytes.iter().map(|b| b.len() as u64).sum();
+    let database_len = || fs::metadata(store.database_path()).map_or(0, |m| m.len());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while database_len() < saved {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "after 30 s the database file holds {} bytes of the {saved} saved",
+            database_len()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    for (i, (ns, k, b)) in entries.iter().enumerate() {
+        assert_eq!(
+            store.load(ns, k).unwrap(),
+            Lookup::Hit(b.to_vec()),
+            "entry {i}"
+        );
+    }
+    drop(store);
+    let reopened = LocalStore::new(dir.path());
+    for (i, (ns, k, b)) in entries.iter().enumerate() {
+        assert_eq!(
+            reopened.load(ns, k).unwrap(),
+            Lookup::Hit(b.to_vec()),
+            "entry {i} after reopening"
+        );
+    }
+}
+
+#[test]
 fn save_many_hashed_records_the_callers_hashes_as_checksums() {
     let dir = tempfile::tempdir().unwrap();
     let store = LocalStore::new(dir.path());

@@ -22,6 +22,7 @@ use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
 use rustc_hash::FxHashMap;
 
+use super::checkpoint::Checkpointer;
 use super::verify::{self, CorruptReason};
 use super::{ArtifactStore, ContentKey, Lookup, Namespace, SaveEntry, SaveManyError, StoreError};
 
@@ -46,6 +47,8 @@ pub struct LocalStore {
     touched: Mutex<Vec<i64>>,
     /// Whether this instance looked for a file-per-entry store of older kilns.
     old_layout_checked: AtomicBool,
+    /// Folds the log into the database while the build goes on (see `checkpoint`).
+    checkpointer: Checkpointer,
 }
 
 #[derive(Debug, Default)]
@@ -196,8 +199,10 @@ impl LocalStore {
     /// until the first save, so loading from a store that does not exist yet is a miss.
     pub fn new(root: impl Into<PathBuf>) -> Self {
         let root = root.into();
+        let path = root.join(Self::DATABASE_FILE);
         LocalStore {
-            path: root.join(Self::DATABASE_FILE),
+            checkpointer: Checkpointer::new(path.clone()),
+            path,
             root,
             pool: Mutex::default(),
             touched: Mutex::default(),
@@ -289,6 +294,9 @@ impl LocalStore {
                     .failed += end - start;
             }
             start = end;
+        }
+        if failure.as_ref().is_none_or(|f| f.failed < entries.len()) {
+            self.checkpointer.request();
         }
         failure.map_or(Ok(()), Err)
     }
@@ -879,5 +887,8 @@ impl Drop for LocalStore {
         if let Err(error) = self.flush_recency() {
             tracing::debug!(%error, "cannot refresh store recency");
         }
+        // Before the connections close: the last to close folds what is left of the log,
+        // and a checkpoint still running would keep it from being the last.
+        self.checkpointer.stop();
     }
 }

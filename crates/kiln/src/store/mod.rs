@@ -18,6 +18,7 @@
 //!   end and writes them in a few transactions. Loads never write: the recency a hit earns
 //!   is buffered and written with the next batch ([`ArtifactStore::flush`]).
 
+mod checkpoint;
 mod content_key;
 mod error;
 mod gc;
