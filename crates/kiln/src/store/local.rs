@@ -109,11 +109,10 @@ const MAX_IDLE: usize = 16;
 /// How long a connection waits for another process's write transaction before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The log is folded into the database once it holds this many pages (SQLite's default is
-/// 1,000, 4 MiB). Each fold syncs the log and the database, which waits for the disk: a
-/// cold `kiln build` of 2,000 variants (a 33 MB store) called fsync 33 times with the
-/// default and 12 with this. Readers look pages up in the log through its index, so a
-/// longer log costs them little.
+/// SQLite folds the log into the database inside a commit once it holds this many pages
+/// (its default is 1,000, 4 MiB). Each fold syncs the log and the database, which waits for
+/// the disk; the store's checkpoint thread normally folds the log long before this, off the
+/// build's path (see `checkpoint`), so this is the bound for when that thread falls behind.
 const WAL_CHECKPOINT_PAGES: u32 = 16_384;
 
 /// After a fold, the log file is cut back to this many bytes (it is reused, not regrown).
