@@ -356,3 +356,56 @@ fn variants_an_edit_left_unchanged_take_the_stores_record_and_load_no_bytes() {
         before[&gone].bytes
     );
 }
+
+#[test]
+fn a_new_process_trusts_each_output_by_its_own_stat_across_many_variants() {
+    // 40 variants, more than one thread's share of the stats taken ahead (freshness.rs): a
+    // stat filed under another output would distrust outputs that did not change (work)
+    // or, were it ever trusted, serve one that did.
+    let f = Fixture::new();
+    let levels: Vec<String> = (0..10).map(|i| format!("\"L{i}\"")).collect();
+    let manifest = MANIFEST.replace(
+        r#"axes = [["_", "FOG"], ["_", "WIDE"]]"#,
+        &format!(
+            r#"axes = [["_", "FOG"], ["_", "WIDE"], [{}]]"#,
+            levels.join(", ")
+        ),
+    );
+    std::fs::write(f.path("kiln.toml"), manifest).unwrap();
+    let (mut first, _) = open_counting(&f);
+    assert_eq!(build(&mut first).variants, 40);
+    drop(first);
+    let before = outputs(&snapshot(&f.out()));
+    assert_eq!(before.len(), 80);
+    // A stat sealed less than 0.1 s after its file was written proves nothing (stat.rs,
+    // `RACY_NS`): a build later than that seals these for good.
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    let (mut sealing, _) = open_counting(&f);
+    assert_eq!(build(&mut sealing).outputs_written, 0);
+    drop(sealing);
+
+    let (mut fresh, store) = open_counting(&f);
+    let report = build(&mut fresh);
+    assert_eq!(report.outputs_written, 0);
+    assert_eq!(counts(&store), (0, 0), "every output current by its stat");
+    drop(fresh);
+
+    // One output of a variant far from the first changed behind kiln's back.
+    let (last, _) = before.iter().next_back().unwrap();
+    std::fs::write(f.out().join(last), b"not what kiln wrote").unwrap();
+    let (mut fresh, store) = open_counting(&f);
+    let report = build(&mut fresh);
+    assert_eq!(report.outputs_written, 1);
+    let (loads, records) = counts(&store);
+    assert!(
+        loads + records <= 4,
+        "only the changed output's variant is looked up: {loads} loads, {records} records"
+    );
+    let after = outputs(&snapshot(&f.out()));
+    assert_eq!(after[last].bytes, before[last].bytes);
+    for (path, seen) in &before {
+        if path != last {
+            assert_eq!(&after[path], seen, "{path} was touched");
+        }
+    }
+}

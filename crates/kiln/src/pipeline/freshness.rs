@@ -10,7 +10,12 @@ use super::{LastBuild, Project, VariantId};
 use crate::identity::{self, Revision};
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// Variants whose outputs one thread stats at a time: small enough that the threads
+/// finish together, large enough that claiming a chunk costs nothing.
+const STAT_CHUNK: usize = 32;
 
 /// [`identity::input_stamp`] of `variant` at its shader's current revision; `None` when the
 /// revision cannot be computed (the build reports why).
@@ -54,8 +59,15 @@ impl ExpectedOutputs {
 }
 
 impl Project {
-    /// Stats the outputs `variants` would have (see [`ExpectedOutputs`]), on the pool.
-    pub(super) fn stat_expected_outputs(&self, variants: &[VariantId]) -> ExpectedOutputs {
+    /// Stats the outputs `variants` would have (see [`ExpectedOutputs`]) on the pool's
+    /// workers while this thread runs `meanwhile`, and on this thread too once that is
+    /// done: in a warm build the stats are the longest of the three reads, and the thread
+    /// that asked would otherwise wait idle for them.
+    pub(super) fn stat_expected_outputs<R>(
+        &self,
+        variants: &[VariantId],
+        meanwhile: impl FnOnce() -> R,
+    ) -> (ExpectedOutputs, R) {
         let extensions: Vec<&'static str> = self
             .manifest
             .targets
@@ -68,26 +80,49 @@ impl Project {
             .map(|variant| format!("{}/{}/", variant.shader, variant.pass))
             .collect();
         let dirs = DirStats::open(&self.out_dir, parents.iter().map(String::as_str));
-        let (dirs, extensions_ref) = (&dirs, &extensions);
-        let stats = self.pool.install(|| {
-            variants
-                .par_iter()
-                .flat_map_iter(|variant| {
-                    let mut path = String::new();
-                    extensions_ref.iter().map(move |extension| {
-                        write_output_path(
-                            &mut path,
-                            &variant.shader,
-                            &variant.pass,
-                            &variant.keywords,
-                            extension,
-                        );
-                        dirs.file_stat(&path)
-                    })
-                })
-                .collect()
+        let chunks: Vec<OnceLock<Vec<Option<FileStat>>>> = (0..variants.len().div_ceil(STAT_CHUNK))
+            .map(|_| OnceLock::new())
+            .collect();
+        let next = AtomicUsize::new(0);
+        // Claims chunks of variants until none is left; each chunk is stat'ed by one thread.
+        let help = || loop {
+            let chunk = next.fetch_add(1, Ordering::Relaxed);
+            let Some(slot) = chunks.get(chunk) else {
+                return;
+            };
+            let from = chunk * STAT_CHUNK;
+            let to = variants.len().min(from + STAT_CHUNK);
+            let mut path = String::new();
+            let mut stats = Vec::with_capacity((to - from) * extensions.len());
+            for variant in &variants[from..to] {
+                for extension in &extensions {
+                    write_output_path(
+                        &mut path,
+                        &variant.shader,
+                        &variant.pass,
+                        &variant.keywords,
+                        extension,
+                    );
+                    stats.push(dirs.file_stat(&path));
+                }
+            }
+            // Only the claimant of `chunk` sets it.
+            let _ = slot.set(stats);
+        };
+        let help = &help;
+        let done = self.pool.in_place_scope(|scope| {
+            for _ in 0..self.pool.current_num_threads() {
+                scope.spawn(move |_| help());
+            }
+            let done = meanwhile();
+            help();
+            done
         });
-        ExpectedOutputs { stats, extensions }
+        let stats = chunks
+            .into_iter()
+            .flat_map(|chunk| chunk.into_inner().unwrap_or_default())
+            .collect();
+        (ExpectedOutputs { stats, extensions }, done)
     }
 
     /// Splits `variants` into the index entries of those whose outputs are current (see the

@@ -745,15 +745,14 @@ impl Project {
             let reading = std::thread::Builder::new()
                 .name("kiln-index".into())
                 .spawn_scoped(scope, || LastBuild::read(out_dir));
-            // The stats go to the pool while this thread hashes the sources.
-            let mut expected = None;
-            let mut revisions = FxHashMap::default();
-            this.pool.in_place_scope(|pool| {
-                if stat_ahead {
-                    pool.spawn(|_| expected = Some(this.stat_expected_outputs(variants)));
-                }
-                revisions = this.revisions();
-            });
+            // The pool stats the outputs while this thread hashes the sources, then helps.
+            let (expected, revisions) = if stat_ahead {
+                let (expected, revisions) =
+                    this.stat_expected_outputs(variants, || this.revisions());
+                (Some(expected), revisions)
+            } else {
+                (None, this.revisions())
+            };
             let (last, warnings) = match reading {
                 Ok(reading) => reading
                     .join()
