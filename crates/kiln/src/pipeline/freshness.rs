@@ -8,14 +8,52 @@ use super::queries::ArtifactsQ;
 use super::stat::{DirStats, FileStat};
 use super::{LastBuild, Project, VariantId};
 use crate::identity::{self, Revision};
-use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-/// Variants whose outputs one thread stats at a time: small enough that the threads
-/// finish together, large enough that claiming a chunk costs nothing.
-const STAT_CHUNK: usize = 32;
+/// Variants one thread checks at a time: small enough that the threads finish together,
+/// large enough that claiming a chunk costs nothing.
+const CHUNK: usize = 32;
+
+/// `work` for each of `chunks` chunks, once each, on every worker of `pool` and on this
+/// thread once it has run `meanwhile`; the results in chunk order. Unlike `pool.install`,
+/// the thread that asks does its share instead of waiting: under `--jobs 1` a warm build
+/// would otherwise keep one core idle while the pool's one worker checks every output.
+fn on_pool_and_here<T: Send + Sync, R>(
+    pool: &rayon::ThreadPool,
+    chunks: usize,
+    work: impl Fn(usize) -> T + Sync,
+    meanwhile: impl FnOnce() -> R,
+) -> (Vec<T>, R) {
+    let results: Vec<OnceLock<T>> = (0..chunks).map(|_| OnceLock::new()).collect();
+    let next = AtomicUsize::new(0);
+    let help = || loop {
+        let chunk = next.fetch_add(1, Ordering::Relaxed);
+        let Some(slot) = results.get(chunk) else {
+            return;
+        };
+        // Only the thread that claimed `chunk` sets it.
+        let _ = slot.set(work(chunk));
+    };
+    let help = &help;
+    let done = pool.in_place_scope(|scope| {
+        for _ in 0..pool.current_num_threads() {
+            scope.spawn(move |_| help());
+        }
+        let done = meanwhile();
+        help();
+        done
+    });
+    let results = results
+        .into_iter()
+        .map(|slot| {
+            slot.into_inner()
+                .expect("every chunk is claimed before the scope ends")
+        })
+        .collect();
+    (results, done)
+}
 
 /// [`identity::input_stamp`] of `variant` at its shader's current revision; `None` when the
 /// revision cannot be computed (the build reports why).
@@ -80,48 +118,29 @@ impl Project {
             .map(|variant| format!("{}/{}/", variant.shader, variant.pass))
             .collect();
         let dirs = DirStats::open(&self.out_dir, parents.iter().map(String::as_str));
-        let chunks: Vec<OnceLock<Vec<Option<FileStat>>>> = (0..variants.len().div_ceil(STAT_CHUNK))
-            .map(|_| OnceLock::new())
-            .collect();
-        let next = AtomicUsize::new(0);
-        // Claims chunks of variants until none is left; each chunk is stat'ed by one thread.
-        let help = || loop {
-            let chunk = next.fetch_add(1, Ordering::Relaxed);
-            let Some(slot) = chunks.get(chunk) else {
-                return;
-            };
-            let from = chunk * STAT_CHUNK;
-            let to = variants.len().min(from + STAT_CHUNK);
-            let mut path = String::new();
-            let mut stats = Vec::with_capacity((to - from) * extensions.len());
-            for variant in &variants[from..to] {
-                for extension in &extensions {
-                    write_output_path(
-                        &mut path,
-                        &variant.shader,
-                        &variant.pass,
-                        &variant.keywords,
-                        extension,
-                    );
-                    stats.push(dirs.file_stat(&path));
+        let (chunks, done) = on_pool_and_here(
+            &self.pool,
+            variants.len().div_ceil(CHUNK),
+            |chunk| {
+                let mut path = String::new();
+                let mut stats = Vec::with_capacity(CHUNK * extensions.len());
+                for variant in variants.chunks(CHUNK).nth(chunk).unwrap_or_default() {
+                    for extension in &extensions {
+                        write_output_path(
+                            &mut path,
+                            &variant.shader,
+                            &variant.pass,
+                            &variant.keywords,
+                            extension,
+                        );
+                        stats.push(dirs.file_stat(&path));
+                    }
                 }
-            }
-            // Only the claimant of `chunk` sets it.
-            let _ = slot.set(stats);
-        };
-        let help = &help;
-        let done = self.pool.in_place_scope(|scope| {
-            for _ in 0..self.pool.current_num_threads() {
-                scope.spawn(move |_| help());
-            }
-            let done = meanwhile();
-            help();
-            done
-        });
-        let stats = chunks
-            .into_iter()
-            .flat_map(|chunk| chunk.into_inner().unwrap_or_default())
-            .collect();
+                stats
+            },
+            meanwhile,
+        );
+        let stats = chunks.into_iter().flatten().collect();
         (ExpectedOutputs { stats, extensions }, done)
     }
 
@@ -166,33 +185,35 @@ impl Project {
                 .and_then(|expected| expected.stat(at, variant, path))
                 .unwrap_or_else(|| outputs.file_stat(path))
         };
-        let checked: Vec<Result<Vec<usize>, VariantId>> = self.pool.install(|| {
-            variants
-                .into_par_iter()
-                .map(|(at, variant)| {
-                    let entries = input_stamp(&variant, revisions)
-                        .and_then(|stamp| by_stamp.get(stamp.as_str()))
-                        .filter(|entries| entries.len() == targets);
-                    let current = entries.filter(|entries| {
-                        entries.iter().all(|&(_, e)| {
-                            !e.stale
-                                && !last.suspect.contains(&*e.path)
-                                && file_stat(at, &variant, &e.path)
-                                    .is_some_and(|stat| last.stats.trusts(&e.path, &stat))
-                        })
-                    });
-                    match current {
-                        Some(entries) => Ok(entries.iter().map(|&(at, _)| at).collect()),
-                        None => Err(variant),
-                    }
+        // Per variant, the positions of its current entries, or none.
+        let check = |(at, variant): &(usize, VariantId)| -> Option<Vec<usize>> {
+            let entries = input_stamp(variant, revisions)
+                .and_then(|stamp| by_stamp.get(stamp.as_str()))
+                .filter(|entries| entries.len() == targets)?;
+            entries
+                .iter()
+                .all(|&(_, e)| {
+                    !e.stale
+                        && !last.suspect.contains(&*e.path)
+                        && file_stat(*at, variant, &e.path)
+                            .is_some_and(|stat| last.stats.trusts(&e.path, &stat))
                 })
-                .collect()
-        });
+                .then(|| entries.iter().map(|&(at, _)| at).collect())
+        };
+        let (checked, ()) = on_pool_and_here(
+            &self.pool,
+            variants.len().div_ceil(CHUNK),
+            |chunk| {
+                let chunk = variants.chunks(CHUNK).nth(chunk).unwrap_or_default();
+                chunk.iter().map(check).collect::<Vec<_>>()
+            },
+            || {},
+        );
         let mut current = Vec::new();
-        for result in checked {
-            match result {
-                Ok(entries) => current.extend(entries),
-                Err(variant) => stale.push(variant),
+        for ((_, variant), entries) in variants.into_iter().zip(checked.into_iter().flatten()) {
+            match entries {
+                Some(entries) => current.extend(entries),
+                None => stale.push(variant),
             }
         }
         current.sort_unstable();
