@@ -745,20 +745,24 @@ impl Project {
             let reading = std::thread::Builder::new()
                 .name("kiln-index".into())
                 .spawn_scoped(scope, || LastBuild::read(out_dir));
-            // The pool stats the outputs while this thread hashes the sources, then helps.
-            let (expected, revisions) = if stat_ahead {
-                let (expected, revisions) =
-                    this.stat_expected_outputs(variants, || this.revisions());
-                (Some(expected), revisions)
-            } else {
-                (None, this.revisions())
-            };
-            let (last, warnings) = match reading {
+            let read = || match reading {
                 Ok(reading) => reading
                     .join()
                     .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
                 // No thread to be had: read it here.
                 Err(_) => LastBuild::read(out_dir),
+            };
+            // The pool stats the outputs while this thread hashes the sources and waits for
+            // the index, then helps with the stats: the parse cannot be shared, the stats
+            // can, so the parse is not made to share a core with them.
+            let (expected, (revisions, (last, warnings))) = if stat_ahead {
+                let (expected, read) = this.stat_expected_outputs(variants, || {
+                    let revisions = this.revisions();
+                    (revisions, read())
+                });
+                (Some(expected), read)
+            } else {
+                (None, (this.revisions(), read()))
             };
             (last, warnings, revisions, expected)
         });
