@@ -16,7 +16,9 @@
 //! - `pipeline warm_vs_cold ratio=<cold jobs=1 / warm>` (target >= 100): warm is a fresh
 //!   `Project` (new engine, nothing in memory) over the filled store and outputs; the line
 //!   `pipeline warm_vs_cold process` measures the same by spawning `target/release/kiln build`
-//!   when that binary exists (build it with `cargo build --release -p kiln-cli`).
+//!   when that binary exists (build it with `cargo build --release -p kiln-cli`). Both run
+//!   after an untimed `sync`, so that the kernel's writeback of the cold reps' files is not
+//!   timed as part of them.
 //! - `pipeline jobs2_vs_jobs1 speedup=<cold jobs=1 / cold jobs=2>` (target >= 1.8).
 //! - `pipeline cold_vs_raw cpu_ratio=` / `pipeline warm_vs_cold cpu_ratio=`: the same from the
 //!   process's CPU time (user + system), which other processes on a shared machine disturb far
@@ -287,6 +289,12 @@ fn run(full: bool) -> Result<(), String> {
     // Warm builds over the last jobs=1 build's store and outputs: a fresh Project in this
     // process, alternating with the real binary in a new process when it exists.
     let (out, cache) = warm_dirs.ok_or("no cold jobs=1 build ran")?;
+    // The cold reps left about 800 MB of files that the kernel writes back over the next
+    // half minute, on these same two cores: flushed here, untimed, so that the warm builds
+    // do not pay for the cold ones' deferred writes (neither contender's clock included them).
+    if let Err(error) = Command::new("sync").status() {
+        eprintln!("pipeline bench: cannot run sync ({error}); warm figures may include writeback");
+    }
     let binary = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/release/kiln");
     let binary = (full && binary.is_file()).then_some(binary);
     let mut warm_times = Vec::new();
