@@ -16,24 +16,25 @@ use std::sync::{Arc, OnceLock};
 /// large enough that claiming a chunk costs nothing.
 const CHUNK: usize = 32;
 
-/// `work` for each of `chunks` chunks, once each, on every worker of `pool` and on this
+/// `work` on each [`CHUNK`] of `items`, once each, on every worker of `pool` and on this
 /// thread once it has run `meanwhile`; the results in chunk order. Unlike `pool.install`,
 /// the thread that asks does its share instead of waiting: under `--jobs 1` a warm build
 /// would otherwise keep one core idle while the pool's one worker checks every output.
-fn on_pool_and_here<T: Send + Sync, R>(
+fn on_pool_and_here<I: Sync, T: Send + Sync, R>(
     pool: &rayon::ThreadPool,
-    chunks: usize,
-    work: impl Fn(usize) -> T + Sync,
+    items: &[I],
+    work: impl Fn(&[I]) -> T + Sync,
     meanwhile: impl FnOnce() -> R,
 ) -> (Vec<T>, R) {
-    let results: Vec<OnceLock<T>> = (0..chunks).map(|_| OnceLock::new()).collect();
+    let chunks: Vec<&[I]> = items.chunks(CHUNK).collect();
+    let results: Vec<OnceLock<T>> = chunks.iter().map(|_| OnceLock::new()).collect();
     let next = AtomicUsize::new(0);
     let help = || loop {
-        let chunk = next.fetch_add(1, Ordering::Relaxed);
-        let Some(slot) = results.get(chunk) else {
+        let claimed = next.fetch_add(1, Ordering::Relaxed);
+        let (Some(chunk), Some(slot)) = (chunks.get(claimed), results.get(claimed)) else {
             return;
         };
-        // Only the thread that claimed `chunk` sets it.
+        // Only the thread that claimed the chunk sets its slot.
         let _ = slot.set(work(chunk));
     };
     let help = &help;
@@ -120,11 +121,11 @@ impl Project {
         let dirs = DirStats::open(&self.out_dir, parents.iter().map(String::as_str));
         let (chunks, done) = on_pool_and_here(
             &self.pool,
-            variants.len().div_ceil(CHUNK),
+            variants,
             |chunk| {
                 let mut path = String::new();
-                let mut stats = Vec::with_capacity(CHUNK * extensions.len());
-                for variant in variants.chunks(CHUNK).nth(chunk).unwrap_or_default() {
+                let mut stats = Vec::with_capacity(chunk.len() * extensions.len());
+                for variant in chunk {
                     for extension in &extensions {
                         write_output_path(
                             &mut path,
@@ -202,11 +203,8 @@ impl Project {
         };
         let (checked, ()) = on_pool_and_here(
             &self.pool,
-            variants.len().div_ceil(CHUNK),
-            |chunk| {
-                let chunk = variants.chunks(CHUNK).nth(chunk).unwrap_or_default();
-                chunk.iter().map(check).collect::<Vec<_>>()
-            },
+            &variants,
+            |chunk| chunk.iter().map(check).collect::<Vec<_>>(),
             || {},
         );
         let mut current = Vec::new();
