@@ -8,6 +8,7 @@ use std::fs;
 
 use rusqlite::TransactionBehavior;
 
+use super::local::BUSY_TIMEOUT;
 use super::{LocalStore, Namespace, StoreError};
 
 /// What one [`LocalStore::gc`] did.
@@ -108,7 +109,18 @@ impl LocalStore {
                 let mut steps = vacuum.query([])?;
                 while steps.next()?.is_some() {}
             }
-            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+            // The checkpoint lock is outside SQLite's busy timeout: while another
+            // checkpoint holds it (this store's own thread after a save, or another
+            // process's), the pragma answers "busy" at once. Wait for it like for a lock.
+            let started = std::time::Instant::now();
+            loop {
+                let busy: i64 =
+                    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| row.get(0))?;
+                if busy == 0 || started.elapsed() >= BUSY_TIMEOUT {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
             Ok(report)
         })?;
         let mut report = report.unwrap_or_default();

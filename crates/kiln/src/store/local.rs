@@ -107,7 +107,7 @@ impl Pooled {
 const MAX_IDLE: usize = 16;
 
 /// How long a connection waits for another process's write transaction before failing.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// SQLite folds the log into the database inside a commit once it holds this many pages
 /// (its default is 1,000, 4 MiB). Each fold syncs the log and the database, which waits for
