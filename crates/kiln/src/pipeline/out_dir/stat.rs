@@ -16,7 +16,7 @@
 //! (a warm build in a new process reads it first): `KILNSTAT`, a version, the sealing time,
 //! the count, then the records, little-endian.
 
-use super::output::write_atomic;
+use super::write_atomic;
 use rustc_hash::FxHashMap;
 use std::fs::Metadata;
 use std::path::Path;

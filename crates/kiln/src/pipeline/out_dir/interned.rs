@@ -6,7 +6,7 @@
 //! keyword list are allocated once and shared (`Arc`) for the duration of one [`parse`]
 //! ([`entry`]): faster than a `String` per field, and smaller in memory.
 
-use super::output::IndexVariant;
+use super::IndexVariant;
 use rustc_hash::FxHashMap;
 use serde::de::{Deserialize, Deserializer, Visitor};
 use std::borrow::Cow;

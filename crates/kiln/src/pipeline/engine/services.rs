@@ -1,15 +1,15 @@
 //! The untracked services pipeline queries use: the artifact store, the variant cache, the
 //! per-build deduplication of identical texts, and the counters a build reports.
 
-use super::diagnostic::Diagnostic;
 use super::queries::ArtifactRef;
-use super::VariantId;
+use super::scope::VariantScope;
 use crate::compile::{
     self, CompileError, CompileRequest, CompilerKind, Constants, FrontEnd, SourceLanguage, Stage,
     Target, TargetConfig,
 };
 use crate::identity;
 use crate::key::VariantKey;
+use crate::pipeline::Diagnostic;
 use crate::store::{ArtifactStore, ContentKey, Lookup, Namespace};
 use crate::variant_cache::{VariantCache, Weigh};
 use parking_lot::Mutex;
@@ -108,8 +108,8 @@ pub struct Services {
     max_deferred: u64,
 }
 
-/// The state of the build in progress. Queries add to it only when they execute: a variant
-/// that the engine re-verified has no outcome here, which the build reports as up to date.
+/// The state shared by the variants of the build in progress: what one variant's execution
+/// produces for its build alone comes back to its worker instead ([`VariantScope`]).
 #[derive(Default)]
 pub(crate) struct BuildSession {
     /// Identical compiles run once per build: [`identity::job_key`] -> result. The bytes
@@ -122,23 +122,11 @@ pub(crate) struct BuildSession {
     /// needs (a build of 100,000 variants would otherwise hold a cell, a weak handle and an
     /// artifact's allocation for each until the end).
     settled: Mutex<FxHashMap<ContentKey, Outcome>>,
-    /// Artifacts produced in this build and not yet written to the output directory, by
-    /// variant: held until the variant's outputs are written (moments later, by the
-    /// same worker), so that a bounded variant cache never makes a build reload or
-    /// recompile what it just produced.
-    fresh: Mutex<FxHashMap<VariantId, Arc<VariantArtifacts>>>,
-    /// How each variant whose artifacts query executed in this build got its artifacts.
-    pub(crate) outcomes: Mutex<FxHashMap<VariantId, Outcome>>,
-    /// Store problems met (and repaired) during this build.
-    pub(crate) warnings: Mutex<Vec<Diagnostic>>,
     /// Compiled artifacts not yet saved to the store, by compile key, and their total
     /// size. Saved in batches: at the end of the build, or once this holds
     /// [`MAX_DEFERRED_COMPILES`] compiles or more bytes than `Services::max_deferred`.
     /// Loads look here before the store.
     deferred: Mutex<Deferred>,
-    /// Compile time (µs) of each job compiled in this build, by [`identity::job_key`]:
-    /// recorded in the remote cache, where farm builds balance their shards with it.
-    costs: Mutex<Vec<(ContentKey, u64)>>,
 }
 
 /// Artifacts waiting to be saved: compile key -> (namespace, bytes) per target.
@@ -176,10 +164,6 @@ impl BuildSession {
         // Dropped, not cleared: a long-lived project keeps no table of its largest build.
         drop(std::mem::take(&mut *self.dedup.lock()));
         drop(std::mem::take(&mut *self.settled.lock()));
-        self.fresh.lock().clear();
-        self.outcomes.lock().clear();
-        self.warnings.lock().clear();
-        self.costs.lock().clear();
         // `deferred` is not per-build data to forget: every build flushes it.
     }
 }
@@ -265,7 +249,9 @@ impl Services {
             }
         };
         if let Some(overflow) = overflow {
-            self.save_all(overflow);
+            if let Some(warning) = self.save_all(overflow) {
+                VariantScope::record(|made| made.warnings.push(warning));
+            }
         }
     }
 
@@ -280,37 +266,31 @@ impl Services {
             .map(|(_, bytes, _)| bytes.clone())
     }
 
-    /// The artifacts produced for `variant` in this build and not yet written, handed over
-    /// once.
-    pub(crate) fn take_fresh(&self, variant: &VariantId) -> Option<Arc<VariantArtifacts>> {
-        self.build.fresh.lock().remove(variant)
-    }
-
-    /// Keeps `artifacts` until the variant's outputs are written ([`Self::take_fresh`]).
-    pub(crate) fn keep_fresh(&self, variant: &VariantId, artifacts: Arc<VariantArtifacts>) {
-        self.build.fresh.lock().insert(variant.clone(), artifacts);
-    }
-
     /// Writes every deferred artifact to the store, and what the store buffered (recency);
-    /// records this build's compile times in the remote cache, if any (`provisional` from a
-    /// shard, see [`crate::store::RemoteStore::record_costs`]).
-    pub(crate) fn flush_saves(&self, provisional: bool) {
-        self.build.fresh.lock().clear();
+    /// records `costs`, this build's compile times, in the remote cache, if any
+    /// (`provisional` from a shard, see [`crate::store::RemoteStore::record_costs`]).
+    /// Returns the warning of a failed save.
+    pub(crate) fn flush_saves(
+        &self,
+        costs: &[(ContentKey, u64)],
+        provisional: bool,
+    ) -> Option<Diagnostic> {
         if let Some(remote) = self.store.remote() {
-            remote.record_costs(&std::mem::take(&mut *self.build.costs.lock()), provisional);
+            remote.record_costs(costs, provisional);
         }
         let pending = std::mem::take(&mut *self.build.deferred.lock());
-        self.save_all(pending);
+        let warning = self.save_all(pending);
         if let Err(error) = self.store.flush() {
             // Only recency is lost: garbage collection may evict these entries earlier.
             tracing::debug!(%error, "cannot write store recency");
         }
+        warning
     }
 
     /// One batched save: the store writes it in a few transactions, not one per entry.
-    fn save_all(&self, pending: Deferred) {
+    fn save_all(&self, pending: Deferred) -> Option<Diagnostic> {
         if pending.by_key.is_empty() {
-            return;
+            return None;
         }
         let pending: Vec<PendingSave> = pending
             .by_key
@@ -326,12 +306,10 @@ impl Services {
             .map(|(ns, key, bytes, _)| (&**ns, key, &bytes[..]))
             .collect();
         let hashes: Vec<ContentKey> = pending.iter().map(|(_, _, _, hash)| *hash).collect();
-        if let Err(failure) = self.store.save_many_hashed(&entries, &hashes) {
-            self.build
-                .warnings
-                .lock()
-                .push(super::safe_output::store_save_warning(&failure));
-        }
+        self.store
+            .save_many_hashed(&entries, &hashes)
+            .err()
+            .map(|failure| crate::pipeline::out_dir::store_save_warning(&failure))
     }
 
     /// Called between chunks of variants, when no query runs: forgets the artifacts the
@@ -389,7 +367,7 @@ impl Services {
     /// index needs, without loading or hashing any bytes. A variant whose text an edit did
     /// not change (its revision did) is then settled by one small query per target; an
     /// output that must be written is loaded, verified, when written
-    /// (`Project::write_variant`).
+    /// (`build::commit::write`).
     pub(crate) fn recorded_outputs(
         &self,
         input: &CompileInput<'_>,
@@ -608,16 +586,17 @@ impl Services {
                     entry,
                     reason,
                 }) => {
-                    self.build.warnings.lock().push(Diagnostic::warning(format!(
+                    let warning = Diagnostic::warning(format!(
                         "corrupt store entry {entry} in {} ({reason}): discarded and rebuilt",
                         path.display()
-                    )));
+                    ));
+                    VariantScope::record(|made| made.warnings.push(warning));
                     None
                 }
                 Err(e) => {
-                    self.build.warnings.lock().push(Diagnostic::warning(format!(
-                        "store read failed, compiling instead: {e}"
-                    )));
+                    let warning =
+                        Diagnostic::warning(format!("store read failed, compiling instead: {e}"));
+                    VariantScope::record(|made| made.warnings.push(warning));
                     None
                 }
             };
@@ -655,7 +634,7 @@ impl Services {
         // Only a remote cache receives them (see `flush_saves`): a local build of 100,000
         // variants would hold 5 MB of them for nothing.
         if self.store.remote().is_some() {
-            self.build.costs.lock().push((*job, micros.max(1)));
+            VariantScope::record(|made| made.costs.push((*job, micros.max(1))));
         }
         let mut done = Vec::with_capacity(outputs.len());
         for (((target, bytes), config), result) in outputs.into_iter().zip(targets).zip(compiled) {

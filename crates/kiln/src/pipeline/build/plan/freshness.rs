@@ -3,14 +3,15 @@
 //! and the file on disk is, by its size, modification time and inode, the one kiln wrote
 //! or verified. This is what makes a build in a new process cost about a stat per output.
 
-use super::output::{is_output_path, write_output_path, Index, IndexEntry};
-use super::queries::ArtifactsQ;
-use super::stat::{DirStats, FileStat};
-use super::{LastBuild, Project, VariantId};
-use crate::identity::{self, Revision};
+use super::LastBuild;
+use crate::pipeline::engine::queries::ArtifactsQ;
+use crate::pipeline::engine::scope::Revisions;
+use crate::pipeline::out_dir::stat::{DirStats, FileStat};
+use crate::pipeline::out_dir::{is_output_path, write_output_path, Index, IndexEntry};
+use crate::pipeline::{Project, VariantId};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 /// Variants one thread checks at a time: small enough that the threads finish together,
 /// large enough that claiming a chunk costs nothing.
@@ -56,21 +57,20 @@ fn on_pool_and_here<I: Sync, T: Send + Sync, R>(
     (results, done)
 }
 
-/// [`identity::input_stamp`] of `variant` at its shader's current revision; `None` when the
-/// revision cannot be computed (the build reports why).
-fn input_stamp(variant: &VariantId, revisions: &FxHashMap<Arc<str>, Revision>) -> Option<String> {
-    let revision = revisions.get(&variant.shader)?;
-    Some(identity::input_stamp(
-        revision,
-        &variant.pass,
-        variant.keywords.iter().map(|k| &**k),
-    ))
+/// The variants a build must run, and the outputs it can keep as they are.
+pub(super) struct Fresh {
+    /// Ascending positions in the last index of the entries still current.
+    pub current: Vec<usize>,
+    /// The variants those entries belong to.
+    pub current_variants: usize,
+    /// The variants the engine must look at.
+    pub stale: Vec<VariantId>,
 }
 
 /// The stats of every variant's outputs at the paths kiln gives them, taken before the
 /// previous index is known: a new process reads the index (a parse) while it stats the
 /// outputs, instead of one after the other.
-pub(super) struct ExpectedOutputs {
+pub(crate) struct ExpectedOutputs {
     /// Variant `i`'s output for target `j` at `i * extensions.len() + j`, in the order of
     /// the variants given to [`Project::stat_expected_outputs`].
     stats: Vec<Option<FileStat>>,
@@ -154,9 +154,9 @@ impl Project {
         &self,
         last: &LastBuild,
         variants: Vec<VariantId>,
-        revisions: &FxHashMap<Arc<str>, Revision>,
+        revisions: &Revisions,
         expected: Option<&ExpectedOutputs>,
-    ) -> (Vec<usize>, Vec<VariantId>) {
+    ) -> Fresh {
         // What this process built goes to the engine; the rest is looked up by stamp.
         let artifacts = self.db.query::<ArtifactsQ>();
         // Each variant with its position in `variants` (that of its expected outputs).
@@ -169,7 +169,11 @@ impl Project {
         if variants.is_empty() {
             // Held for the whole build (grown by doubling: up to twice its size).
             stale.shrink_to_fit();
-            return (Vec::new(), stale);
+            return Fresh {
+                current: Vec::new(),
+                current_variants: 0,
+                stale,
+            };
         }
         let by_stamp = entries_by_stamp(&last.index);
         let targets = self.manifest.targets.len();
@@ -188,7 +192,9 @@ impl Project {
         };
         // Per variant, the positions of its current entries, or none.
         let check = |(at, variant): &(usize, VariantId)| -> Option<Vec<usize>> {
-            let entries = input_stamp(variant, revisions)
+            let entries = revisions
+                .get(&variant.shader)
+                .map(|shader| shader.input_stamp(&variant.pass, &variant.keywords))
                 .and_then(|stamp| by_stamp.get(stamp.as_str()))
                 .filter(|entries| entries.len() == targets)?;
             entries
@@ -208,15 +214,23 @@ impl Project {
             || {},
         );
         let mut current = Vec::new();
+        let mut current_variants = 0;
         for ((_, variant), entries) in variants.into_iter().zip(checked.into_iter().flatten()) {
             match entries {
-                Some(entries) => current.extend(entries),
+                Some(entries) => {
+                    current.extend(entries);
+                    current_variants += 1;
+                }
                 None => stale.push(variant),
             }
         }
         current.sort_unstable();
         stale.shrink_to_fit();
-        (current, stale)
+        Fresh {
+            current,
+            current_variants,
+            stale,
+        }
     }
 }
 

@@ -6,9 +6,9 @@
 //! yet are then found by one walk per source straight over the disk, so a chain of N nested
 //! includes costs one walk, not N rounds of queries.
 
-use super::queries::{ClosureKey, ClosureQ, SourceFile};
-use super::Project;
 use crate::boundary::SourceReadError;
+use crate::pipeline::engine::queries::{ClosureKey, ClosureQ, SourceFile};
+use crate::pipeline::Project;
 use parking_lot::Mutex;
 use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};

@@ -12,13 +12,13 @@
 //!                                         the revision only names failures
 //! ```
 
-use super::diagnostic::Diagnostic;
+use super::scope::VariantScope;
 use super::services::{CompileInput, Services};
-use super::VariantId;
 use crate::compile::{Constants, Target, TargetConfig};
 use crate::identity::{self, Revision};
 use crate::key::VariantKey;
 use crate::manifest::{Manifest, PassSpec, ShaderSpec};
+use crate::pipeline::{Diagnostic, VariantId};
 use crate::preprocess::{
     Dialect, FileView, IncludeClosure, PreprocessRequest, Preprocessed, SourceLoader,
 };
@@ -399,7 +399,7 @@ pub(crate) struct ArtifactRef {
 
 /// A variant's outputs for the targets that succeeded and why the others failed (a
 /// (variant, target) pair fails alone). Its key and input stamp, which name the shader's
-/// revision, are made when its index entries are written (`Project::write_variant`).
+/// revision, are made when its index entries are written (`build::commit::write`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Artifacts {
     pub outputs: Arc<[ArtifactRef]>,
@@ -444,10 +444,11 @@ impl Query<Services> for ArtifactsQ {
         // revision that moved without changing this variant's text must not execute it again
         // (a store lookup per variant, for every variant of every shader that includes an
         // edited file). The revision only names the variant in the variant cache, so it is
-        // read without a dependency when the build has already computed it.
-        let revision = match db.peek::<RevisionQ>(&variant.shader) {
-            Some(Ok(revision)) => revision,
-            _ => match db.get::<RevisionQ>(&variant.shader)? {
+        // taken from the build's plan, which computed every shader's revision before any
+        // variant ran (`VariantScope`); asked outside a build, it is read as a dependency.
+        let revision = match VariantScope::revision(&variant.shader) {
+            Some(revision) => revision,
+            None => match db.get::<RevisionQ>(&variant.shader)? {
                 Ok(revision) => revision,
                 Err(d) => return fail(d),
             },
@@ -480,11 +481,7 @@ impl Query<Services> for ArtifactsQ {
         };
         if !services.cache.contains(&key) {
             if let Some(outputs) = services.recorded_outputs(&job.input(), &job.targets) {
-                services
-                    .build
-                    .outcomes
-                    .lock()
-                    .insert(variant.clone(), super::Outcome::Cached);
+                VariantScope::record(|made| made.outcome = Some(super::services::Outcome::Cached));
                 return Ok(Ok(Artifacts {
                     outputs,
                     failed: none_failed(),
@@ -493,13 +490,11 @@ impl Query<Services> for ArtifactsQ {
         }
         match services.materialize(&key, &job.input(), &job.targets) {
             Ok(produced) => {
-                services
-                    .build
-                    .outcomes
-                    .lock()
-                    .insert(variant.clone(), produced.outcome);
-                // Until its outputs are written (see `Project::write_variant`).
-                services.keep_fresh(variant, produced.artifacts.clone());
+                // Its worker writes the outputs from these bytes.
+                VariantScope::record(|made| {
+                    made.outcome = Some(produced.outcome);
+                    made.fresh = Some(produced.artifacts.clone());
+                });
                 let outputs = produced
                     .artifacts
                     .outputs

@@ -2,9 +2,17 @@
 //! `index.json` describing them. Files are written atomically and only when their content
 //! changed; `index.json` is replaced atomically after every build.
 
-use super::diagnostic::Diagnostic;
-use super::interned::{self, Text, VariantText};
+pub(crate) mod holds;
+mod interned;
+pub(crate) mod recycle;
+mod safe_output;
+pub(crate) mod stat;
+
+pub(crate) use safe_output::store_save_warning;
+
+use crate::pipeline::{Diagnostic, VariantId};
 use crate::store::ContentKey;
+use interned::{Text, VariantText};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -48,7 +56,7 @@ pub struct IndexFailure {
 }
 
 impl IndexFailure {
-    pub(super) fn new(variant: &super::VariantId, target: &str, d: &Diagnostic) -> Self {
+    pub(crate) fn new(variant: &VariantId, target: &str, d: &Diagnostic) -> Self {
         Self {
             shader: variant.shader.to_string(),
             pass: variant.pass.to_string(),
@@ -111,7 +119,7 @@ impl IndexVariant {
     /// Whether this is `variant` at the revision named `revision`: then its key and input
     /// stamp, which follow from the revision, can be shared instead of made again (and a
     /// stamp that did not follow would only make a later build look at its outputs again).
-    pub(super) fn names(&self, variant: &super::VariantId, revision: &str) -> bool {
+    pub(crate) fn names(&self, variant: &VariantId, revision: &str) -> bool {
         *self.revision == *revision
             && self.shader == variant.shader
             && self.pass == variant.pass
@@ -241,7 +249,7 @@ impl Index {
             .ok()
             .and_then(|text| interned::parse(|| serde_json::from_str(text)).ok())
             .unwrap_or_default();
-        let warnings = super::safe_output::retain_safe_entries(dir, &mut index.entries);
+        let warnings = safe_output::retain_safe_entries(dir, &mut index.entries);
         (index, warnings)
     }
 
@@ -538,7 +546,7 @@ fn is_legacy_temp(name: &str) -> bool {
 /// link), and its size and blake3 hash are those the index recorded. Returns whether it was
 /// removed; a file that fails a check is left alone.
 pub fn remove_output(out_dir: &Path, entry: &IndexEntry) -> std::io::Result<bool> {
-    let Some(path) = super::safe_output::removable_output(out_dir, entry)? else {
+    let Some(path) = safe_output::removable_output(out_dir, entry)? else {
         return Ok(false);
     };
     match std::fs::remove_file(&path) {

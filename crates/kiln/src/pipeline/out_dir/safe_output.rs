@@ -2,9 +2,9 @@
 //! kiln may remove. `index.json` is a file anyone can edit; nothing it says makes kiln write,
 //! read or delete outside the output directory.
 
-use super::diagnostic::Diagnostic;
-use super::output::IndexEntry;
+use super::IndexEntry;
 use crate::boundary::{check_index_path, index_path, UnsafePath};
+use crate::pipeline::Diagnostic;
 use std::io;
 use std::path::{Path, PathBuf};
 

@@ -23,7 +23,7 @@
 //! than plain `open`/`write`/`close` this way, against 120 ms through a rename), and a killed
 //! writer leaves nothing behind.
 
-use super::output::write_atomic;
+use super::write_atomic;
 use std::fs::Metadata;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -107,7 +107,7 @@ impl Drop for Spares {
 
 #[cfg(target_os = "linux")]
 mod linux {
-    use super::super::output::TEMP_PREFIX;
+    use super::super::TEMP_PREFIX;
     use super::Spares;
     use std::ffi::CString;
     use std::fs::{File, Metadata, OpenOptions};
@@ -398,7 +398,7 @@ mod tests {
         std::fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| n.starts_with(super::super::output::TEMP_PREFIX))
+            .filter(|n| n.starts_with(super::super::TEMP_PREFIX))
             .collect()
     }
 

@@ -1,0 +1,399 @@
+//! The third phase of a build: what the run returned, folded chunk by chunk as chunks
+//! finish ([`Commit::absorb`]), then committed once ([`Project::commit`]): outputs nobody
+//! produces any more removed, `index.json` and `.kiln-stat` written, new artifacts saved,
+//! and the report computed, in one place, from those values.
+
+mod retire;
+pub(crate) mod write;
+
+use super::plan::{Mode, Outputs, Plan};
+use super::run::Ran;
+use crate::pipeline::engine::queries::{self, RevisionQ};
+use crate::pipeline::out_dir::stat::OutputStats;
+use crate::pipeline::out_dir::{IndexEntry, IndexFailure};
+use crate::pipeline::report::{Outcomes, RECOMPILED_LISTED};
+use crate::pipeline::{
+    BuildReport, Diagnostic, Outcome, Project, ProjectError, Recompiled, Severity, VariantId,
+};
+use crate::store::ContentKey;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// What failed in a build: whole variants, and (variant, target) pairs of variants whose
+/// other targets were built; with what `index.json` says of each failed pair. Counted here
+/// and nowhere else.
+#[derive(Default)]
+pub(super) struct Failed {
+    variants: BTreeSet<VariantId>,
+    pairs: BTreeSet<(VariantId, &'static str)>,
+    index: Vec<IndexFailure>,
+}
+
+impl Failed {
+    /// Whether the output of `variant` for the target named `target` failed in this build.
+    fn pair(&self, variant: &VariantId, target: &str) -> bool {
+        self.variants.contains(variant)
+            || crate::compile::Target::ALL
+                .iter()
+                .find(|t| t.name() == target)
+                .is_some_and(|t| self.pairs.contains(&(variant.clone(), t.name())))
+    }
+
+    /// One target of `variant` failed with `d`; its other targets were built.
+    fn target(&mut self, variant: &VariantId, target: crate::compile::Target, d: &Diagnostic) {
+        self.pairs.insert((variant.clone(), target.name()));
+        self.index
+            .push(IndexFailure::new(variant, target.name(), d));
+    }
+
+    /// `variant` failed as a whole; `d`, an error, for the `targets` it names.
+    fn variant(&mut self, variant: &VariantId, d: &Diagnostic, targets: &[&'static str]) {
+        self.variants.insert(variant.clone());
+        match d.target {
+            Some(target) => self
+                .index
+                .push(IndexFailure::new(variant, target.name(), d)),
+            None => self
+                .index
+                .extend(targets.iter().map(|t| IndexFailure::new(variant, t, d))),
+        }
+    }
+
+    /// Variants that failed (for every target or some), and failed (variant, target) pairs.
+    fn counts(&self, targets: usize) -> (usize, usize) {
+        let partly: Vec<&VariantId> = self
+            .pairs
+            .iter()
+            .map(|(v, _)| v)
+            .filter(|v| !self.variants.contains(*v))
+            .collect();
+        let distinct: BTreeSet<&&VariantId> = partly.iter().collect();
+        (
+            self.variants.len() + distinct.len(),
+            self.variants.len() * targets + partly.len(),
+        )
+    }
+
+    /// The index's failures: sorted, each (variant, target) once.
+    fn into_index(mut self) -> Vec<IndexFailure> {
+        self.index.sort();
+        self.index.dedup_by(|a, b| {
+            (&a.shader, &a.pass, &a.keywords, &a.target)
+                == (&b.shader, &b.pass, &b.keywords, &b.target)
+        });
+        self.index
+    }
+}
+
+/// What the variants run so far returned, folded as each chunk finishes: a build of
+/// 100,000 variants holds these (index entries with 32-byte hashes, names shared, and
+/// their stats in the last build's table), never every variant's result until the end.
+pub(super) struct Commit {
+    outcomes: Outcomes,
+    compiled: usize,
+    cached: usize,
+    deduplicated: usize,
+    recompiled: Vec<Recompiled>,
+    /// Errors of failed variants, in the order they ran.
+    errors: Vec<Diagnostic>,
+    /// Why some variants' outputs could not be written (each such variant failed).
+    write_errors: Vec<Diagnostic>,
+    /// Store trouble met while the variants ran.
+    store_warnings: Vec<Diagnostic>,
+    /// The index entries of the variants built.
+    entries: Vec<IndexEntry>,
+    failed: Failed,
+    /// Outputs written.
+    written: usize,
+    /// Compile times of the jobs compiled, for the remote cache.
+    costs: Vec<(ContentKey, u64)>,
+    /// The targets' names, in the manifest's order.
+    targets: Vec<&'static str>,
+}
+
+impl Commit {
+    /// Nothing folded yet, for the variants `plan` runs.
+    pub(super) fn new(plan: &mut Plan, targets: Vec<&'static str>) -> Self {
+        let mut entries = Vec::new();
+        if let Mode::Outputs(outputs) = &mut plan.mode {
+            let count = plan.variants.len() * targets.len();
+            entries.reserve_exact(count);
+            outputs.last.stats.reserve(count);
+        }
+        Commit {
+            outcomes: Outcomes::of(Arc::clone(&plan.variants)),
+            compiled: 0,
+            cached: 0,
+            deduplicated: 0,
+            recompiled: Vec::new(),
+            errors: Vec::new(),
+            write_errors: Vec::new(),
+            store_warnings: Vec::new(),
+            entries,
+            failed: Failed::default(),
+            written: 0,
+            costs: Vec::new(),
+            targets,
+        }
+    }
+
+    /// Folds what the variants of one chunk returned, the first of them at `first` in the
+    /// plan's variants; records the stats of the outputs written or verified.
+    pub(super) fn absorb(
+        &mut self,
+        project: &Project,
+        plan: &mut Plan,
+        first: usize,
+        ran: Vec<Ran>,
+    ) {
+        let variants = Arc::clone(&plan.variants);
+        let chunk = &variants[first..first + ran.len()];
+        for (at, (variant, ran)) in chunk.iter().zip(ran).enumerate() {
+            if let Some(outcome) = ran.outcome {
+                self.outcomes.record(first + at, outcome);
+            }
+            self.store_warnings.extend(ran.warnings);
+            self.costs.extend(ran.costs);
+            let diagnostics = match ran.result {
+                Ok(Ok(artifacts)) => {
+                    self.count(project, plan, variant, ran.outcome);
+                    for d in artifacts.failed.iter() {
+                        if let Some(target) = d.target {
+                            self.failed.target(variant, target, d);
+                            self.errors.push(d.clone());
+                        }
+                    }
+                    if let (Some(written), Mode::Outputs(outputs)) = (ran.written, &mut plan.mode) {
+                        self.record_written(variant, written, &mut outputs.last.stats);
+                    }
+                    continue;
+                }
+                Ok(Err(diagnostics)) => diagnostics.to_vec(),
+                Err(engine) => vec![Diagnostic::error(engine.to_string())],
+            };
+            self.failed.variants.insert(variant.clone());
+            for mut d in diagnostics {
+                if d.variant.is_none() {
+                    d.variant = Some(variant.to_string());
+                }
+                if d.severity == Severity::Error {
+                    self.failed.variant(variant, &d, &self.targets);
+                }
+                self.errors.push(d);
+            }
+        }
+    }
+
+    /// Counts how a built variant got its artifacts (an up-to-date one has no outcome).
+    fn count(
+        &mut self,
+        project: &Project,
+        plan: &Plan,
+        variant: &VariantId,
+        outcome: Option<Outcome>,
+    ) {
+        match outcome {
+            Some(Outcome::Compiled) => {
+                self.compiled += 1;
+                if self.recompiled.len() < RECOMPILED_LISTED {
+                    self.recompiled.push(Recompiled {
+                        variant: variant.clone(),
+                        digest: project.digest_of(variant),
+                        reason: project.reason(variant, plan),
+                    });
+                }
+            }
+            Some(Outcome::Deduplicated) => self.deduplicated += 1,
+            Some(Outcome::Cached) | None => self.cached += 1,
+        }
+    }
+
+    /// Records one variant's outputs as written, or its failure to be written.
+    fn record_written(
+        &mut self,
+        variant: &VariantId,
+        written: write::WriteResult,
+        stats: &mut OutputStats,
+    ) {
+        match written {
+            Ok(written) => {
+                self.entries.extend(written.entries);
+                for (path, stat) in written.stats {
+                    stats.record(&path, stat);
+                }
+                self.written += written.written;
+            }
+            Err(diagnostic) => {
+                self.failed.variants.insert(variant.clone());
+                let index = self
+                    .targets
+                    .iter()
+                    .map(|t| IndexFailure::new(variant, t, &diagnostic));
+                self.failed.index.extend(index);
+                self.write_errors.push(diagnostic);
+            }
+        }
+    }
+}
+
+impl Project {
+    /// Commits a build whose variants all ran: writes what the outputs need, saves new
+    /// artifacts, and computes the report. Even when writing outputs failed, what was
+    /// compiled is saved.
+    pub(super) fn commit(
+        &mut self,
+        plan: Plan,
+        commit: Commit,
+        started: Instant,
+    ) -> Result<BuildReport, ProjectError> {
+        // Before the marker goes: the spares are temporary files.
+        self.spares.remove_all();
+        drop(plan.pinned);
+        let counts = self.events.take();
+        let (failed, failed_outputs) = commit.failed.counts(commit.targets.len());
+        let mut report = BuildReport {
+            variants: plan.total,
+            compiled: commit.compiled,
+            cached: commit.cached,
+            deduplicated: commit.deduplicated,
+            failed,
+            failed_outputs,
+            outcomes: commit.outcomes,
+            changed_files: plan.changed_files,
+            manifest_changed: plan.manifest_changed,
+            verified: counts.artifacts_validated,
+            early_cutoff: counts.backdated,
+            evicted: counts.evicted + plan.evicted_before,
+            recompiled: commit.recompiled,
+            ..BuildReport::default()
+        };
+        let mut diagnostics = plan.warnings;
+        diagnostics.extend(commit.errors);
+        let ran_any = !plan.variants.is_empty();
+        let (written, provisional) = match plan.mode {
+            Mode::Shard(shard) => {
+                report.shard = Some(shard);
+                (Ok(retire::Retired::default()), true)
+            }
+            Mode::Outputs(outputs) => {
+                report.cached += outputs.current_variants;
+                let index = IndexParts {
+                    entries: commit.entries,
+                    failures: commit.failed,
+                    revisions: &plan.revisions,
+                };
+                (self.write_index(outputs, index), false)
+            }
+        };
+        report.outputs_ready = started.elapsed();
+        let saved = self
+            .pool
+            .install(|| self.db.context().flush_saves(&commit.costs, provisional));
+        if ran_any {
+            // The previous index and this build's last chunk were freed inside the arenas;
+            // under `kiln watch` they would stay resident until the next edit. A no-op
+            // build ran nothing and frees little: it skips the walk.
+            super::release_free_memory();
+        }
+        let retired = written?;
+        report.outputs_written = commit.written;
+        report.outputs_removed = retired.removed;
+        diagnostics.extend(commit.write_errors);
+        diagnostics.extend(retired.warnings);
+        diagnostics.extend(plan.index_warnings);
+        diagnostics.extend(commit.store_warnings);
+        diagnostics.extend(saved);
+        if let Some(remote) = self.db.context().store.remote() {
+            let remote = remote.take_report();
+            diagnostics.extend(super::plan::remote::remote_warnings(&remote));
+            report.remote = Some(remote);
+        }
+        diagnostics.sort_by_key(|d| std::cmp::Reverse(d.severity));
+        report.diagnostics = diagnostics;
+        report.elapsed = started.elapsed();
+        Ok(report)
+    }
+
+    /// Removes what nobody produces any more and writes `index.json` and `.kiln-stat`;
+    /// then the output directory's lock and its marker go.
+    fn write_index(
+        &mut self,
+        outputs: Outputs,
+        index: IndexParts<'_>,
+    ) -> Result<retire::Retired, ProjectError> {
+        let Outputs {
+            lock,
+            marker,
+            last,
+            current,
+            ..
+        } = outputs;
+        let written = self.retire_and_index(last, current, index);
+        if let Some(marker) = marker {
+            // Every temporary file is gone: renamed into place, or removed on an error.
+            let _ = std::fs::remove_file(marker);
+        }
+        drop(lock);
+        written
+    }
+
+    /// Why naga had to compile `variant` in this build.
+    fn reason(&self, variant: &VariantId, plan: &Plan) -> String {
+        // Only an edit needs the variant's files; without one (a cold build), fetching them
+        // would preprocess every variant again after the engine evicted its text.
+        let pre = if plan.changed_files.is_empty() {
+            None
+        } else {
+            self.db.get::<queries::PreprocessQ>(variant).ok()
+        };
+        if let Some(Ok(pre)) = pre {
+            let files = pre.files();
+            let changed: Vec<&PathBuf> = plan
+                .changed_files
+                .iter()
+                .filter(|f| files.contains(f))
+                .collect();
+            if let (Some(first), Some(entry)) = (changed.first(), files.first()) {
+                let mut reason = if *first == entry {
+                    format!("{} changed", first.display())
+                } else {
+                    format!(
+                        "{} changed (included by {})",
+                        first.display(),
+                        entry.display()
+                    )
+                };
+                if changed.len() > 1 {
+                    reason.push_str(&format!(" and {} more file(s)", changed.len() - 1));
+                }
+                return reason;
+            }
+        }
+        if plan.manifest_changed {
+            "the manifest changed".to_owned()
+        } else {
+            "no artifact in the store".to_owned()
+        }
+    }
+
+    /// The digest of `variant`'s key at its shader's current revision (for logs).
+    fn digest_of(&self, variant: &VariantId) -> String {
+        match self.db.get::<RevisionQ>(&variant.shader) {
+            Ok(Ok(revision)) => queries::variant_key(variant, revision.short())
+                .map(|key| key.digest())
+                .unwrap_or_default(),
+            _ => String::new(),
+        }
+    }
+}
+
+/// What the new index is made of besides the entries still current.
+pub(super) struct IndexParts<'a> {
+    /// The entries of the variants built in this build.
+    entries: Vec<IndexEntry>,
+    failures: Failed,
+    /// For the revision a kept failed output failed at.
+    revisions: &'a crate::pipeline::engine::scope::Revisions,
+}
