@@ -13,7 +13,7 @@
 //! ```
 
 use super::scope::VariantScope;
-use super::services::{CompileInput, Services};
+use super::services::{CompileInput, Outcome, Services};
 use crate::compile::{Constants, Target, TargetConfig};
 use crate::identity::{self, Revision};
 use crate::key::VariantKey;
@@ -458,30 +458,9 @@ impl Query<Services> for ArtifactsQ {
             Err(d) => return fail(d),
         };
         let services = db.context();
-        // Map naga's positions in the preprocessed text back to the sources. A diagnostic
-        // names the variant's key, revision included, so a failure depends on the revision.
-        let diagnose = |failures: &[(Option<Target>, crate::compile::CompileError)]| {
-            let key = match db.get::<RevisionQ>(&variant.shader)? {
-                Ok(revision) => variant_key(variant, revision.short()).unwrap_or(key),
-                Err(_) => key,
-            };
-            let pre = db.get::<PreprocessQ>(variant)?.ok();
-            Ok::<_, QueryError>(
-                failures
-                    .iter()
-                    .map(|(target, error)| {
-                        let d = Diagnostic::from_compile(error, pre.as_deref()).for_variant(&key);
-                        match target {
-                            Some(t) => d.for_target(*t),
-                            None => d,
-                        }
-                    })
-                    .collect::<Vec<Diagnostic>>(),
-            )
-        };
         if !services.cache.contains(&key) {
             if let Some(outputs) = services.recorded_outputs(&job.input(), &job.targets) {
-                VariantScope::record(|made| made.outcome = Some(super::services::Outcome::Cached));
+                VariantScope::record(|made| made.outcome = Some(Outcome::Cached));
                 return Ok(Ok(Artifacts {
                     outputs,
                     failed: none_failed(),
@@ -509,11 +488,37 @@ impl Query<Services> for ArtifactsQ {
                 let failed = if produced.failed.is_empty() {
                     none_failed()
                 } else {
-                    Arc::from(diagnose(&produced.failed)?)
+                    Arc::from(diagnose(db, variant, key, &produced.failed)?)
                 };
                 Ok(Ok(Artifacts { outputs, failed }))
             }
-            Err(failures) => Ok(Err(Arc::from(diagnose(&failures)?))),
+            Err(failures) => Ok(Err(Arc::from(diagnose(db, variant, key, &failures)?))),
         }
     }
+}
+
+/// The compiler's failures for `variant`, mapped from positions in the preprocessed text
+/// back to the sources. A diagnostic names the variant's key, revision included, so a
+/// failure depends on the revision (`key` is the one the artifacts were looked up under).
+fn diagnose(
+    db: &Db,
+    variant: &VariantId,
+    key: VariantKey,
+    failures: &[(Option<Target>, crate::compile::CompileError)],
+) -> Result<Vec<Diagnostic>, QueryError> {
+    let key = match db.get::<RevisionQ>(&variant.shader)? {
+        Ok(revision) => variant_key(variant, revision.short()).unwrap_or(key),
+        Err(_) => key,
+    };
+    let pre = db.get::<PreprocessQ>(variant)?.ok();
+    Ok(failures
+        .iter()
+        .map(|(target, error)| {
+            let d = Diagnostic::from_compile(error, pre.as_deref()).for_variant(&key);
+            match target {
+                Some(t) => d.for_target(*t),
+                None => d,
+            }
+        })
+        .collect())
 }

@@ -556,8 +556,6 @@ impl Services {
         input: &CompileInput<'_>,
         targets: &[TargetConfig],
     ) -> ProduceResult {
-        let compiler = input.front_end.kind();
-        let mut outputs: Vec<(Target, Option<Arc<[u8]>>)> = Vec::with_capacity(targets.len());
         // Pairs the stage table refuses fail without a lookup or a compile, so that a variant
         // whose other targets are all stored is not compiled again for them.
         let mut failures = Vec::new();
@@ -568,40 +566,14 @@ impl Services {
                 None => wanted.push(config),
             }
         }
-        let targets = wanted;
-        if targets.is_empty() {
+        if wanted.is_empty() {
             return Err(Failures::from(failures));
         }
-        for target in targets.iter().copied() {
-            let ns = self.namespace(compiler, target);
-            if let Some(bytes) = self.deferred(&ns, key) {
-                outputs.push((target.target(), Some(bytes)));
-                continue;
-            }
-            let bytes = match self.store.load(&ns, key) {
-                Ok(Lookup::Hit(bytes)) => Some(Arc::from(bytes)),
-                Ok(Lookup::Miss) => None,
-                Ok(Lookup::Corrupt {
-                    path,
-                    entry,
-                    reason,
-                }) => {
-                    let warning = Diagnostic::warning(format!(
-                        "corrupt store entry {entry} in {} ({reason}): discarded and rebuilt",
-                        path.display()
-                    ));
-                    VariantScope::record(|made| made.warnings.push(warning));
-                    None
-                }
-                Err(e) => {
-                    let warning =
-                        Diagnostic::warning(format!("store read failed, compiling instead: {e}"));
-                    VariantScope::record(|made| made.warnings.push(warning));
-                    None
-                }
-            };
-            outputs.push((target.target(), bytes));
-        }
+        let compiler = input.front_end.kind();
+        let outputs: Vec<(Target, Option<Arc<[u8]>>)> = wanted
+            .iter()
+            .map(|config| (config.target(), self.load(compiler, config, key)))
+            .collect();
         if outputs.iter().all(|(_, bytes)| bytes.is_some()) {
             let outputs = outputs
                 .into_iter()
@@ -613,11 +585,52 @@ impl Services {
                 failed: Failures::from(failures),
             });
         }
+        self.compile_missing(job, key, input, &wanted, outputs, failures)
+    }
 
-        // Only the targets the store lacks are compiled.
+    /// The bytes of `key` for one target: among the deferred saves, else in the store
+    /// (verified); a damaged entry is reported and reads as missing.
+    fn load(
+        &self,
+        compiler: CompilerKind,
+        target: &TargetConfig,
+        key: &ContentKey,
+    ) -> Option<Arc<[u8]>> {
+        let ns = self.namespace(compiler, target);
+        if let Some(bytes) = self.deferred(&ns, key) {
+            return Some(bytes);
+        }
+        let warning = match self.store.load(&ns, key) {
+            Ok(Lookup::Hit(bytes)) => return Some(Arc::from(bytes)),
+            Ok(Lookup::Miss) => return None,
+            Ok(Lookup::Corrupt {
+                path,
+                entry,
+                reason,
+            }) => Diagnostic::warning(format!(
+                "corrupt store entry {entry} in {} ({reason}): discarded and rebuilt",
+                path.display()
+            )),
+            Err(e) => Diagnostic::warning(format!("store read failed, compiling instead: {e}")),
+        };
+        VariantScope::record(|made| made.warnings.push(warning));
+        None
+    }
+
+    /// Compiles the targets `outputs` lacks (the others were loaded), saves what compiled
+    /// (deferred) and records the compile's time for the remote.
+    fn compile_missing(
+        &self,
+        job: &ContentKey,
+        key: &ContentKey,
+        input: &CompileInput<'_>,
+        targets: &[&TargetConfig],
+        outputs: Vec<(Target, Option<Arc<[u8]>>)>,
+        mut failures: Vec<(Option<Target>, CompileError)>,
+    ) -> ProduceResult {
         let missing: Vec<Option<&TargetConfig>> = outputs
             .iter()
-            .zip(&targets)
+            .zip(targets)
             .map(|((_, bytes), config)| bytes.is_none().then_some(*config))
             .collect();
         let request = CompileRequest {
@@ -636,6 +649,7 @@ impl Services {
         if self.store.remote().is_some() {
             VariantScope::record(|made| made.costs.push((*job, micros.max(1))));
         }
+        let compiler = input.front_end.kind();
         let mut done = Vec::with_capacity(outputs.len());
         for (((target, bytes), config), result) in outputs.into_iter().zip(targets).zip(compiled) {
             // Hashed once: for the index and as the store's checksum.
@@ -655,14 +669,9 @@ impl Services {
                     continue;
                 }
                 (None, None) => {
-                    failures.push((
-                        Some(target),
-                        CompileError::new(
-                            compile::CompilePhase::Emit,
-                            "the compiler returned no result for this target".into(),
-                            None,
-                        ),
-                    ));
+                    let message = "the compiler returned no result for this target".into();
+                    let e = CompileError::new(compile::CompilePhase::Emit, message, None);
+                    failures.push((Some(target), e));
                     continue;
                 }
             };

@@ -272,7 +272,7 @@ impl Project {
         let mut diagnostics = plan.warnings;
         diagnostics.extend(commit.errors);
         let ran_any = !plan.variants.is_empty();
-        let (written, provisional) = match plan.mode {
+        let (retired, provisional) = match plan.mode {
             Mode::Shard(shard) => {
                 report.shard = Some(shard);
                 (Ok(retire::Retired::default()), true)
@@ -297,7 +297,7 @@ impl Project {
             // build ran nothing and frees little: it skips the walk.
             super::release_free_memory();
         }
-        let retired = written?;
+        let retired = retired?;
         report.outputs_written = commit.written;
         report.outputs_removed = retired.removed;
         diagnostics.extend(commit.write_errors);
@@ -305,6 +305,17 @@ impl Project {
         diagnostics.extend(plan.index_warnings);
         diagnostics.extend(commit.store_warnings);
         diagnostics.extend(saved);
+        self.finish_report(report, diagnostics, started)
+    }
+
+    /// The report's last part: the remote's report and warnings, the diagnostics errors
+    /// first, the wall time.
+    fn finish_report(
+        &self,
+        mut report: BuildReport,
+        mut diagnostics: Vec<Diagnostic>,
+        started: Instant,
+    ) -> Result<BuildReport, ProjectError> {
         if let Some(remote) = self.db.context().store.remote() {
             let remote = remote.take_report();
             diagnostics.extend(super::plan::remote::remote_warnings(&remote));

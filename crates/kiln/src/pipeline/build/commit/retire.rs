@@ -31,31 +31,16 @@ impl Project {
         current: Vec<usize>,
         parts: IndexParts<'_>,
     ) -> Result<Retired, ProjectError> {
-        // Every entry of the last index still current (a no-op build, or one that only
-        // added variants): they are moved, not copied, and none is retired. Positions are
-        // distinct, so equal counts mean all of them.
-        let all_current = current.len() == last.index.entries.len();
-        let mut entries = if all_current {
-            std::mem::take(&mut last.index.entries)
-        } else {
-            current
-                .iter()
-                .map(|&at| last.index.entries[at].clone())
-                .collect()
-        };
         let IndexParts {
             entries: built,
             failures,
             revisions,
         } = parts;
-        if entries.is_empty() {
-            entries = built;
-        } else {
-            entries.extend(built);
-        }
-        // In place: paths are distinct, and a stable sort allocates half the entries again
-        // (12 MB at 40,000 variants, at the build's peak).
-        entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+        // Every entry of the last index still current (a no-op build, or one that only
+        // added variants): they are moved, not copied, and none is retired. Positions are
+        // distinct, so equal counts mean all of them.
+        let all_current = current.len() == last.index.entries.len();
+        let mut entries = merge_entries(&mut last.index, &current, all_current, built);
         let mut retired = Retired::default();
         let mut stats = std::mem::take(&mut last.stats);
         let kept = self.retire(
@@ -180,4 +165,28 @@ impl Project {
         }
         Ok(stats)
     }
+}
+
+/// The new index's entries, sorted by path: the last index's entries at the positions
+/// `current` (moved out when that is all of them) and those `built` in this build.
+fn merge_entries(
+    last: &mut Index,
+    current: &[usize],
+    all_current: bool,
+    built: Vec<IndexEntry>,
+) -> Vec<IndexEntry> {
+    let mut entries = if all_current {
+        std::mem::take(&mut last.entries)
+    } else {
+        current.iter().map(|&at| last.entries[at].clone()).collect()
+    };
+    if entries.is_empty() {
+        entries = built;
+    } else {
+        entries.extend(built);
+    }
+    // In place: paths are distinct, and a stable sort allocates half the entries again
+    // (12 MB at 40,000 variants, at the build's peak).
+    entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    entries
 }

@@ -127,35 +127,10 @@ pub(crate) fn write(
             OnDisk::Current => {}
             OnDisk::Holds(stat) => done.stats.push((output.relative.clone(), stat)),
             OnDisk::Differs | OnDisk::Missing => {
-                let (written, written_hash) = bytes
-                    .and_then(|all| {
-                        all.outputs
-                            .iter()
-                            .zip(&all.hashes)
-                            .find(|((t, _), _)| *t == output.target)
-                            .map(|((_, b), h)| (b.clone(), *h))
-                    })
-                    .ok_or_else(|| {
-                        failure(
-                            variant,
-                            format!(
-                                "{}: the artifact vanished from the store; build again",
-                                output.path.display()
-                            ),
-                        )
-                    })?;
-                let meta = match output.found {
-                    OnDisk::Missing => spares.write_new(&output.path, &written),
-                    _ => spares.write(&output.path, &written),
-                }
-                .map_err(|e| {
-                    let path = output.path.display();
-                    failure(variant, format!("cannot write output {path}: {e}"))
-                })?;
-                done.stats
-                    .push((output.relative.clone(), FileStat::of(&meta)));
+                let (stat, written_len, written_hash) = write_one(spares, variant, &output, bytes)?;
+                done.stats.push((output.relative.clone(), stat));
                 done.written += 1;
-                (len, hash) = (written.len() as u64, written_hash);
+                (len, hash) = (written_len, written_hash);
             }
         }
         done.entries.push(IndexEntry {
@@ -169,6 +144,38 @@ pub(crate) fn write(
         });
     }
     Ok(done)
+}
+
+/// Writes one output the disk lacks from the variant's `bytes`; returns the file's stat and
+/// the size and hash of the bytes written.
+fn write_one(
+    spares: &Spares,
+    variant: &VariantId,
+    output: &Placed,
+    bytes: Option<&VariantArtifacts>,
+) -> Result<(FileStat, u64, ContentKey), Diagnostic> {
+    let (written, hash) = bytes
+        .and_then(|all| {
+            all.outputs
+                .iter()
+                .zip(&all.hashes)
+                .find(|((t, _), _)| *t == output.target)
+                .map(|((_, b), h)| (b, *h))
+        })
+        .ok_or_else(|| {
+            let path = output.path.display();
+            let message = format!("{path}: the artifact vanished from the store; build again");
+            failure(variant, message)
+        })?;
+    let meta = match output.found {
+        OnDisk::Missing => spares.write_new(&output.path, written),
+        _ => spares.write(&output.path, written),
+    }
+    .map_err(|e| {
+        let path = output.path.display();
+        failure(variant, format!("cannot write output {path}: {e}"))
+    })?;
+    Ok((FileStat::of(&meta), written.len() as u64, hash))
 }
 
 /// What a variant's index entries share: the previous build's, when this process wrote it

@@ -175,62 +175,85 @@ impl Project {
                 stale,
             };
         }
-        let by_stamp = entries_by_stamp(&last.index);
-        let targets = self.manifest.targets.len();
-        // Entries the expected stats do not cover are stat'ed by their own path.
-        let outputs = match expected {
-            Some(_) => DirStats::open(&self.out_dir, std::iter::empty()),
-            None => DirStats::open(
-                &self.out_dir,
-                last.index.entries.iter().map(|entry| &*entry.path),
-            ),
+        let check = CurrentCheck {
+            by_stamp: entries_by_stamp(&last.index),
+            targets: self.manifest.targets.len(),
+            // Entries the expected stats do not cover are stat'ed by their own path.
+            outputs: match expected {
+                Some(_) => DirStats::open(&self.out_dir, std::iter::empty()),
+                None => DirStats::open(
+                    &self.out_dir,
+                    last.index.entries.iter().map(|entry| &*entry.path),
+                ),
+            },
+            expected,
+            last,
+            revisions,
         };
-        let file_stat = |at: usize, variant: &VariantId, path: &str| {
-            expected
-                .and_then(|expected| expected.stat(at, variant, path))
-                .unwrap_or_else(|| outputs.file_stat(path))
-        };
-        // Per variant, the positions of its current entries, or none.
-        let check = |(at, variant): &(usize, VariantId)| -> Option<Vec<usize>> {
-            let entries = revisions
-                .get(&variant.shader)
-                .map(|shader| shader.input_stamp(&variant.pass, &variant.keywords))
-                .and_then(|stamp| by_stamp.get(stamp.as_str()))
-                .filter(|entries| entries.len() == targets)?;
-            entries
-                .iter()
-                .all(|&(_, e)| {
-                    !e.stale
-                        && !last.suspect.contains(&*e.path)
-                        && file_stat(*at, variant, &e.path)
-                            .is_some_and(|stat| last.stats.trusts(&e.path, &stat))
-                })
-                .then(|| entries.iter().map(|&(at, _)| at).collect())
-        };
+        let check = |numbered: &(usize, VariantId)| check.entries(numbered);
         let (checked, ()) = on_pool_and_here(
             &self.pool,
             &variants,
             |chunk| chunk.iter().map(check).collect::<Vec<_>>(),
             || {},
         );
-        let mut current = Vec::new();
-        let mut current_variants = 0;
+        let mut fresh = Fresh {
+            current: Vec::new(),
+            current_variants: 0,
+            stale,
+        };
         for ((_, variant), entries) in variants.into_iter().zip(checked.into_iter().flatten()) {
             match entries {
                 Some(entries) => {
-                    current.extend(entries);
-                    current_variants += 1;
+                    fresh.current.extend(entries);
+                    fresh.current_variants += 1;
                 }
-                None => stale.push(variant),
+                None => fresh.stale.push(variant),
             }
         }
-        current.sort_unstable();
-        stale.shrink_to_fit();
-        Fresh {
-            current,
-            current_variants,
-            stale,
-        }
+        fresh.current.sort_unstable();
+        fresh.stale.shrink_to_fit();
+        fresh
+    }
+}
+
+/// Whether a variant's outputs are current: what [`Project::up_to_date`] asks of each.
+struct CurrentCheck<'a> {
+    by_stamp: FxHashMap<&'a str, Vec<(usize, &'a IndexEntry)>>,
+    targets: usize,
+    outputs: DirStats<'a>,
+    expected: Option<&'a ExpectedOutputs>,
+    last: &'a LastBuild,
+    revisions: &'a Revisions,
+}
+
+impl CurrentCheck<'_> {
+    /// The stat of `path`, an output of `variant` (at `at` among the variants stat'ed).
+    fn file_stat(&self, at: usize, variant: &VariantId, path: &str) -> Option<FileStat> {
+        self.expected
+            .and_then(|expected| expected.stat(at, variant, path))
+            .unwrap_or_else(|| self.outputs.file_stat(path))
+    }
+
+    /// The positions of the variant's entries in the last index when all are current (its
+    /// input stamp is theirs, one per target, none stale or suspect, each file as recorded).
+    fn entries(&self, (at, variant): &(usize, VariantId)) -> Option<Vec<usize>> {
+        let entries = self
+            .revisions
+            .get(&variant.shader)
+            .map(|shader| shader.input_stamp(&variant.pass, &variant.keywords))
+            .and_then(|stamp| self.by_stamp.get(stamp.as_str()))
+            .filter(|entries| entries.len() == self.targets)?;
+        entries
+            .iter()
+            .all(|&(_, e)| {
+                !e.stale
+                    && !self.last.suspect.contains(&*e.path)
+                    && self
+                        .file_stat(*at, variant, &e.path)
+                        .is_some_and(|stat| self.last.stats.trusts(&e.path, &stat))
+            })
+            .then(|| entries.iter().map(|&(at, _)| at).collect())
     }
 }
 
