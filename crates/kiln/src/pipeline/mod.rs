@@ -68,7 +68,7 @@ pub struct BuildOptions {
     /// Byte budget for what a project keeps in memory besides its per-variant records:
     /// half for compiled artifacts (the variant cache), a quarter for artifacts waiting to
     /// be saved to the store, an eighth each for preprocessed and compile texts. Default:
-    /// 32 MiB of artifacts, 16 MiB of pending saves, 8 MiB per kind of text. Artifact bytes
+    /// 8 MiB of artifacts, 16 MiB of pending saves, 8 MiB per kind of text. Artifact bytes
     /// need not stay in memory once written: evicted ones are reloaded from the store,
     /// never recompiled.
     pub max_memory: Option<u64>,
