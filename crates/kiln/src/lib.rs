@@ -5,6 +5,7 @@
 //! target, and kept in a checksummed, content-addressed store. The variant cache of the
 //! founding document is the one in-memory cache the pipeline uses.
 
+pub mod base;
 pub mod boundary;
 pub mod compile;
 pub mod identity;

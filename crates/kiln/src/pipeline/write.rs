@@ -185,7 +185,7 @@ impl Project {
             entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
         }
         let index = Index {
-            kiln_version: crate::store::KILN_VERSION.to_owned(),
+            kiln_version: crate::base::KILN_VERSION.to_owned(),
             entries,
             failures: failed.index,
         };
