@@ -5,6 +5,14 @@
 //! target, and kept in a checksummed, content-addressed store. The variant cache of the
 //! founding document is the one in-memory cache the pipeline uses.
 
+// A library reports through its return values and `tracing`, never by printing (only the
+// CLI prints); every `unsafe` block states why it is sound.
+#![deny(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    clippy::undocumented_unsafe_blocks
+)]
+
 pub mod base;
 pub mod boundary;
 pub mod compile;
