@@ -174,6 +174,13 @@
 //!   (the million-level test peaked at 4.6 GB resident in a debug build).
 
 #![deny(missing_docs)]
+// A library reports through its return values and `tracing`, never by printing (only the
+// CLI prints); every `unsafe` block states why it is sound.
+#![deny(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    clippy::undocumented_unsafe_blocks
+)]
 
 mod active;
 mod backdate;

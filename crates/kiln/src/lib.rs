@@ -56,6 +56,15 @@
 //! # }
 //! ```
 
+// A library reports through its return values and `tracing`, never by printing (only the
+// CLI prints); every `unsafe` block states why it is sound.
+#![deny(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    clippy::undocumented_unsafe_blocks
+)]
+
+pub mod base;
 pub mod boundary;
 pub mod compile;
 pub mod identity;

@@ -20,7 +20,7 @@ use std::collections::BinaryHeap;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::store::ContentKey;
+use crate::base::ContentKey;
 
 /// Shard `index` of `count` (0-based: `0/4` .. `3/4`, as `JOB_COMPLETION_INDEX` counts).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -57,7 +57,7 @@ pub fn check_name(name: &str) -> Result<(), NameFault> {
     if name.starts_with('.') {
         return Err(NameFault::DotName);
     }
-    if name == crate::pipeline::INDEX_FILE {
+    if name == crate::base::INDEX_FILE {
         return Err(NameFault::IndexName);
     }
     for c in name.chars() {

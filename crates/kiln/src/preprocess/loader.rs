@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::path::normalize_entry;
+use crate::boundary::{read_project_file, DEFAULT_MAX_SOURCE_BYTES};
 
 /// Reads a source file by its project-root-relative, normalised, `/`-separated path.
 ///
@@ -132,19 +133,32 @@ where
     }
 }
 
-/// Reads files under a project root on disk.
-///
-/// Confinement is lexical (done by the preprocessor on the path); a symbolic link inside the
-/// root that points outside it is followed.
+/// Reads files under a project root on disk, through the project boundary
+/// ([`crate::boundary::read_project_file`]): by their real paths, inside the root (a symbolic
+/// link that leaves it is refused), regular files only, at most
+/// [`crate::boundary::DEFAULT_MAX_SOURCE_BYTES`] unless [`DiskLoader::with_max_bytes`] says
+/// otherwise. A missing file is [`io::ErrorKind::NotFound`]; every other refusal carries
+/// the boundary's reason.
 #[derive(Clone, Debug)]
 pub struct DiskLoader {
     root: PathBuf,
+    max_bytes: u64,
 }
 
 impl DiskLoader {
     /// A loader for the project whose root directory is `root`.
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
+        Self {
+            root: root.into(),
+            max_bytes: DEFAULT_MAX_SOURCE_BYTES,
+        }
+    }
+
+    /// The same loader with another cap on the size of one file (a project's
+    /// `max_source_bytes`).
+    pub fn with_max_bytes(mut self, max_bytes: u64) -> Self {
+        self.max_bytes = max_bytes;
+        self
     }
 
     /// The project root.
@@ -162,7 +176,9 @@ impl SourceLoader for DiskLoader {
                 format!("{}: {problem}", path.display()),
             )
         })?;
-        std::fs::read_to_string(self.root.join(relative)).map(Arc::from)
+        read_project_file(&self.root, Path::new(&relative), self.max_bytes)
+            .map(Arc::from)
+            .map_err(|refused| refused.to_io_error())
     }
 }
 

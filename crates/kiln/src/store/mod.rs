@@ -19,7 +19,6 @@
 //!   is buffered and written with the next batch ([`ArtifactStore::flush`]).
 
 mod checkpoint;
-mod content_key;
 mod error;
 mod gc;
 mod local;
@@ -31,12 +30,12 @@ pub mod verify;
 
 use std::sync::Arc;
 
-pub use content_key::{ContentKey, ParseContentKeyError};
+pub use crate::base::{ContentKey, ParseContentKeyError, KILN_VERSION};
+pub use crate::identity::Namespace;
 pub use error::{SaveManyError, StoreError};
 pub use gc::{GcReport, NamespaceUsage, StoreUsage};
 pub use local::LocalStore;
 pub use memory::MemoryStore;
-pub use namespace::{Namespace, KILN_VERSION};
 pub use remote::{RemoteConfig, RemoteConfigError, RemoteReport, RemoteStore};
 pub use tiered::TieredStore;
 pub use verify::CorruptReason;

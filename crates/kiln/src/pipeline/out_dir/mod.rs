@@ -18,8 +18,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The name of the index file in the output directory.
-pub const INDEX_FILE: &str = "index.json";
+pub use crate::base::{INDEX_FILE, WRITING_MARKER};
 
 /// The index of an output directory.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -432,12 +431,6 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<std::fs::Metad
     let dir = path.parent().unwrap_or(Path::new("."));
     write_atomic_via(dir, path, bytes)
 }
-
-/// A file in the output directory that says outputs may be being written: made by a build
-/// before it writes its first output, removed once its index is written. Found by the next
-/// build, it means a writer was killed and may have left temporary files anywhere under the
-/// output directory.
-pub const WRITING_MARKER: &str = ".kiln-writing";
 
 fn write_atomic_via(
     temp_dir: &Path,

@@ -22,8 +22,7 @@ use std::fs::Metadata;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// The name of the stat file in the output directory.
-pub const STAT_FILE: &str = ".kiln-stat";
+pub use crate::base::STAT_FILE;
 
 /// Modification times this close to the sealing of the set may hide a later write in the
 /// same tick of the file system's clock (ext4 stamps files with a coarse clock).

@@ -55,7 +55,7 @@ impl Project {
             entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
         }
         let index = Index {
-            kiln_version: crate::store::KILN_VERSION.to_owned(),
+            kiln_version: crate::base::KILN_VERSION.to_owned(),
             entries,
             failures: failures.into_index(),
         };
