@@ -114,6 +114,7 @@ impl Context<'_> {
         variant: &[String],
         by_keyword: &BTreeMap<String, Constants>,
     ) -> Result<(), ManifestError> {
+        let name = shader.name.get_ref();
         let mut seen: BTreeMap<&str, (&str, ConstantValue)> = BTreeMap::new();
         for keyword in variant {
             for (constant, value) in by_keyword.get(keyword).into_iter().flatten() {
@@ -122,8 +123,7 @@ impl Context<'_> {
                         return Err(self.error(
                             shader.keyword_constants.get(keyword).map(|t| t.span()),
                             format!(
-                                "shader `{}`, variant [{}]: keywords `{other}` and `{keyword}` give constant `{constant}` different values ({v} and {value})",
-                                shader.name.get_ref(),
+                                "shader `{name}`, variant [{}]: keywords `{other}` and `{keyword}` give constant `{constant}` different values ({v} and {value})",
                                 variant.join(";")
                             ),
                         ));

@@ -164,8 +164,8 @@ impl Context<'_> {
         Err(self.error(
             Some(options.span()),
             format!(
-                "shader `{}` sets `[shader.glslang]` options but no pass of it uses glslang",
-                shader.name.get_ref()
+                "shader `{name}` sets `[shader.glslang]` options but no pass of it uses glslang",
+                name = shader.name.get_ref()
             ),
         ))
     }

@@ -96,14 +96,14 @@ impl Context<'_> {
         variant: &[Spanned<String>],
         keywords: &BTreeSet<String>,
     ) -> Result<(), ManifestError> {
+        let name = shader.name.get_ref();
         for word in variant {
             let w = word.get_ref();
             if w != NONE_KEYWORD && !keywords.contains(w) {
                 return Err(self.error(
                     Some(word.span()),
                     format!(
-                        "unknown keyword `{w}` in a variant of shader `{}` (declared: {})",
-                        shader.name.get_ref(),
+                        "unknown keyword `{w}` in a variant of shader `{name}` (declared: {})",
                         list(keywords)
                     ),
                 ));

@@ -62,10 +62,11 @@ pub(super) struct RawPass {
 
 impl Context<'_> {
     pub(super) fn passes(&self, shader: &RawShader) -> Result<Vec<PassSpec>, ManifestError> {
+        let name = shader.name.get_ref();
         if shader.passes.is_empty() {
             return Err(self.error(
                 Some(shader.name.span()),
-                format!("shader `{}` has no passes", shader.name.get_ref()),
+                format!("shader `{name}` has no passes"),
             ));
         }
         let mut passes = Vec::new();
@@ -82,6 +83,7 @@ impl Context<'_> {
         pass_name: &str,
         pass: &Spanned<RawPass>,
     ) -> Result<PassSpec, ManifestError> {
+        let name = shader.name.get_ref();
         let span = pass.span();
         let pass = pass.get_ref();
         check_name(pass_name).map_err(|why| {
@@ -96,7 +98,7 @@ impl Context<'_> {
         let shader_model = self.shader_model(pass, pass_name, language)?;
         let constants = self.constants(
             &pass.constants,
-            &format!("pass `{pass_name}` of shader `{}`", shader.name.get_ref()),
+            &format!("pass `{pass_name}` of shader `{name}`"),
         )?;
         Ok(PassSpec {
             name: pass_name.to_owned(),
@@ -133,8 +135,9 @@ impl Context<'_> {
         pass_name: &str,
         span: Range<usize>,
     ) -> Result<(PathBuf, SourceLanguage), ManifestError> {
+        let name = shader.name.get_ref();
         let source = pass.source.as_ref().or(shader.source.as_ref()).ok_or_else(|| {
-            self.error(Some(span), format!("pass `{pass_name}` of shader `{}` has no source (set `source` on the shader or the pass)", shader.name.get_ref()))
+            self.error(Some(span), format!("pass `{pass_name}` of shader `{name}` has no source (set `source` on the shader or the pass)"))
         })?;
         // The preprocessor's own normalisation, so that the pipeline and the
         // preprocessor name every file the same way.

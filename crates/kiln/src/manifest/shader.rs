@@ -172,6 +172,7 @@ impl Context<'_> {
         total: usize,
         limits: &Limits,
     ) -> Result<usize, ManifestError> {
+        let name = shader.name.get_ref();
         spec.variants
             .len()
             .checked_mul(spec.passes.len())
@@ -181,8 +182,7 @@ impl Context<'_> {
                 self.error(
                     Some(shader.name.span()),
                     format!(
-                        "with shader `{}` the project has more than {} variants (raise `max_variants` in `[project]`)",
-                        shader.name.get_ref(),
+                        "with shader `{name}` the project has more than {} variants (raise `max_variants` in `[project]`)",
                         limits.max_variants
                     ),
                 )
