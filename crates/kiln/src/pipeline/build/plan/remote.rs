@@ -38,6 +38,9 @@ struct PlannedJob {
     entries: Vec<(Namespace, ContentKey)>,
 }
 
+/// A variant's job key, text size and store entries.
+type PlannedVariant = (ContentKey, u64, Vec<(Namespace, ContentKey)>);
+
 /// The distinct compile jobs of a build's variants, by job key, and the positions of the
 /// variants that cannot be planned (their text does not preprocess).
 struct Jobs {
@@ -59,29 +62,28 @@ impl Project {
     /// queries read next), grouped by job key.
     fn plan_jobs(&self, variants: &[VariantId]) -> Jobs {
         let services = self.db.context();
-        let planned: Vec<Option<(ContentKey, u64, Vec<(Namespace, ContentKey)>)>> =
-            self.pool.install(|| {
-                variants
-                    .par_iter()
-                    .map(|variant| {
-                        let Ok(Ok(job)) = CompileJob::of(&self.db, variant) else {
-                            return None;
-                        };
-                        let input = job.input();
-                        let compile_key = input.compile_key();
-                        let compiler = input.front_end.kind();
-                        let entries = job
-                            .targets
-                            .iter()
-                            .map(|target| {
-                                ((*services.namespace(compiler, target)).clone(), compile_key)
-                            })
-                            .collect();
-                        let job_key = identity::job_key(&compile_key, &job.targets);
-                        Some((job_key, input.text.len() as u64, entries))
-                    })
-                    .collect()
-            });
+        let planned: Vec<Option<PlannedVariant>> = self.pool.install(|| {
+            variants
+                .par_iter()
+                .map(|variant| {
+                    let Ok(Ok(job)) = CompileJob::of(&self.db, variant) else {
+                        return None;
+                    };
+                    let input = job.input();
+                    let compile_key = input.compile_key();
+                    let compiler = input.front_end.kind();
+                    let entries = job
+                        .targets
+                        .iter()
+                        .map(|target| {
+                            ((*services.namespace(compiler, target)).clone(), compile_key)
+                        })
+                        .collect();
+                    let job_key = identity::job_key(&compile_key, &job.targets);
+                    Some((job_key, input.text.len() as u64, entries))
+                })
+                .collect()
+        });
         let mut jobs = Jobs {
             by_key: BTreeMap::new(),
             unplanned: Vec::new(),
