@@ -1,8 +1,8 @@
 //! kiln: the shader-variant build cache library.
 //!
 //! Data flows one way: a manifest names shaders and their keyword axes; each variant's
-//! source is preprocessed (includes expanded, keywords defined), compiled by naga for each
-//! target, and kept in a checksummed, content-addressed store. The variant cache of the
+//! source is preprocessed (includes expanded, keywords defined), compiled for each target
+//! (naga in-process; GLSL and HLSL through Khronos glslang), and kept in a checksummed, content-addressed store. The variant cache of the
 //! founding document is the one in-memory cache the pipeline uses.
 //!
 //! A tool that builds a project opens it once and builds; a second build in the same

@@ -692,3 +692,18 @@ mod tests {
         assert!(read.entries.is_empty());
     }
 }
+
+/// Marks `out_dir` as being written: a kill from here on may leave temporary files anywhere
+/// under it, which the next build looks for while the marker is there. Returns its path,
+/// for [`unmark_writing`].
+pub(crate) fn mark_writing(out_dir: &Path) -> std::io::Result<PathBuf> {
+    let marker = out_dir.join(WRITING_MARKER);
+    std::fs::write(&marker, b"")?;
+    Ok(marker)
+}
+
+/// Every temporary file is gone (renamed into place, or removed on an error): the marker
+/// goes.
+pub(crate) fn unmark_writing(marker: &Path) {
+    let _ = std::fs::remove_file(marker);
+}

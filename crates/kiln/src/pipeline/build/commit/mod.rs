@@ -343,8 +343,7 @@ impl Project {
         } = outputs;
         let written = self.retire_and_index(last, current, index);
         if let Some(marker) = marker {
-            // Every temporary file is gone: renamed into place, or removed on an error.
-            let _ = std::fs::remove_file(marker);
+            crate::pipeline::out_dir::unmark_writing(&marker);
         }
         drop(lock);
         written

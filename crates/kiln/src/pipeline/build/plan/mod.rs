@@ -182,12 +182,12 @@ fn mark_writing(out_dir: &std::path::Path, running: bool) -> Result<Option<PathB
     if !running {
         return Ok(None);
     }
-    let marker = out_dir.join(out_dir::WRITING_MARKER);
-    std::fs::write(&marker, b"").map_err(|source| ProjectError::Output {
-        path: marker.clone(),
-        source,
-    })?;
-    Ok(Some(marker))
+    out_dir::mark_writing(out_dir)
+        .map(Some)
+        .map_err(|source| ProjectError::Output {
+            path: out_dir.join(out_dir::WRITING_MARKER),
+            source,
+        })
 }
 
 impl Plan {
