@@ -21,7 +21,7 @@ mod report;
 
 pub use build::ShardReport;
 pub use diagnostic::{describe_variant, Diagnostic, Location, Severity};
-pub use engine::services::{Outcome, VariantArtifacts};
+pub use engine::services::Outcome;
 pub use out_dir::recycle::write_new_output;
 pub use out_dir::stat::STAT_FILE;
 pub use out_dir::{output_path, Index, IndexEntry, IndexFailure, IndexVariant, INDEX_FILE};

@@ -18,7 +18,7 @@ use std::sync::{Arc, OnceLock, Weak};
 
 /// The compiled outputs of one variant, one per target, in the manifest's target order.
 #[derive(Debug)]
-pub struct VariantArtifacts {
+pub(crate) struct VariantArtifacts {
     /// `(target, bytes)` for every target.
     pub outputs: Vec<(Target, Arc<[u8]>)>,
     /// blake3 of each output, in the same order: hashed once, when the bytes arrive.
@@ -93,7 +93,7 @@ type ProduceResult = Result<Produced, Failures>;
 ///
 /// The per-process caches live here; what belongs to one build only is in
 /// [`BuildSession`], emptied as a whole when a build starts.
-pub struct Services {
+pub(crate) struct Services {
     pub(crate) store: Arc<dyn ArtifactStore>,
     /// Lexed files reused across variants (checked against the engine's text on each use).
     pub(crate) preprocessor: crate::preprocess::Preprocessor,
