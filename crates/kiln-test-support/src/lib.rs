@@ -276,7 +276,10 @@ impl LiveProject {
             .project
             .reload_manifest()
             .unwrap_or_else(|e| panic!("reload the manifest: {e}"));
-        assert!(changed, "the manifest edit {from:?} -> {to:?} changed nothing");
+        assert!(
+            changed,
+            "the manifest edit {from:?} -> {to:?} changed nothing"
+        );
     }
 
     /// One build of the open project.
