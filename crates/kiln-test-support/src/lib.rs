@@ -59,8 +59,8 @@ impl TempProject {
         project
     }
 
-    /// The same project, built with the options `change` makes of the current ones (the
-    /// manifest's path aside, which stays this project's).
+    /// The same project, built with the options `change` makes of the current ones (a test
+    /// whose project sits in a subdirectory of the root changes `manifest`).
     pub fn with_options(mut self, change: impl FnOnce(&mut BuildOptions)) -> Self {
         change(&mut self.options);
         self
@@ -82,12 +82,13 @@ impl TempProject {
         self.root().join(relative)
     }
 
-    /// The output directory: the options' `out_dir`, or `out/` at the root (kiln's default).
+    /// The output directory: the options' `out_dir`, or kiln's default, `out/` beside the
+    /// manifest.
     pub fn out_dir(&self) -> PathBuf {
-        self.options
-            .out_dir
-            .clone()
-            .unwrap_or_else(|| self.path("out"))
+        self.options.out_dir.clone().unwrap_or_else(|| {
+            let manifest = &self.options.manifest;
+            manifest.parent().expect("the manifest is a file").join("out")
+        })
     }
 
     /// The text of `relative`.
