@@ -87,7 +87,10 @@ impl TempProject {
     pub fn out_dir(&self) -> PathBuf {
         self.options.out_dir.clone().unwrap_or_else(|| {
             let manifest = &self.options.manifest;
-            manifest.parent().expect("the manifest is a file").join("out")
+            manifest
+                .parent()
+                .expect("the manifest is a file")
+                .join("out")
         })
     }
 

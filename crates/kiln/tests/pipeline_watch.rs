@@ -135,10 +135,7 @@ fn an_edit_inside_a_block_a_variant_skips_leaves_the_variant_alone_unless_lines_
     // `#else` of `#ifdef FOG`: only the variants without FOG use it.
     f.edit("shaders/include/fog.wgsl", "return c;", "return c * 0.75;");
     let report = f.build();
-    assert_eq!(
-        recompiled(&report),
-        ["Lit/Forward[SKIN]", "Lit/Forward[]"]
-    );
+    assert_eq!(recompiled(&report), ["Lit/Forward[SKIN]", "Lit/Forward[]"]);
     assert_eq!(report.early_cutoff, 0, "{report:?}");
 
     // A line added inside the FOG block moves every later line: the variants without FOG
