@@ -175,7 +175,7 @@ fn spirv_val_all(p: &TempProject) -> usize {
         return 0;
     }
     let mut checked = 0;
-    for entry in read_index(&p)["entries"].as_array().unwrap() {
+    for entry in read_index(p)["entries"].as_array().unwrap() {
         if entry["target"] != "spirv" {
             continue;
         }

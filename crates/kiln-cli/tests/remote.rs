@@ -239,7 +239,7 @@ fn four_shards_then_an_assembling_build_that_compiles_nothing() {
         .iter()
         .enumerate()
         .map(|(i, project)| {
-            let mut command = command(&project, &["--remote", &url]);
+            let mut command = command(project, &["--remote", &url]);
             if i % 2 == 0 {
                 command.args(["--shard", &format!("{i}/4")]);
             } else {
@@ -582,7 +582,7 @@ fn tls_with_a_password_works_and_an_unknown_issuer_is_refused() {
     let url = format!("rediss://:tls-secret-77@127.0.0.1:{port}/0");
     let trusted = |project: &TempProject| {
         Build::of(
-            command(&project, &["--remote", &url])
+            command(project, &["--remote", &url])
                 .env("SSL_CERT_FILE", path("ca.crt"))
                 .output()
                 .unwrap(),

@@ -106,7 +106,7 @@ fn only_provably_written_outputs_are_removed() {
     // Retire the shader: both outputs leave the manifest.
     f.write(
         "project/kiln.toml",
-        &MANIFEST.replace("name = \"Lit\"", "name = \"Lit2\""),
+        MANIFEST.replace("name = \"Lit\"", "name = \"Lit2\""),
     );
     let report = f.build();
     assert_eq!(report.failed, 0, "{:?}", report.diagnostics);
@@ -212,7 +212,7 @@ fn sources_above_the_size_cap_fail_with_a_clear_error() {
     let f = fixture();
     f.write(
         "project/kiln.toml",
-        &MANIFEST.replace(
+        MANIFEST.replace(
             "targets = [\"spirv\"]",
             "targets = [\"spirv\"]\nmax_source_bytes = 100",
         ),
@@ -347,11 +347,11 @@ fn a_read_only_store_is_one_warning_with_a_count() {
     let f = fixture();
     f.write(
         "project/kiln.toml",
-        &MANIFEST.replace("[\"_\", \"FOG\"]", "[\"_\", \"FOG\"], [\"_\", \"SKIN\"]"),
+        MANIFEST.replace("[\"_\", \"FOG\"]", "[\"_\", \"FOG\"], [\"_\", \"SKIN\"]"),
     );
     f.write(
         "project/shaders/lit.wgsl",
-        &format!("{LIT}#ifdef SKIN\nfn skin() {{}}\n#endif\n"),
+        format!("{LIT}#ifdef SKIN\nfn skin() {{}}\n#endif\n"),
     );
     let manifest = Manifest::load(&f.path("project/kiln.toml")).unwrap();
     let mut project = Project::with_store(
@@ -383,7 +383,7 @@ fn compile_errors_without_a_span_still_name_file_variant_and_targets() {
     // The function exists, for another stage: the error points at its definition.
     f.write(
         "project/shaders/lit.wgsl",
-        &LIT.replace("@fragment", "@vertex"),
+        LIT.replace("@fragment", "@vertex"),
     );
     let report = f.build();
     assert_eq!(report.failed, 2);
@@ -407,7 +407,7 @@ fn compile_errors_without_a_span_still_name_file_variant_and_targets() {
     // No such function at all: the file is still named.
     f.write(
         "project/kiln.toml",
-        &MANIFEST.replace("entry = \"fs_main\"", "entry = \"main\""),
+        MANIFEST.replace("entry = \"fs_main\"", "entry = \"main\""),
     );
     let report = f.build();
     assert_eq!(report.failed, 2);
