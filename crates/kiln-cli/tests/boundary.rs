@@ -1,46 +1,41 @@
 //! Issue 9 at the command line: a closed stdout, absurd `--jobs`, SIGTERM.
 
+use kiln_test_support::TempProject;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const MANIFEST: &str = r#"
-[project]
-targets = ["spirv"]
+fn project() -> TempProject {
+    TempProject::new(
+        r#"
+        //- /kiln.toml
+        [project]
+        targets = ["spirv"]
 
-[[shader]]
-name = "Lit"
-source = "lit.wgsl"
-axes = [["_", "FOG"]]
+        [[shader]]
+        name = "Lit"
+        source = "lit.wgsl"
+        axes = [["_", "FOG"]]
 
-[shader.passes.Forward]
-stage = "fragment"
-entry = "fs_main"
-"#;
+        [shader.passes.Forward]
+        stage = "fragment"
+        entry = "fs_main"
 
-const LIT: &str = r#"@fragment
-fn fs_main() -> @location(0) vec4<f32> {
-#ifdef FOG
-    return vec4<f32>(0.5);
-#else
-    return vec4<f32>(1.0);
-#endif
-}
-"#;
-
-fn project() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("kiln.toml"), MANIFEST).unwrap();
-    std::fs::write(dir.path().join("lit.wgsl"), LIT).unwrap();
-    dir
+        //- /lit.wgsl
+        @fragment
+        fn fs_main() -> @location(0) vec4<f32> {
+        #ifdef FOG
+            return vec4<f32>(0.5);
+        #else
+            return vec4<f32>(1.0);
+        #endif
+        }
+        "#,
+    )
 }
 
-fn kiln(dir: &tempfile::TempDir, command: &str) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_kiln"));
-    c.arg(command)
-        .arg("--manifest")
-        .arg(dir.path().join("kiln.toml"));
-    c
+fn kiln(dir: &TempProject, command: &str) -> Command {
+    dir.command(env!("CARGO_BIN_EXE_kiln"), command)
 }
 
 /// Item 6: `kiln build --json | true` used to panic on the broken pipe.
@@ -59,7 +54,7 @@ fn a_closed_stdout_is_not_a_panic() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(output.status.code(), Some(0), "{stderr}");
-    assert!(dir.path().join("out/Lit/Forward/FOG.spv").is_file());
+    assert!(dir.path("out/Lit/Forward/FOG.spv").is_file());
 }
 
 /// Item 6: `--jobs 100000` used to start 100,000 threads (10,000 took 93 s).

@@ -1,8 +1,9 @@
 //! End-to-end tests of `kiln build`: each builds a temporary project with the real binary,
 //! in a new process every time, and asserts on what it compiled and what reached the disk.
 
+use kiln_test_support::TempProject;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 const MANIFEST: &str = r#"
@@ -90,71 +91,35 @@ void main() {
 }
 "#;
 
-/// A temporary project: manifest, sources, and the `kiln` binary to run on it.
-struct Project {
-    dir: tempfile::TempDir,
+const KILN: &str = env!("CARGO_BIN_EXE_kiln");
+
+/// A temporary project: manifest and sources.
+fn project() -> TempProject {
+    TempProject::from_files([
+        ("kiln.toml", MANIFEST),
+        ("shaders/lit.wgsl", LIT),
+        ("shaders/include/common.wgsl", COMMON),
+        ("shaders/post.frag", POST),
+    ])
 }
 
-impl Project {
-    fn new() -> Self {
-        let project = Project {
-            dir: tempfile::tempdir().unwrap(),
-        };
-        project.write("kiln.toml", MANIFEST);
-        project.write("shaders/lit.wgsl", LIT);
-        project.write("shaders/include/common.wgsl", COMMON);
-        project.write("shaders/post.frag", POST);
-        project
-    }
+/// `kiln build` with the human report.
+fn run(p: &TempProject, extra: &[&str]) -> Output {
+    p.command(KILN, "build").args(extra).output().unwrap()
+}
 
-    fn path(&self, relative: &str) -> PathBuf {
-        self.dir.path().join(relative)
-    }
+/// Runs `kiln build --json` and returns the report and the exit code.
+fn build(p: &TempProject) -> (Value, i32) {
+    build_with(p, &[])
+}
 
-    fn write(&self, relative: &str, text: &str) {
-        let path = self.path(relative);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
+fn build_with(p: &TempProject, extra: &[&str]) -> (Value, i32) {
+    let build = p.build_cli(KILN, extra);
+    (build.report, build.code)
+}
 
-    fn edit(&self, relative: &str, from: &str, to: &str) {
-        let text = std::fs::read_to_string(self.path(relative)).unwrap();
-        assert!(text.contains(from), "{relative} does not contain {from:?}");
-        self.write(relative, &text.replacen(from, to, 1));
-    }
-
-    fn run(&self, extra: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_kiln"))
-            .arg("build")
-            .arg("--manifest")
-            .arg(self.path("kiln.toml"))
-            .args(extra)
-            .output()
-            .unwrap()
-    }
-
-    /// Runs `kiln build --json` and returns the report and the exit code.
-    fn build(&self) -> (Value, i32) {
-        self.build_with(&[])
-    }
-
-    fn build_with(&self, extra: &[&str]) -> (Value, i32) {
-        let mut args = vec!["--json"];
-        args.extend_from_slice(extra);
-        let out = self.run(&args);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-            panic!(
-                "no JSON report ({e}); stdout: {stdout}\nstderr: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-        (report, out.status.code().unwrap_or(-1))
-    }
-
-    fn index(&self) -> Value {
-        index_in(&self.path("out"))
-    }
+fn read_index(p: &TempProject) -> Value {
+    index_in(&p.path("out"))
 }
 
 fn index_in(out: &Path) -> Value {
@@ -191,14 +156,14 @@ const TARGETS: usize = 3;
 
 #[test]
 fn cold_build_compiles_everything_and_a_new_process_compiles_nothing() {
-    let p = Project::new();
-    let (cold, code) = p.build();
+    let p = project();
+    let (cold, code) = build(&p);
     assert_eq!(code, 0, "{cold}");
     assert_eq!(count(&cold, "variants"), VARIANTS);
     assert_eq!(count(&cold, "failed"), 0);
     assert_eq!(count(&cold, "compiled"), VARIANTS - 2, "{cold}");
     assert_eq!(count(&cold, "deduplicated"), 2, "{cold}");
-    let index = p.index();
+    let index = read_index(&p);
     assert_eq!(entries(&index).len(), VARIANTS as usize * TARGETS);
     for entry in entries(&index) {
         let file = p.path("out").join(entry["path"].as_str().unwrap());
@@ -211,43 +176,43 @@ fn cold_build_compiles_everything_and_a_new_process_compiles_nothing() {
         assert_eq!(entry["digest"].as_str().unwrap().len(), 12);
     }
 
-    let (warm, code) = p.build();
+    let (warm, code) = build(&p);
     assert_eq!(code, 0);
     assert_eq!(count(&warm, "compiled"), 0, "{warm}");
     assert_eq!(count(&warm, "cached"), VARIANTS);
     assert_eq!(count(&warm, "outputs_written"), 0);
-    assert_eq!(p.index(), index);
+    assert_eq!(read_index(&p), index);
 }
 
 #[test]
 fn a_comment_edited_in_an_include_recompiles_nothing() {
-    let p = Project::new();
-    p.build();
-    let before = p.index();
+    let p = project();
+    build(&p);
+    let before = read_index(&p);
     p.edit(
         "shaders/include/common.wgsl",
         "// Shared helpers.",
         "// Shared helpers, reworded.\n// And a second comment line.\n/* a block\n   comment */",
     );
-    let (report, code) = p.build();
+    let (report, code) = build(&p);
     assert_eq!(code, 0);
     assert_eq!(count(&report, "compiled"), 0, "{report}");
     assert_eq!(count(&report, "outputs_written"), 0);
     // The revision (a hash of the include closure) moved; the outputs did not.
-    assert_eq!(hashes(&p.index()), hashes(&before));
+    assert_eq!(hashes(&read_index(&p)), hashes(&before));
 }
 
 #[test]
 fn code_edited_under_ifdef_fog_recompiles_only_fog_variants() {
-    let p = Project::new();
-    p.build();
-    let before = hashes(&p.index());
+    let p = project();
+    build(&p);
+    let before = hashes(&read_index(&p));
     p.edit("shaders/lit.wgsl", "0.25);", "0.75);");
-    let (report, code) = p.build();
+    let (report, code) = build(&p);
     assert_eq!(code, 0);
     // The 4 FOG keyword sets x 2 passes have a new text; nothing else compiles.
     assert_eq!(count(&report, "compiled"), 8, "{report}");
-    let after = hashes(&p.index());
+    let after = hashes(&read_index(&p));
     let changed: Vec<&String> = after
         .iter()
         .filter(|(path, hash)| before.get(*path) != Some(hash))
@@ -261,9 +226,9 @@ fn code_edited_under_ifdef_fog_recompiles_only_fog_variants() {
 
 #[test]
 fn a_corrupt_store_entry_is_detected_reported_and_rebuilt() {
-    let p = Project::new();
-    p.build();
-    let before = hashes(&p.index());
+    let p = project();
+    build(&p);
+    let before = hashes(&read_index(&p));
     // Two rows changed behind kiln's back through a second SQLite connection: one byte
     // flipped at the end of a payload, one payload truncated.
     let db = store_db(&p);
@@ -294,7 +259,7 @@ fn a_corrupt_store_entry_is_detected_reported_and_rebuilt() {
     .unwrap();
     drop(db);
 
-    let (report, code) = p.build_with(&["--out", p.path("out2").to_str().unwrap()]);
+    let (report, code) = build_with(&p, &["--out", p.path("out2").to_str().unwrap()]);
     assert_eq!(code, 0, "{report}");
     let warnings: Vec<&Value> = report["diagnostics"]
         .as_array()
@@ -308,7 +273,7 @@ fn a_corrupt_store_entry_is_detected_reported_and_rebuilt() {
     assert!(count(&report, "compiled") >= 1, "{report}");
     // Rebuilt identically, and the store holds valid entries again.
     assert_eq!(hashes(&index_in(&p.path("out2"))), before);
-    let (again, _) = p.build_with(&["--out", p.path("out3").to_str().unwrap()]);
+    let (again, _) = build_with(&p, &["--out", p.path("out3").to_str().unwrap()]);
     assert_eq!(count(&again, "compiled"), 0, "{again}");
     assert!(
         again["diagnostics"].as_array().unwrap().is_empty(),
@@ -318,13 +283,13 @@ fn a_corrupt_store_entry_is_detected_reported_and_rebuilt() {
 
 #[test]
 fn an_include_escaping_the_root_is_an_error_naming_file_and_line() {
-    let p = Project::new();
+    let p = project();
     p.edit(
         "shaders/lit.wgsl",
         "#include \"include/common.wgsl\"",
         "#include \"include/common.wgsl\"\n#include \"../../../etc/passwd\"",
     );
-    let (report, code) = p.build();
+    let (report, code) = build(&p);
     assert_eq!(code, 1, "{report}");
     assert_eq!(count(&report, "failed"), 16, "{report}");
     let d = &report["diagnostics"][0];
@@ -333,7 +298,7 @@ fn an_include_escaping_the_root_is_an_error_naming_file_and_line() {
     assert!(d["variant"].as_str().unwrap().starts_with("Lit/"), "{d}");
     // The other shader was still built.
     assert!(p.path("out/Post/Main/VIGNETTE.spv").exists());
-    let human = p.run(&[]);
+    let human = run(&p, &[]);
     let stderr = String::from_utf8_lossy(&human.stderr);
     assert!(stderr.contains("shaders/lit.wgsl:2"), "{stderr}");
     assert!(stderr.contains("root"), "{stderr}");
@@ -345,13 +310,13 @@ fn an_include_escaping_the_root_is_an_error_naming_file_and_line() {
 
 #[test]
 fn an_unknown_keyword_is_an_error_naming_it() {
-    let p = Project::new();
+    let p = project();
     p.edit(
         "kiln.toml",
         "axes = [[\"_\", \"VIGNETTE\"], [\"_\", \"HDR\"]]",
         "axes = [[\"_\", \"VIGNETTE\"], [\"_\", \"HDR\"]]\nvariants = [[\"GRAIN\"]]",
     );
-    let out = p.run(&[]);
+    let out = run(&p, &[]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("unknown keyword `GRAIN`"), "{stderr}");
@@ -360,13 +325,13 @@ fn an_unknown_keyword_is_an_error_naming_it() {
 
 #[test]
 fn a_shader_that_fails_to_compile_fails_alone() {
-    let p = Project::new();
+    let p = project();
     p.edit(
         "shaders/post.frag",
         "o_color = c;",
         "o_color = c + undefined_thing;",
     );
-    let (report, code) = p.build();
+    let (report, code) = build(&p);
     assert_eq!(code, 1);
     assert_eq!(count(&report, "failed"), 4, "{report}");
     assert_eq!(count(&report, "variants"), VARIANTS);
@@ -379,13 +344,13 @@ fn a_shader_that_fails_to_compile_fails_alone() {
     );
     // Every Lit output was written.
     assert_eq!(
-        entries(&p.index()).len(),
+        entries(&read_index(&p)).len(),
         16 * TARGETS,
         "only Lit's outputs are in the index"
     );
     // Fixing it builds its variants (two texts), and nothing else.
     p.edit("shaders/post.frag", "c + undefined_thing;", "c;");
-    let (report, code) = p.build();
+    let (report, code) = build(&p);
     assert_eq!(code, 0, "{report}");
     assert_eq!(count(&report, "compiled"), 2, "{report}");
     assert_eq!(count(&report, "deduplicated"), 2, "{report}");
@@ -393,7 +358,7 @@ fn a_shader_that_fails_to_compile_fails_alone() {
 
 #[test]
 fn two_concurrent_builds_on_one_cache_succeed_with_identical_outputs() {
-    let p = Project::new();
+    let p = project();
     let spawn = |out: &str| {
         Command::new(env!("CARGO_BIN_EXE_kiln"))
             .args(["build", "--json", "--manifest"])
@@ -420,8 +385,8 @@ fn two_concurrent_builds_on_one_cache_succeed_with_identical_outputs() {
 
 #[test]
 fn every_spirv_output_passes_spirv_val() {
-    let p = Project::new();
-    let (report, code) = p.build();
+    let p = project();
+    let (report, code) = build(&p);
     assert_eq!(code, 0, "{report}");
     let available = Command::new("spirv-val").arg("--version").output().is_ok();
     if !available {
@@ -434,7 +399,7 @@ fn every_spirv_output_passes_spirv_val() {
         return;
     }
     let mut checked = 0;
-    for entry in entries(&p.index()) {
+    for entry in entries(&read_index(&p)) {
         if entry["target"] != "spirv" {
             continue;
         }
@@ -453,14 +418,14 @@ fn every_spirv_output_passes_spirv_val() {
 
 #[test]
 fn removed_variants_retire_their_outputs() {
-    let p = Project::new();
-    p.build();
+    let p = project();
+    build(&p);
     p.edit(
         "kiln.toml",
         "axes = [[\"_\", \"VIGNETTE\"], [\"_\", \"HDR\"]]",
         "axes = [[\"_\", \"HDR\"]]",
     );
-    let (report, code) = p.build();
+    let (report, code) = build(&p);
     assert_eq!(code, 0, "{report}");
     assert_eq!(count(&report, "compiled"), 0, "{report}");
     assert_eq!(
@@ -473,11 +438,11 @@ fn removed_variants_retire_their_outputs() {
 }
 
 /// A second connection to the project's store database.
-fn store_db(p: &Project) -> rusqlite::Connection {
+fn store_db(p: &TempProject) -> rusqlite::Connection {
     rusqlite::Connection::open(p.path(".kiln/store.sqlite")).unwrap()
 }
 
-fn store_entries(p: &Project) -> i64 {
+fn store_entries(p: &TempProject) -> i64 {
     store_db(p)
         .query_row("SELECT count(*) FROM entries", [], |r| r.get(0))
         .unwrap()
@@ -485,12 +450,12 @@ fn store_entries(p: &Project) -> i64 {
 
 #[test]
 fn a_deleted_output_is_restored_from_the_store_without_compiling() {
-    let p = Project::new();
-    p.build();
+    let p = project();
+    build(&p);
     let deleted = p.path("out/Lit/Forward/FOG+LIGHTS_1.spv");
     let bytes = std::fs::read(&deleted).unwrap();
     std::fs::remove_file(&deleted).unwrap();
-    let (report, code) = p.build();
+    let (report, code) = build(&p);
     assert_eq!(code, 0, "{report}");
     assert_eq!(count(&report, "compiled"), 0, "{report}");
     assert_eq!(count(&report, "outputs_written"), 1, "{report}");
@@ -499,15 +464,15 @@ fn a_deleted_output_is_restored_from_the_store_without_compiling() {
 
 #[test]
 fn a_manifest_change_with_unchanged_sources_is_not_mistaken_for_up_to_date() {
-    let p = Project::new();
-    p.build();
+    let p = project();
+    build(&p);
     // Same sources and revision; a different target option changes every MSL output.
     p.edit(
         "kiln.toml",
         "targets = [\"spirv\", \"msl\", \"hlsl\"]",
         "targets = [\"spirv\", { name = \"msl\", version = \"1.2\" }, \"hlsl\"]",
     );
-    let (report, code) = p.build();
+    let (report, code) = build(&p);
     assert_eq!(code, 0, "{report}");
     assert_eq!(count(&report, "cached"), 0, "{report}");
     // Every variant went through the engine again; naga ran for the new MSL namespace.
@@ -520,8 +485,8 @@ fn a_manifest_change_with_unchanged_sources_is_not_mistaken_for_up_to_date() {
 
 #[test]
 fn gc_bounds_the_store_and_the_next_build_refills_it() {
-    let p = Project::new();
-    p.build();
+    let p = project();
+    build(&p);
     let entries_before = store_entries(&p);
     assert!(entries_before > 0);
     let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
@@ -542,7 +507,7 @@ fn gc_bounds_the_store_and_the_next_build_refills_it() {
     let entries_after = store_entries(&p);
     assert_eq!(entries_after, 0);
     // Outputs are untouched; a build into a new directory recompiles from sources.
-    let (report, code) = p.build_with(&["--out", p.path("out2").to_str().unwrap()]);
+    let (report, code) = build_with(&p, &["--out", p.path("out2").to_str().unwrap()]);
     assert_eq!(code, 0);
     assert_eq!(
         count(&report, "compiled") + count(&report, "deduplicated"),
@@ -550,7 +515,7 @@ fn gc_bounds_the_store_and_the_next_build_refills_it() {
     );
 }
 
-fn gc(p: &Project, max_bytes: &str) -> std::process::Output {
+fn gc(p: &TempProject, max_bytes: &str) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_kiln"))
         .args(["gc", "--max-bytes", max_bytes, "--manifest"])
         .arg(p.path("kiln.toml"))
@@ -560,8 +525,8 @@ fn gc(p: &Project, max_bytes: &str) -> std::process::Output {
 
 #[test]
 fn gc_takes_sizes_with_suffixes_and_rejects_others_clearly() {
-    let p = Project::new();
-    p.build();
+    let p = project();
+    build(&p);
     let entries = store_entries(&p);
     let bytes: i64 = store_db(&p)
         .query_row("SELECT sum(size) FROM entries", [], |r| r.get(0))

@@ -3,8 +3,8 @@
 //! and a (variant, target) pair fails alone. Each runs the real `kiln build` on a temporary
 //! project of our own shaders and asserts on what reached the disk and `index.json`.
 
+use kiln_test_support::TempProject;
 use serde_json::Value;
-use std::path::PathBuf;
 use std::process::Command;
 
 const MANIFEST: &str = r#"
@@ -112,84 +112,44 @@ void main() {
 /// The line of `inverse(` in [`BASIS`].
 const INVERSE_LINE: u64 = 7;
 
-struct Project {
-    dir: tempfile::TempDir,
+const KILN: &str = env!("CARGO_BIN_EXE_kiln");
+
+fn project() -> TempProject {
+    TempProject::from_files([
+        ("kiln.toml", MANIFEST),
+        ("shaders/push.vert", PUSH),
+        ("shaders/blur.frag", BLUR),
+        ("shaders/fog.wgsl", FOG),
+        ("shaders/basis.vert", BASIS),
+    ])
 }
 
-impl Project {
-    fn new() -> Self {
-        let project = Project {
-            dir: tempfile::tempdir().unwrap(),
-        };
-        project.write("kiln.toml", MANIFEST);
-        project.write("shaders/push.vert", PUSH);
-        project.write("shaders/blur.frag", BLUR);
-        project.write("shaders/fog.wgsl", FOG);
-        project.write("shaders/basis.vert", BASIS);
-        project
-    }
+/// `kiln build --json`: the report and the exit code.
+fn build(p: &TempProject) -> (Value, i32) {
+    let build = p.build_cli(KILN, &[]);
+    (build.report, build.code)
+}
 
-    fn path(&self, relative: &str) -> PathBuf {
-        self.dir.path().join(relative)
-    }
+/// `kiln build` with the human report: stderr and the exit code.
+fn build_text(p: &TempProject) -> (String, i32) {
+    let out = p.command(KILN, "build").output().unwrap();
+    (
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.code().unwrap_or(-1),
+    )
+}
 
-    fn write(&self, relative: &str, text: &str) {
-        let path = self.path(relative);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
+fn read_index(p: &TempProject) -> Value {
+    serde_json::from_slice(&std::fs::read(p.path("out/index.json")).unwrap()).unwrap()
+}
 
-    fn edit(&self, relative: &str, from: &str, to: &str) {
-        let text = std::fs::read_to_string(self.path(relative)).unwrap();
-        assert!(text.contains(from), "{relative} does not contain {from:?}");
-        self.write(relative, &text.replacen(from, to, 1));
-    }
+fn output(p: &TempProject, relative: &str) -> Option<Vec<u8>> {
+    std::fs::read(p.path("out").join(relative)).ok()
+}
 
-    /// `kiln build --json`: the report and the exit code.
-    fn build(&self) -> (Value, i32) {
-        let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
-            .args(["build", "--json", "--manifest"])
-            .arg(self.path("kiln.toml"))
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-            panic!(
-                "no JSON report ({e}); stdout: {stdout}\nstderr: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-        (report, out.status.code().unwrap_or(-1))
-    }
-
-    /// `kiln build` with the human report: stderr and the exit code.
-    fn build_text(&self) -> (String, i32) {
-        let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
-            .args(["build", "--manifest"])
-            .arg(self.path("kiln.toml"))
-            .output()
-            .unwrap();
-        (
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-            out.status.code().unwrap_or(-1),
-        )
-    }
-
-    fn index(&self) -> Value {
-        serde_json::from_slice(&std::fs::read(self.path("out/index.json")).unwrap()).unwrap()
-    }
-
-    fn output(&self, relative: &str) -> Option<Vec<u8>> {
-        std::fs::read(self.path("out").join(relative)).ok()
-    }
-
-    fn output_text(&self, relative: &str) -> String {
-        String::from_utf8(
-            self.output(relative)
-                .unwrap_or_else(|| panic!("{relative} was not written")),
-        )
+fn output_text(p: &TempProject, relative: &str) -> String {
+    String::from_utf8(output(p, relative).unwrap_or_else(|| panic!("{relative} was not written")))
         .unwrap()
-    }
 }
 
 fn count(report: &Value, field: &str) -> u64 {
@@ -204,7 +164,7 @@ fn failures(index: &Value) -> Vec<Value> {
 
 /// Runs spirv-val on every SPIR-V output in the index; returns how many passed. Skipped
 /// (0) when spirv-val is not installed, unless `KILN_REQUIRE_SPIRV_VAL=1`.
-fn spirv_val_all(p: &Project) -> usize {
+fn spirv_val_all(p: &TempProject) -> usize {
     if Command::new("spirv-val").arg("--version").output().is_err() {
         assert_ne!(
             std::env::var("KILN_REQUIRE_SPIRV_VAL").as_deref(),
@@ -215,7 +175,7 @@ fn spirv_val_all(p: &Project) -> usize {
         return 0;
     }
     let mut checked = 0;
-    for entry in p.index()["entries"].as_array().unwrap() {
+    for entry in read_index(p)["entries"].as_array().unwrap() {
         if entry["target"] != "spirv" {
             continue;
         }
@@ -234,8 +194,8 @@ fn spirv_val_all(p: &Project) -> usize {
 
 #[test]
 fn one_target_s_failure_is_that_target_s_alone() {
-    let p = Project::new();
-    let (report, code) = p.build();
+    let p = project();
+    let (report, code) = build(&p);
     assert_eq!(code, 1, "a failed pair fails the build: {report}");
     // Push 1 + Blur 2 + Fog 1 + Basis 2 variants; only Basis[INVERT] fails, for MSL and HLSL.
     assert_eq!(count(&report, "variants"), 6, "{report}");
@@ -266,12 +226,12 @@ fn one_target_s_failure_is_that_target_s_alone() {
     }
 
     // Its SPIR-V and GLSL are written; MSL and HLSL are not.
-    assert!(p.output("Basis/Main/INVERT.spv").is_some());
-    assert!(p.output("Basis/Main/INVERT.glsl").is_some());
-    assert!(p.output("Basis/Main/INVERT.metal").is_none());
-    assert!(p.output("Basis/Main/INVERT.hlsl").is_none());
+    assert!(output(&p, "Basis/Main/INVERT.spv").is_some());
+    assert!(output(&p, "Basis/Main/INVERT.glsl").is_some());
+    assert!(output(&p, "Basis/Main/INVERT.metal").is_none());
+    assert!(output(&p, "Basis/Main/INVERT.hlsl").is_none());
     // 6 variants x 4 targets, less the two failed pairs.
-    let index = p.index();
+    let index = read_index(&p);
     assert_eq!(index["entries"].as_array().unwrap().len(), 22);
     let failed = failures(&index);
     assert_eq!(failed.len(), 2, "{index}");
@@ -291,7 +251,7 @@ fn one_target_s_failure_is_that_target_s_alone() {
     );
 
     // The text report names the file, line and target too.
-    let (stderr, code) = p.build_text();
+    let (stderr, code) = build_text(&p);
     assert_eq!(code, 1, "{stderr}");
     assert!(
         stderr.contains(&format!("shaders/basis.vert:{INVERSE_LINE}:")),
@@ -302,53 +262,53 @@ fn one_target_s_failure_is_that_target_s_alone() {
 
     // Fixed, the pairs are written and the failures leave the index.
     p.edit("shaders/basis.vert", "inverse(basis)", "transpose(basis)");
-    let (report, code) = p.build();
+    let (report, code) = build(&p);
     assert_eq!(code, 0, "{report}");
-    assert!(p.output("Basis/Main/INVERT.metal").is_some());
-    assert!(p.output("Basis/Main/INVERT.hlsl").is_some());
-    assert!(failures(&p.index()).is_empty());
+    assert!(output(&p, "Basis/Main/INVERT.metal").is_some());
+    assert!(output(&p, "Basis/Main/INVERT.hlsl").is_some());
+    assert!(failures(&read_index(&p)).is_empty());
 }
 
 #[test]
 fn push_constants_and_specialization_constants_build_for_every_target() {
-    let p = Project::new();
+    let p = project();
     p.edit("shaders/basis.vert", "inverse(basis)", "transpose(basis)");
-    let (report, code) = p.build();
+    let (report, code) = build(&p);
     assert_eq!(code, 0, "{report}");
     // Basis's two variants have one text once `inverse` is gone.
     assert_eq!(count(&report, "compiled"), 5, "{report}");
     assert_eq!(count(&report, "deduplicated"), 1, "{report}");
     for target in ["spv", "metal", "hlsl", "glsl"] {
-        assert!(p.output(&format!("Push/Main/_.{target}")).is_some());
+        assert!(output(&p, &format!("Push/Main/_.{target}")).is_some());
     }
     // The manifest's STRENGTH everywhere; TAPS 9 only for WIDE (its default 4 elsewhere).
-    let plain = p.output_text("Blur/Main/_.metal");
-    let wide = p.output_text("Blur/Main/WIDE.metal");
+    let plain = output_text(&p, "Blur/Main/_.metal");
+    let wide = output_text(&p, "Blur/Main/WIDE.metal");
     assert!(plain.contains("constant float STRENGTH = 0.25;"), "{plain}");
     assert!(wide.contains("constant float STRENGTH = 0.25;"), "{wide}");
     assert!(plain.contains("constant int TAPS = 4;"), "{plain}");
     assert!(wide.contains("constant int TAPS = 9;"), "{wide}");
     assert_ne!(
-        p.output("Blur/Main/_.spv"),
-        p.output("Blur/Main/WIDE.spv"),
+        output(&p, "Blur/Main/_.spv"),
+        output(&p, "Blur/Main/WIDE.spv"),
         "SPIR-V got the values too"
     );
-    assert!(p.output_text("Fog/Forward/_.hlsl").contains("0.5"));
+    assert!(output_text(&p, "Fog/Forward/_.hlsl").contains("0.5"));
     assert!(spirv_val_all(&p) == 0 || spirv_val_all(&p) == 6);
 
     // A constant's value is part of the identity: changing it rebuilds exactly its shader.
     p.edit("kiln.toml", "fog_density = 0.5", "fog_density = 0.125");
-    let (report, code) = p.build();
+    let (report, code) = build(&p);
     assert_eq!(code, 0, "{report}");
     assert_eq!(count(&report, "compiled"), 1, "{report}");
-    assert!(p.output_text("Fog/Forward/_.hlsl").contains("0.125"));
+    assert!(output_text(&p, "Fog/Forward/_.hlsl").contains("0.125"));
 }
 
 #[test]
 fn a_constant_without_value_or_default_fails_naming_shader_pass_variant_and_constant() {
-    let p = Project::new();
+    let p = project();
     p.edit("kiln.toml", "constants = { fog_density = 0.5 }\n", "");
-    let (report, code) = p.build();
+    let (report, code) = build(&p);
     assert_eq!(code, 1, "{report}");
     let d = report["diagnostics"]
         .as_array()
@@ -369,36 +329,36 @@ fn a_constant_without_value_or_default_fails_naming_shader_pass_variant_and_cons
     assert_eq!(d["line"], 1, "{d}");
     // A failure before any back end ran fails every target of the variant.
     assert!(d["target"].is_null(), "{d}");
-    let fog: Vec<Value> = failures(&p.index())
+    let fog: Vec<Value> = failures(&read_index(&p))
         .into_iter()
         .filter(|f| f["shader"] == "Fog")
         .collect();
     assert_eq!(fog.len(), 4, "one per target");
-    assert!(p.output("Fog/Forward/_.spv").is_none());
+    assert!(output(&p, "Fog/Forward/_.spv").is_none());
 }
 
 #[test]
 fn a_failed_pair_s_previous_output_is_removed_and_its_other_targets_updated() {
-    let p = Project::new();
+    let p = project();
     p.edit("shaders/basis.vert", "inverse(basis)", "transpose(basis)");
-    let (report, code) = p.build();
+    let (report, code) = build(&p);
     assert_eq!(code, 0, "{report}");
-    let old_spirv = p.output("Basis/Main/INVERT.spv").unwrap();
-    assert!(p.output("Basis/Main/INVERT.metal").is_some());
+    let old_spirv = output(&p, "Basis/Main/INVERT.spv").unwrap();
+    assert!(output(&p, "Basis/Main/INVERT.metal").is_some());
 
     p.edit(
         "shaders/basis.vert",
         "basis = transpose(basis);\n#else",
         "basis = inverse(basis);\n#else",
     );
-    let (report, code) = p.build();
+    let (report, code) = build(&p);
     assert_eq!(code, 1, "{report}");
     assert_eq!(count(&report, "failed_outputs"), 2, "{report}");
     // Never stale: the failed pairs' old files are gone, the others hold the new code.
-    assert!(p.output("Basis/Main/INVERT.metal").is_none());
-    assert!(p.output("Basis/Main/INVERT.hlsl").is_none());
-    assert_ne!(p.output("Basis/Main/INVERT.spv").unwrap(), old_spirv);
-    let index = p.index();
+    assert!(output(&p, "Basis/Main/INVERT.metal").is_none());
+    assert!(output(&p, "Basis/Main/INVERT.hlsl").is_none());
+    assert_ne!(output(&p, "Basis/Main/INVERT.spv").unwrap(), old_spirv);
+    let index = read_index(&p);
     let paths: Vec<&str> = index["entries"]
         .as_array()
         .unwrap()
@@ -412,7 +372,7 @@ fn a_failed_pair_s_previous_output_is_removed_and_its_other_targets_updated() {
 
 #[test]
 fn capabilities_from_the_manifest_decide_what_validates() {
-    let p = Project::new();
+    let p = project();
     p.edit("shaders/basis.vert", "inverse(basis)", "transpose(basis)");
     // Without push constants for MSL, Push fails for MSL alone, with a manifest-set list.
     p.edit(
@@ -420,10 +380,10 @@ fn capabilities_from_the_manifest_decide_what_validates() {
         "\"msl\"",
         "{ name = \"msl\", capabilities = [\"multisampled_shading\"] }",
     );
-    let (report, code) = p.build();
+    let (report, code) = build(&p);
     assert_eq!(code, 1, "{report}");
     assert_eq!(count(&report, "failed_outputs"), 1, "{report}");
-    let failed = failures(&p.index());
+    let failed = failures(&read_index(&p));
     assert_eq!(failed.len(), 1);
     assert_eq!(failed[0]["shader"], "Push");
     assert_eq!(failed[0]["target"], "msl");
@@ -434,10 +394,10 @@ fn capabilities_from_the_manifest_decide_what_validates() {
             .contains("IMMEDIATES"),
         "{failed:?}"
     );
-    assert!(p.output("Push/Main/_.spv").is_some());
+    assert!(output(&p, "Push/Main/_.spv").is_some());
     // An unknown name is a manifest error with its line.
     p.edit("kiln.toml", "multisampled_shading", "psychic_paper");
-    let (stderr, code) = p.build_text();
+    let (stderr, code) = build_text(&p);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("psychic_paper"), "{stderr}");
     assert!(stderr.contains("kiln.toml:3"), "{stderr}");

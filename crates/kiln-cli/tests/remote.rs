@@ -5,11 +5,12 @@
 
 mod support;
 
+use kiln_test_support::{CliBuild, TempProject};
 use serde_json::Value;
-use std::path::PathBuf;
+use std::collections::BTreeMap;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
-use support::redis::{tree, RedisServer};
+use support::redis::RedisServer;
 
 const SHADER: &str = r#"#include "common.wgsl"
 
@@ -84,58 +85,34 @@ entry = "fs_main"
     )
 }
 
-struct Project {
-    dir: tempfile::TempDir,
+fn new_project() -> TempProject {
+    with_cache("")
 }
 
-impl Project {
-    fn new() -> Self {
-        Self::with_cache("")
-    }
+fn with_cache(cache: &str) -> TempProject {
+    TempProject::from_files([
+        ("kiln.toml", manifest(cache)),
+        ("shaders/surf.wgsl", SHADER.to_owned()),
+        ("shaders/common.wgsl", COMMON.to_owned()),
+    ])
+}
 
-    fn with_cache(cache: &str) -> Self {
-        let project = Project {
-            dir: tempfile::tempdir().unwrap(),
-        };
-        project.write("kiln.toml", &manifest(cache));
-        project.write("shaders/surf.wgsl", SHADER);
-        project.write("shaders/common.wgsl", COMMON);
-        project
-    }
+/// `kiln build --manifest <project> --json <extra>`, not yet run.
+fn command(project: &TempProject, extra: &[&str]) -> Command {
+    let mut command = project.command(env!("CARGO_BIN_EXE_kiln"), "build");
+    command.arg("--json").args(extra);
+    command
+}
 
-    fn path(&self, relative: &str) -> PathBuf {
-        self.dir.path().join(relative)
-    }
+fn run_build(project: &TempProject, extra: &[&str]) -> Build {
+    Build::of(command(project, extra).output().unwrap())
+}
 
-    fn write(&self, relative: &str, text: &str) {
-        let path = self.path(relative);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-
-    fn command(&self, extra: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_kiln"));
-        command
-            .arg("build")
-            .arg("--manifest")
-            .arg(self.path("kiln.toml"))
-            .arg("--json")
-            .args(extra)
-            .env_remove("KILN_REMOTE")
-            .env_remove("KILN_REMOTE_READ_ONLY")
-            .env_remove("KILN_SHARD")
-            .env_remove("KILN_SHARD_COUNT")
-            .env_remove("JOB_COMPLETION_INDEX");
-        command
-    }
-
-    fn build(&self, extra: &[&str]) -> Build {
-        Build::of(self.command(extra).output().unwrap())
-    }
-
-    fn out(&self) -> Vec<(String, Vec<u8>)> {
-        tree(&self.path("out"))
-    }
+/// The output directory (the stat records aside: they hold inodes and times).
+fn out(project: &TempProject) -> BTreeMap<String, Vec<u8>> {
+    let mut files = project.tree();
+    files.remove(".kiln-stat");
+    files
 }
 
 struct Build {
@@ -146,13 +123,14 @@ struct Build {
 
 impl Build {
     fn of(output: Output) -> Self {
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-        let report = serde_json::from_str(stdout.trim())
-            .unwrap_or_else(|e| panic!("no JSON report ({e}); stdout: {stdout}\nstderr: {stderr}"));
+        let CliBuild {
+            report,
+            code,
+            stderr,
+        } = CliBuild::of(output);
         Build {
             report,
-            code: output.status.code().unwrap_or(-1),
+            code,
             stderr,
         }
     }
@@ -186,12 +164,12 @@ impl Build {
 }
 
 /// The outputs of a build of the project on one machine with no remote.
-fn reference() -> Vec<(String, Vec<u8>)> {
-    let project = Project::new();
-    let build = project.build(&["--no-remote"]);
+fn reference() -> BTreeMap<String, Vec<u8>> {
+    let project = new_project();
+    let build = run_build(&project, &["--no-remote"]);
     build.ok();
     assert_eq!(build.n("compiled"), 128);
-    project.out()
+    out(&project)
 }
 
 #[test]
@@ -200,8 +178,8 @@ fn a_warm_build_from_the_remote_fills_an_empty_local_store() {
         return;
     };
     let url = redis.url();
-    let first = Project::new();
-    let cold = first.build(&["--remote", &url]);
+    let first = new_project();
+    let cold = run_build(&first, &["--remote", &url]);
     cold.ok();
     assert_eq!(cold.n("compiled"), 128);
     // 128 jobs x 3 targets, uploaded in pipelines, not one round trip each.
@@ -211,10 +189,9 @@ fn a_warm_build_from_the_remote_fills_an_empty_local_store() {
     assert!(cold.warnings().is_empty(), "{:?}", cold.warnings());
 
     // Another machine: empty local store, the URL from the environment.
-    let second = Project::new();
+    let second = new_project();
     let warm = Build::of(
-        second
-            .command(&[])
+        command(&second, &[])
             .env("KILN_REMOTE", &url)
             .output()
             .unwrap(),
@@ -223,15 +200,15 @@ fn a_warm_build_from_the_remote_fills_an_empty_local_store() {
     assert_eq!(warm.n("compiled"), 0);
     assert_eq!(warm.remote("fetched"), 384);
     assert!(warm.remote("round_trips") < 10, "{}", warm.report);
-    assert_eq!(second.out(), first.out());
-    assert_eq!(second.out(), reference());
+    assert_eq!(out(&second), out(&first));
+    assert_eq!(out(&second), reference());
 
     // What it fetched is in its local store now: without the remote, nothing compiles.
     std::fs::remove_dir_all(second.path("out")).unwrap();
-    let local = second.build(&["--no-remote"]);
+    let local = run_build(&second, &["--no-remote"]);
     local.ok();
     assert_eq!(local.n("compiled"), 0);
-    assert_eq!(second.out(), first.out());
+    assert_eq!(out(&second), out(&first));
 }
 
 #[test]
@@ -240,11 +217,11 @@ fn the_manifest_names_the_remote_and_the_command_line_overrides_it() {
         return;
     };
     let cache = format!("[cache]\nremote = \"{}\"\n", redis.url());
-    let project = Project::with_cache(&cache);
-    project.build(&[]).ok();
+    let project = with_cache(&cache);
+    run_build(&project, &[]).ok();
     assert_eq!(redis.keys("kiln:v1:a:*").len(), 384);
-    let other = Project::with_cache(&cache);
-    let off = other.build(&["--no-remote"]);
+    let other = with_cache(&cache);
+    let off = run_build(&other, &["--no-remote"]);
     off.ok();
     assert_eq!(off.n("compiled"), 128);
     assert!(off.report["remote"].is_null());
@@ -257,12 +234,12 @@ fn four_shards_then_an_assembling_build_that_compiles_nothing() {
     };
     let url = redis.url();
     // Four shard processes at once, each with its own empty local store.
-    let shards: Vec<Project> = (0..4).map(|_| Project::new()).collect();
+    let shards: Vec<TempProject> = (0..4).map(|_| new_project()).collect();
     let children: Vec<std::process::Child> = shards
         .iter()
         .enumerate()
         .map(|(i, project)| {
-            let mut command = project.command(&["--remote", &url]);
+            let mut command = command(project, &["--remote", &url]);
             if i % 2 == 0 {
                 command.args(["--shard", &format!("{i}/4")]);
             } else {
@@ -293,12 +270,12 @@ fn four_shards_then_an_assembling_build_that_compiles_nothing() {
     assert_eq!(mine.iter().sum::<u64>(), 128);
     assert!(mine.iter().all(|m| (28..=36).contains(m)), "{mine:?}");
 
-    let assemble = Project::new();
-    let build = assemble.build(&["--remote", &url]);
+    let assemble = new_project();
+    let build = run_build(&assemble, &["--remote", &url]);
     build.ok();
     assert_eq!(build.n("compiled"), 0);
     assert_eq!(build.remote("fetched"), 384);
-    assert_eq!(assemble.out(), reference());
+    assert_eq!(out(&assemble), reference());
     // The shards' compile times are confirmed for the next farm run's partition.
     assert_eq!(redis.keys("kiln:v1:cost:*").len(), 128);
 }
@@ -309,34 +286,36 @@ fn a_shard_uploads_its_share_also_from_its_own_local_store() {
         return;
     };
     // A reused runner: its local store already has everything.
-    let project = Project::new();
-    project.build(&["--no-remote"]).ok();
-    let build = project.build(&["--remote", &redis.url(), "--shard", "0/1"]);
+    let project = new_project();
+    run_build(&project, &["--no-remote"]).ok();
+    let build = run_build(&project, &["--remote", &redis.url(), "--shard", "0/1"]);
     build.ok();
     assert_eq!(build.n("compiled"), 0);
     assert_eq!(build.remote("uploaded"), 384);
-    let assemble = Project::new();
-    let build = assemble.build(&["--remote", &redis.url()]);
+    let assemble = new_project();
+    let build = run_build(&assemble, &["--remote", &redis.url()]);
     assert_eq!(build.n("compiled"), 0);
-    assert_eq!(assemble.out(), project.out());
+    assert_eq!(out(&assemble), out(&project));
 }
 
 #[test]
 fn a_shard_needs_a_writable_remote() {
-    let project = Project::new();
-    let build = project.command(&["--shard", "0/2"]).output().unwrap();
+    let project = new_project();
+    let build = command(&project, &["--shard", "0/2"]).output().unwrap();
     assert_eq!(build.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&build.stderr).contains("needs a remote cache"));
-    let build = project
-        .command(&["--shard", "2/2", "--remote", "redis://127.0.0.1:1/0"])
-        .output()
-        .unwrap();
+    let build = command(
+        &project,
+        &["--shard", "2/2", "--remote", "redis://127.0.0.1:1/0"],
+    )
+    .output()
+    .unwrap();
     assert_eq!(build.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&build.stderr).contains("index counts from 0"));
     // A shard that cannot upload its share failed: the job engine runs it again.
     let port = support::redis::free_port();
     let url = format!("redis://127.0.0.1:{port}/0");
-    let build = project.build(&["--shard", "0/2", "--remote", &url]);
+    let build = run_build(&project, &["--shard", "0/2", "--remote", &url]);
     assert_eq!(build.code, 1, "{}", build.report);
     assert!(build.n("compiled") > 0);
     assert!(
@@ -350,8 +329,8 @@ fn a_shard_needs_a_writable_remote() {
 fn a_remote_that_is_down_costs_one_warning_and_never_a_password() {
     let port = support::redis::free_port();
     let url = format!("redis://:hunter22@127.0.0.1:{port}/0");
-    let project = Project::new();
-    let build = project.build(&["--remote", &url]);
+    let project = new_project();
+    let build = run_build(&project, &["--remote", &url]);
     build.ok();
     assert_eq!(build.n("compiled"), 128);
     let warnings = build.warnings();
@@ -360,7 +339,7 @@ fn a_remote_that_is_down_costs_one_warning_and_never_a_password() {
     assert!(warnings[0].contains(&format!("redis://***@127.0.0.1:{port}/0")));
     let everything = format!("{}{}", build.report, build.stderr);
     assert!(!everything.contains("hunter22"), "{everything}");
-    assert_eq!(project.out(), reference());
+    assert_eq!(out(&project), reference());
 }
 
 #[test]
@@ -369,9 +348,8 @@ fn a_remote_stopped_mid_build_leaves_a_correct_build_and_one_warning() {
         return;
     };
     let url = redis.url();
-    let project = Project::new();
-    let child = project
-        .command(&["--remote", &url, "--jobs", "1"])
+    let project = new_project();
+    let child = command(&project, &["--remote", &url, "--jobs", "1"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -391,7 +369,7 @@ fn a_remote_stopped_mid_build_leaves_a_correct_build_and_one_warning() {
     let warnings = build.warnings();
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(warnings[0].contains("unavailable"), "{warnings:?}");
-    assert_eq!(project.out(), reference());
+    assert_eq!(out(&project), reference());
 }
 
 #[test]
@@ -399,16 +377,16 @@ fn a_remote_that_never_answers_times_out_once() {
     // Accepts connections, never answers: a hung server.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("redis://{}/0", listener.local_addr().unwrap());
-    let project = Project::new();
+    let project = new_project();
     let started = Instant::now();
-    let build = project.build(&["--remote", &url, "--remote-timeout-ms", "300"]);
+    let build = run_build(&project, &["--remote", &url, "--remote-timeout-ms", "300"]);
     let elapsed = started.elapsed();
     build.ok();
     assert_eq!(build.n("compiled"), 128);
     assert_eq!(build.warnings().len(), 1, "{:?}", build.warnings());
     // One timeout, not one per artifact (384 of them would take over a minute).
     assert!(elapsed < Duration::from_secs(60), "{elapsed:?}");
-    assert_eq!(project.out(), reference());
+    assert_eq!(out(&project), reference());
     drop(listener);
 }
 
@@ -418,7 +396,7 @@ fn damaged_values_and_values_under_another_key_are_rejected_and_rebuilt() {
         return;
     };
     let url = redis.url();
-    Project::new().build(&["--remote", &url]).ok();
+    run_build(&new_project(), &["--remote", &url]).ok();
     let keys = redis.keys("kiln:v1:a:*");
     assert_eq!(keys.len(), 384);
     // One value with a flipped byte; another replaced by a third key's (intact) value.
@@ -429,8 +407,8 @@ fn damaged_values_and_values_under_another_key_are_rejected_and_rebuilt() {
     let foreign = redis.get(&keys[2]);
     redis.set(&keys[1], &foreign);
 
-    let project = Project::new();
-    let build = project.build(&["--remote", &url]);
+    let project = new_project();
+    let build = run_build(&project, &["--remote", &url]);
     build.ok();
     assert_eq!(build.remote("rejected"), 2, "{}", build.report);
     assert_eq!(build.remote("fetched"), 382);
@@ -440,9 +418,9 @@ fn damaged_values_and_values_under_another_key_are_rejected_and_rebuilt() {
     let warnings = build.warnings();
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(warnings[0].contains("2 values rejected"), "{warnings:?}");
-    assert_eq!(project.out(), reference());
+    assert_eq!(out(&project), reference());
     // Repaired: the next machine gets everything.
-    let again = Project::new().build(&["--remote", &url]);
+    let again = run_build(&new_project(), &["--remote", &url]);
     assert_eq!(again.n("compiled"), 0);
     assert_eq!(again.remote("rejected"), 0);
 }
@@ -453,23 +431,23 @@ fn a_read_only_remote_is_read_and_never_written() {
         return;
     };
     let url = redis.url();
-    let first = Project::new();
-    let build = first.build(&["--remote", &url, "--remote-read-only"]);
+    let first = new_project();
+    let build = run_build(&first, &["--remote", &url, "--remote-read-only"]);
     build.ok();
     assert_eq!(build.n("compiled"), 128);
     assert!(redis.keys("*").is_empty(), "{:?}", redis.keys("*"));
     assert!(build.warnings().is_empty());
 
     // CI fills it; a developer whose kiln.toml says read_only reads it.
-    Project::new().build(&["--remote", &url]).ok();
+    run_build(&new_project(), &["--remote", &url]).ok();
     let before = redis.keys("*").len();
-    let dev = Project::with_cache(&format!("[cache]\nremote = \"{url}\"\nread_only = true\n"));
+    let dev = with_cache(&format!("[cache]\nremote = \"{url}\"\nread_only = true\n"));
     std::fs::write(
         dev.path("shaders/common.wgsl"),
         COMMON.replace("k * 0.25", "k * 0.75"),
     )
     .unwrap();
-    let build = dev.build(&[]);
+    let build = run_build(&dev, &[]);
     build.ok();
     assert!(build.report["remote"]["read_only"].as_bool().unwrap());
     // The edit changed the 64 variants with `A`: those compile, the rest are fetched.
@@ -485,8 +463,8 @@ fn a_full_remote_refuses_writes_with_one_warning() {
     else {
         return;
     };
-    let project = Project::new();
-    let build = project.build(&["--remote", &redis.url()]);
+    let project = new_project();
+    let build = run_build(&project, &["--remote", &redis.url()]);
     build.ok();
     assert_eq!(build.n("compiled"), 128);
     assert!(build.remote("upload_failed") > 0, "{}", build.report);
@@ -494,7 +472,7 @@ fn a_full_remote_refuses_writes_with_one_warning() {
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(warnings[0].contains("refused writes"), "{warnings:?}");
     assert!(warnings[0].contains("OOM"), "{warnings:?}");
-    assert_eq!(project.out(), reference());
+    assert_eq!(out(&project), reference());
 }
 
 /// `rediss://` with a password against a TLS-only `redis-server` whose certificate a test CA
@@ -602,26 +580,24 @@ fn tls_with_a_password_works_and_an_unknown_issuer_is_refused() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let url = format!("rediss://:tls-secret-77@127.0.0.1:{port}/0");
-    let trusted = |project: &Project| {
+    let trusted = |project: &TempProject| {
         Build::of(
-            project
-                .command(&["--remote", &url])
+            command(project, &["--remote", &url])
                 .env("SSL_CERT_FILE", path("ca.crt"))
                 .output()
                 .unwrap(),
         )
     };
-    let first = trusted(&Project::new());
+    let first = trusted(&new_project());
     first.ok();
     assert_eq!(first.remote("uploaded"), 384, "{}", first.report);
-    let second = trusted(&Project::new());
+    let second = trusted(&new_project());
     assert_eq!(second.n("compiled"), 0);
     assert_eq!(second.remote("fetched"), 384);
 
-    let untrusted = Project::new();
+    let untrusted = new_project();
     let build = Build::of(
-        untrusted
-            .command(&["--remote", &url])
+        command(&untrusted, &["--remote", &url])
             .env("SSL_CERT_FILE", path("server.key"))
             .output()
             .unwrap(),
@@ -638,8 +614,8 @@ fn tls_with_a_password_works_and_an_unknown_issuer_is_refused() {
 
 #[test]
 fn a_misspelt_cache_option_is_an_error_with_its_line() {
-    let project = Project::with_cache("[cache]\nremot = \"redis://127.0.0.1:1/0\"\n");
-    let output = project.command(&[]).output().unwrap();
+    let project = with_cache("[cache]\nremot = \"redis://127.0.0.1:1/0\"\n");
+    let output = command(&project, &[]).output().unwrap();
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("remot"), "{stderr}");
@@ -698,8 +674,8 @@ fn a_three_node_cluster_serves_a_warm_build() {
         }
     }
     let url = format!("redis+cluster://{}", addresses.join(","));
-    let cold = Project::new();
-    let build = cold.build(&["--remote", &url]);
+    let cold = new_project();
+    let build = run_build(&cold, &["--remote", &url]);
     build.ok();
     assert_eq!(build.remote("uploaded"), 384, "{}", build.report);
     // Spread over the three nodes.
@@ -707,11 +683,11 @@ fn a_three_node_cluster_serves_a_warm_build() {
         let keys = node.keys("kiln:v1:a:*").len();
         assert!((60..=200).contains(&keys), "{keys} keys on one node");
     }
-    let warm = Project::new();
+    let warm = new_project();
     let url = format!("redis+cluster://{}", addresses[1]);
-    let build = warm.build(&["--remote", &url]);
+    let build = run_build(&warm, &["--remote", &url]);
     build.ok();
     assert_eq!(build.n("compiled"), 0);
     assert_eq!(build.remote("fetched"), 384);
-    assert_eq!(warm.out(), cold.out());
+    assert_eq!(out(&warm), out(&cold));
 }

@@ -1,6 +1,7 @@
 //! One end-to-end run of `kiln watch --json`: the first build, an edit, its incremental
 //! rebuild, and a clean stop on SIGINT.
 
+use kiln_test_support::TempProject;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -36,12 +37,10 @@ fn fs_main() -> @location(0) vec4<f32> {
 
 #[test]
 fn watch_rebuilds_only_what_an_edit_touched_and_stops_cleanly() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("kiln.toml"), MANIFEST).unwrap();
-    std::fs::write(dir.path().join("lit.wgsl"), LIT).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kiln"))
-        .args(["watch", "--json", "--manifest"])
-        .arg(dir.path().join("kiln.toml"))
+    let dir = TempProject::from_files([("kiln.toml", MANIFEST), ("lit.wgsl", LIT)]);
+    let mut child = dir
+        .command(env!("CARGO_BIN_EXE_kiln"), "watch")
+        .arg("--json")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -69,8 +68,8 @@ fn watch_rebuilds_only_what_an_edit_touched_and_stops_cleanly() {
 
     let text = LIT.replace("c * 0.25", "c * 0.75");
     // Written atomically, as editors do, so the watcher never sees half a file.
-    std::fs::write(dir.path().join("lit.wgsl.tmp"), text).unwrap();
-    std::fs::rename(dir.path().join("lit.wgsl.tmp"), dir.path().join("lit.wgsl")).unwrap();
+    std::fs::write(dir.path("lit.wgsl.tmp"), text).unwrap();
+    std::fs::rename(dir.path("lit.wgsl.tmp"), dir.path("lit.wgsl")).unwrap();
     let second = next();
     assert_eq!(second["files_changed"][0], "lit.wgsl", "{second}");
     assert_eq!(second["compiled"], 2, "{second}");
@@ -95,7 +94,7 @@ fn watch_rebuilds_only_what_an_edit_touched_and_stops_cleanly() {
     let status = child.wait().unwrap();
     assert!(status.success(), "{status:?}");
     // Nothing half written: only finished outputs and the index, no temporary files.
-    let out = dir.path().join("out");
+    let out = dir.path("out");
     let mut names: Vec<String> = std::fs::read_dir(out.join("Lit/Forward"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -4,6 +4,7 @@
 use kiln::key::VariantKey;
 use kiln::manifest::Manifest;
 use kiln::pipeline::{BuildOptions, BuildReport, Project, Severity};
+use kiln_test_support::TempProject;
 use std::path::{Path, PathBuf};
 
 const MANIFEST: &str = r#"
@@ -37,40 +38,14 @@ const FOG: &str = r#"fn fog(c: vec4<f32>) -> vec4<f32> {
 "#;
 
 /// A project in `<tmp>/project`, with `<tmp>/outside` beside it.
-struct Fixture {
-    dir: tempfile::TempDir,
-}
-
-impl Fixture {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let f = Fixture { dir };
-        f.write("project/kiln.toml", MANIFEST);
-        f.write("project/shaders/lit.wgsl", LIT);
-        f.write("project/shaders/fog.wgsl", FOG);
-        f.write("outside/secret.wgsl", "root:x:0:0:root:/root:/bin/bash\n");
-        f
-    }
-
-    fn path(&self, relative: &str) -> PathBuf {
-        self.dir.path().join(relative)
-    }
-
-    fn write(&self, relative: &str, text: &str) {
-        let path = self.path(relative);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-
-    fn build(&self) -> BuildReport {
-        let mut project = Project::open(&BuildOptions {
-            manifest: self.path("project/kiln.toml"),
-            jobs: Some(2),
-            ..BuildOptions::default()
-        })
-        .unwrap();
-        project.build(&|_| {}).unwrap()
-    }
+fn fixture() -> TempProject {
+    TempProject::from_files([
+        ("project/kiln.toml", MANIFEST),
+        ("project/shaders/lit.wgsl", LIT),
+        ("project/shaders/fog.wgsl", FOG),
+        ("outside/secret.wgsl", "root:x:0:0:root:/root:/bin/bash\n"),
+    ])
+    .with_options(|o| o.manifest = o.manifest.with_file_name("project/kiln.toml"))
 }
 
 fn messages(report: &BuildReport, severity: Severity) -> Vec<String> {
@@ -85,7 +60,7 @@ fn messages(report: &BuildReport, severity: Severity) -> Vec<String> {
 /// Item 1: entries of `index.json` pointing outside `out/` are never deleted.
 #[test]
 fn index_entries_outside_the_output_directory_are_ignored() {
-    let f = Fixture::new();
+    let f = fixture();
     let first = f.build();
     assert_eq!(first.failed, 0, "{:?}", first.diagnostics);
     let index_path = f.path("project/out/index.json");
@@ -121,7 +96,7 @@ fn index_entries_outside_the_output_directory_are_ignored() {
 #[cfg(unix)]
 #[test]
 fn only_provably_written_outputs_are_removed() {
-    let f = Fixture::new();
+    let f = fixture();
     f.build();
     let out = f.path("project/out/Lit/Forward");
     assert!(out.join("FOG.spv").is_file());
@@ -131,7 +106,7 @@ fn only_provably_written_outputs_are_removed() {
     // Retire the shader: both outputs leave the manifest.
     f.write(
         "project/kiln.toml",
-        &MANIFEST.replace("name = \"Lit\"", "name = \"Lit2\""),
+        MANIFEST.replace("name = \"Lit\"", "name = \"Lit2\""),
     );
     let report = f.build();
     assert_eq!(report.failed, 0, "{:?}", report.diagnostics);
@@ -173,7 +148,7 @@ fn path_like_names_are_refused_everywhere() {
 #[cfg(unix)]
 #[test]
 fn symlinks_leading_outside_the_root_are_not_followed() {
-    let f = Fixture::new();
+    let f = fixture();
     std::fs::remove_file(f.path("project/shaders/fog.wgsl")).unwrap();
     std::os::unix::fs::symlink(
         f.path("outside/secret.wgsl"),
@@ -197,7 +172,7 @@ fn symlinks_leading_outside_the_root_are_not_followed() {
 #[cfg(unix)]
 #[test]
 fn fifos_and_non_utf8_sources_fail_with_the_real_reason() {
-    let f = Fixture::new();
+    let f = fixture();
     let fifo = f.path("project/shaders/fog.wgsl");
     std::fs::remove_file(&fifo).unwrap();
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
@@ -220,7 +195,7 @@ fn fifos_and_non_utf8_sources_fail_with_the_real_reason() {
     let errors = messages(&report, Severity::Error);
     assert!(errors.iter().any(|e| e.contains("FIFO")), "{errors:?}");
 
-    let f = Fixture::new();
+    let f = fixture();
     std::fs::write(f.path("project/shaders/fog.wgsl"), b"fn caf\xe9() {}\n").unwrap();
     let report = f.build();
     let errors = messages(&report, Severity::Error);
@@ -234,10 +209,10 @@ fn fifos_and_non_utf8_sources_fail_with_the_real_reason() {
 /// Item 3: the source size cap is configurable in `[project]`.
 #[test]
 fn sources_above_the_size_cap_fail_with_a_clear_error() {
-    let f = Fixture::new();
+    let f = fixture();
     f.write(
         "project/kiln.toml",
-        &MANIFEST.replace(
+        MANIFEST.replace(
             "targets = [\"spirv\"]",
             "targets = [\"spirv\"]\nmax_source_bytes = 100",
         ),
@@ -259,7 +234,7 @@ fn outputs_and_the_index_honour_the_umask() {
     use std::os::unix::fs::PermissionsExt;
     // SAFETY: umask only sets the process's file-mode mask; 022 is the usual default.
     unsafe { libc::umask(0o022) };
-    let f = Fixture::new();
+    let f = fixture();
     f.build();
     for file in ["project/out/index.json", "project/out/Lit/Forward/FOG.spv"] {
         let mode = std::fs::metadata(f.path(file))
@@ -276,7 +251,7 @@ fn outputs_and_the_index_honour_the_umask() {
 /// no live writer can own one; a user's file that merely looks similar is left alone.
 #[test]
 fn stale_temporary_files_in_the_output_directory_are_removed() {
-    let f = Fixture::new();
+    let f = fixture();
     f.build();
     let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
     for name in [".kiln-tmp-a1b2c3", ".tmpA1b2C3", ".kiln-tmp-fresh"] {
@@ -301,7 +276,7 @@ fn stale_temporary_files_in_the_output_directory_are_removed() {
 #[cfg(unix)]
 #[test]
 fn a_build_waits_for_another_writer_of_its_output_directory() {
-    let f = Fixture::new();
+    let f = fixture();
     f.build();
     let out = f.path("project/out");
     let holder = std::fs::File::open(&out).unwrap();
@@ -369,14 +344,14 @@ impl kiln::store::ArtifactStore for ReadOnlyStore {
 /// Item 8: a store that cannot be written is one warning with the count, not one per entry.
 #[test]
 fn a_read_only_store_is_one_warning_with_a_count() {
-    let f = Fixture::new();
+    let f = fixture();
     f.write(
         "project/kiln.toml",
-        &MANIFEST.replace("[\"_\", \"FOG\"]", "[\"_\", \"FOG\"], [\"_\", \"SKIN\"]"),
+        MANIFEST.replace("[\"_\", \"FOG\"]", "[\"_\", \"FOG\"], [\"_\", \"SKIN\"]"),
     );
     f.write(
         "project/shaders/lit.wgsl",
-        &format!("{LIT}#ifdef SKIN\nfn skin() {{}}\n#endif\n"),
+        format!("{LIT}#ifdef SKIN\nfn skin() {{}}\n#endif\n"),
     );
     let manifest = Manifest::load(&f.path("project/kiln.toml")).unwrap();
     let mut project = Project::with_store(
@@ -404,11 +379,11 @@ fn a_read_only_store_is_one_warning_with_a_count() {
 /// and a line where there is one.
 #[test]
 fn compile_errors_without_a_span_still_name_file_variant_and_targets() {
-    let f = Fixture::new();
+    let f = fixture();
     // The function exists, for another stage: the error points at its definition.
     f.write(
         "project/shaders/lit.wgsl",
-        &LIT.replace("@fragment", "@vertex"),
+        LIT.replace("@fragment", "@vertex"),
     );
     let report = f.build();
     assert_eq!(report.failed, 2);
@@ -432,7 +407,7 @@ fn compile_errors_without_a_span_still_name_file_variant_and_targets() {
     // No such function at all: the file is still named.
     f.write(
         "project/kiln.toml",
-        &MANIFEST.replace("entry = \"fs_main\"", "entry = \"main\""),
+        MANIFEST.replace("entry = \"fs_main\"", "entry = \"main\""),
     );
     let report = f.build();
     assert_eq!(report.failed, 2);

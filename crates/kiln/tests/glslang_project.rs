@@ -11,8 +11,9 @@
 
 mod common;
 
-use common::glslang::{require_glslang, spirv_val};
-use kiln::pipeline::{BuildOptions, BuildReport, Outcome, Project, VariantId};
+use common::glslang::{require_glslang, spirv_val, test_shader};
+use kiln::pipeline::{BuildReport, Outcome, VariantId};
+use kiln_test_support::{LiveProject, TempProject};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -126,70 +127,25 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
 /// Variants: Surface 8 x 2, Textured 2 x 2, Explode, Patch x 2, Histogram, Fill.
 const VARIANTS: usize = 16 + 4 + 1 + 2 + 1 + 1;
 
-fn test_shader(name: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/shaders/glslang")
-        .join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-struct Fixture {
-    dir: tempfile::TempDir,
-    project: Project,
-}
-
-impl Fixture {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut files: Vec<(String, String)> = vec![
-            ("kiln.toml".into(), MANIFEST.into()),
-            ("shaders/textured.frag".into(), TEXTURED_FRAG.into()),
-            ("shaders/include/fog.glsl".into(), FOG_GLSL.into()),
-            ("shaders/fill.wgsl".into(), FILL_WGSL.into()),
-        ];
-        for name in [
-            "surface.hlsl",
-            "textured.vert",
-            "explode.geom",
-            "patch.tesc",
-            "patch.tese",
-            "histogram.comp",
-        ] {
-            files.push((format!("shaders/{name}"), test_shader(name)));
-        }
-        for (path, text) in files {
-            let path = dir.path().join(path);
-            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-            std::fs::write(path, text).expect("write");
-        }
-        let project = Self::open(dir.path());
-        Self { dir, project }
+/// The project, kept open.
+fn fixture() -> LiveProject {
+    let mut files: Vec<(String, String)> = vec![
+        ("kiln.toml".into(), MANIFEST.into()),
+        ("shaders/textured.frag".into(), TEXTURED_FRAG.into()),
+        ("shaders/include/fog.glsl".into(), FOG_GLSL.into()),
+        ("shaders/fill.wgsl".into(), FILL_WGSL.into()),
+    ];
+    for name in [
+        "surface.hlsl",
+        "textured.vert",
+        "explode.geom",
+        "patch.tesc",
+        "patch.tese",
+        "histogram.comp",
+    ] {
+        files.push((format!("shaders/{name}"), test_shader(name)));
     }
-
-    fn open(root: &Path) -> Project {
-        Project::open(&BuildOptions {
-            manifest: root.join("kiln.toml"),
-            jobs: Some(2),
-            ..BuildOptions::default()
-        })
-        .expect("open project")
-    }
-
-    fn path(&self, relative: &str) -> PathBuf {
-        self.dir.path().join(relative)
-    }
-
-    fn build(&mut self) -> BuildReport {
-        self.project.build(&|_| {}).expect("build")
-    }
-
-    fn edit(&mut self, relative: &str, from: &str, to: &str) {
-        let path = self.path(relative);
-        let text = std::fs::read_to_string(&path).expect("read");
-        assert!(text.contains(from), "{relative} lacks {from:?}");
-        std::fs::write(&path, text.replacen(from, to, 1)).expect("write");
-        self.project.refresh_files(&[path]);
-    }
+    TempProject::from_files(files).live()
 }
 
 fn compiled(report: &BuildReport) -> BTreeSet<String> {
@@ -210,7 +166,7 @@ fn a_glsl_and_hlsl_project_builds_incrementally() {
     if !require_glslang() {
         return;
     }
-    let mut f = Fixture::new();
+    let mut f = fixture();
 
     // Cold: every variant compiled, every output valid SPIR-V.
     let cold = f.build();
@@ -235,7 +191,7 @@ fn a_glsl_and_hlsl_project_builds_incrementally() {
     assert_eq!(warm.failed, 0);
     assert!(compiled(&warm).is_empty(), "{:?}", compiled(&warm));
     // Warm, new process: nothing compiled, nothing rewritten.
-    let mut fresh = Fixture::open(f.dir.path());
+    let mut fresh = f.open();
     let warm = fresh.build(&|_| {}).expect("build");
     assert_eq!(
         (warm.compiled, warm.failed, warm.outputs_written),
@@ -294,7 +250,7 @@ fn a_broken_glsl_shader_fails_alone_at_its_file_and_line() {
     if !require_glslang() {
         return;
     }
-    let mut f = Fixture::new();
+    let mut f = fixture();
     assert_eq!(f.build().failed, 0);
     f.edit(
         "shaders/textured.frag",
@@ -363,7 +319,7 @@ fn without_glslang_its_shaders_fail_alone_naming_what_to_install() {
     if kiln::compile::glslang::AVAILABLE {
         return;
     }
-    let mut f = Fixture::new();
+    let mut f = fixture();
     let report = f.build();
     // Everything but the WGSL shader needs glslang.
     assert_eq!(report.failed, VARIANTS - 1);
@@ -406,25 +362,26 @@ fn the_hlsl_example_builds_and_every_output_is_valid_spirv() {
         return;
     }
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hlsl");
-    let dir = tempfile::tempdir().expect("temp dir");
-    for relative in [
-        "kiln.toml",
-        "shaders/lit.hlsl",
-        "shaders/particles.hlsl",
-        "shaders/bloom.hlsl",
-        "shaders/include/common.hlsli",
-        "shaders/include/fog.hlsli",
-    ] {
-        let to = dir.path().join(relative);
-        std::fs::create_dir_all(to.parent().expect("parent")).expect("mkdir");
-        std::fs::copy(example.join(relative), to).expect("copy example");
-    }
-    let mut project = Fixture::open(dir.path());
+    let dir = TempProject::from_files(
+        [
+            "kiln.toml",
+            "shaders/lit.hlsl",
+            "shaders/particles.hlsl",
+            "shaders/bloom.hlsl",
+            "shaders/include/common.hlsli",
+            "shaders/include/fog.hlsli",
+        ]
+        .map(|relative| {
+            let text = std::fs::read(example.join(relative)).expect("read example");
+            (relative, text)
+        }),
+    );
+    let mut project = dir.open();
     let report = project.build(&|_| {}).expect("build");
     assert_eq!(report.failed, 0, "{:#?}", report.diagnostics);
     // Lit: 2 x 2 x 3 x 2 x 2 keyword sets x 3 passes; Particles 4 x 2; Bloom 2 x 3.
     assert_eq!(report.variants, 144 + 8 + 6);
-    let outputs: Vec<PathBuf> = walk(&dir.path().join("out"))
+    let outputs: Vec<PathBuf> = walk(&dir.path("out"))
         .into_iter()
         .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("spv"))
         .collect();
@@ -440,16 +397,17 @@ fn a_stage_naga_lacks_builds_spirv_and_fails_only_its_other_pairs() {
     if !require_glslang() {
         return;
     }
-    let dir = tempfile::tempdir().expect("temp dir");
     let manifest = "[project]\ntargets = [\"spirv\", \"msl\"]\n\n[[shader]]\nname = \"Explode\"\nsource = \"explode.geom\"\n\n[shader.passes.Main]\nstage = \"geometry\"\nentry = \"main\"\n";
-    std::fs::write(dir.path().join("kiln.toml"), manifest).expect("write");
-    std::fs::write(dir.path().join("explode.geom"), test_shader("explode.geom")).expect("write");
-    let mut project = Fixture::open(dir.path());
+    let dir = TempProject::from_files([
+        ("kiln.toml", manifest.to_owned()),
+        ("explode.geom", test_shader("explode.geom")),
+    ]);
+    let mut project = dir.open();
     let report = project.build(&|_| {}).expect("build");
     assert_eq!(report.failed_outputs, 1, "{report:?}");
-    let spirv = std::fs::read(dir.path().join("out/Explode/Main/_.spv")).expect("spirv written");
+    let spirv = std::fs::read(dir.path("out/Explode/Main/_.spv")).expect("spirv written");
     spirv_val(&spirv, "explode.geom");
-    assert!(!dir.path().join("out/Explode/Main/_.metal").exists());
+    assert!(!dir.path("out/Explode/Main/_.metal").exists());
     let msl: Vec<_> = report
         .diagnostics
         .iter()

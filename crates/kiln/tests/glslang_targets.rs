@@ -15,58 +15,17 @@
 
 mod common;
 
-use common::glslang::{glslang_validator, require_glslang, spirv_val, Checked};
+use common::glslang::{glslang_validator, require_glslang, spirv_val, test_shader, Checked};
 use kiln::compile::Target;
-use kiln::pipeline::{BuildOptions, BuildReport, Outcome, Project};
+use kiln::pipeline::{BuildReport, Outcome};
+use kiln_test_support::{LiveProject, TempProject};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-fn test_shader(name: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/shaders/glslang")
-        .join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-struct Fixture {
-    dir: tempfile::TempDir,
-    project: Project,
-}
-
-impl Fixture {
-    /// A project of `files` ((path, text)) with `kiln.toml` = `manifest`.
-    fn new(manifest: &str, files: &[(&str, String)]) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let manifest = ("kiln.toml", manifest.to_owned());
-        for (path, text) in std::iter::once(&manifest).chain(files) {
-            let path = dir.path().join(path);
-            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-            std::fs::write(path, text).expect("write");
-        }
-        let project = Self::open(dir.path());
-        Self { dir, project }
-    }
-
-    fn open(root: &Path) -> Project {
-        Project::open(&BuildOptions {
-            manifest: root.join("kiln.toml"),
-            jobs: Some(2),
-            ..BuildOptions::default()
-        })
-        .expect("open project")
-    }
-
-    fn path(&self, relative: &str) -> PathBuf {
-        self.dir.path().join(relative)
-    }
-
-    fn build(&mut self) -> BuildReport {
-        self.project.build(&|_| {}).expect("build")
-    }
-
-    fn read(&self, relative: &str) -> String {
-        std::fs::read_to_string(self.path(relative)).unwrap_or_else(|e| panic!("{relative}: {e}"))
-    }
+/// A project of `files` ((path, text)) with `kiln.toml` = `manifest`, kept open.
+fn fixture(manifest: &str, files: &[(&str, String)]) -> LiveProject {
+    let manifest = ("kiln.toml", manifest.to_owned());
+    TempProject::from_files(std::iter::once(manifest).chain(files.iter().cloned())).live()
 }
 
 fn compiled(report: &BuildReport) -> BTreeSet<String> {
@@ -169,7 +128,7 @@ void main(uint3 id : SV_DispatchThreadID)
 "#;
 
 /// What each text output of Blur says for TAPS = `taps`, WEIGHT = 0.75 and CLAMPED.
-fn assert_blur_constants(f: &Fixture, stem: &str, taps: u32, clamped: bool) {
+fn assert_blur_constants(f: &TempProject, stem: &str, taps: u32, clamped: bool) {
     let spirv = words(&std::fs::read(f.path(&format!("out/Blur/Main/{stem}.spv"))).expect("spv"));
     spirv_val(
         &spirv
@@ -226,7 +185,7 @@ fn manifest_constants_reach_every_target_of_a_glslang_shader() {
     if !require_glslang() {
         return;
     }
-    let mut f = Fixture::new(
+    let mut f = fixture(
         CONSTANTS_MANIFEST,
         &[
             ("shaders/blur.frag", test_shader("blur.frag")),
@@ -393,7 +352,7 @@ fn glsl_and_hlsl_projects_build_every_target_they_can_express() {
         .zip(names)
         .map(|(path, name)| (path.as_str(), test_shader(name)))
         .collect();
-    let mut f = Fixture::new(REACH_MANIFEST, &files);
+    let mut f = fixture(REACH_MANIFEST, &files);
     let cold = f.build();
     // Surface 4 x 2, Textured 2, Explode, Patch 2, Histogram, Blur.
     assert_eq!(cold.variants, 8 + 2 + 1 + 2 + 1 + 1);
@@ -520,7 +479,7 @@ fn glsl_and_hlsl_projects_build_every_target_they_can_express() {
     // a variant whose other targets are stored is not compiled again; a pair that failed in
     // a translator is retried (a failure is never an artifact), so only the variants with a
     // naga WGSL failure compile, and nothing is rewritten.
-    let mut fresh = Fixture::open(f.dir.path());
+    let mut fresh = f.open();
     let warm = fresh.build(&|_| {}).expect("build");
     let again: BTreeSet<String> = compiled(&warm)
         .into_iter()
@@ -605,7 +564,7 @@ fn every_glslang_option_recompiles_exactly_its_shader() {
     if !require_glslang() {
         return;
     }
-    let mut f = Fixture::new(
+    let mut f = fixture(
         OPTIONS_MANIFEST,
         &[
             ("shaders/surface.hlsl", test_shader("surface.hlsl")),
@@ -639,7 +598,7 @@ fn every_glslang_option_recompiles_exactly_its_shader() {
     .map(String::from)
     .collect();
     let mut options = String::from("hlsl_iomap = true");
-    let mut set = |f: &mut Fixture, option: &str| {
+    let mut set = |f: &mut LiveProject, option: &str| {
         options.push('\n');
         options.push_str(option);
         let manifest = OPTIONS_MANIFEST.replace("hlsl_iomap = true", &options);

@@ -4,7 +4,11 @@
 //! because the variant cache let go of it. Artifact bytes need not stay resident once
 //! written: the outputs and the store hold them.
 
+mod common;
+
+use common::fill;
 use kiln::pipeline::{BuildOptions, BuildReport, Outcome, Project};
+use kiln_test_support::{tree, TempProject};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -24,45 +28,11 @@ stage = "compute"
 entry = "main"
 "#;
 
-fn fill(fog_value: &str) -> String {
-    format!(
-        r#"@group(0) @binding(0) var<storage, read_write> data: array<f32>;
-
-@compute @workgroup_size(1)
-fn main(@builtin(global_invocation_id) id: vec3<u32>) {{
-    var v: f32 = 1.0;
-#ifdef FOG
-    v = v + {fog_value};
-#endif
-#ifdef WIDE
-    v = v * 4.0;
-#endif
-    data[id.x] = v;
-}}
-"#
-    )
-}
-
+/// The outputs under `dir`: not the index, not the stat records.
 fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    fn walk(root: &Path, dir: &Path, into: &mut BTreeMap<String, Vec<u8>>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                walk(root, &path, into);
-            } else if path.extension().is_some_and(|e| e != "json") && !path.ends_with(".kiln-stat")
-            {
-                let relative = path
-                    .strip_prefix(root)
-                    .unwrap()
-                    .to_string_lossy()
-                    .into_owned();
-                into.insert(relative, std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
+    let mut files = tree(dir);
+    files.retain(|path, _| !path.ends_with(".json") && !path.ends_with(".kiln-stat"));
+    files
 }
 
 fn open(root: &Path, name: &str, max_memory: Option<u64>, jobs: usize) -> Project {
@@ -92,10 +62,11 @@ fn store_entries(cache: &Path) -> i64 {
 
 #[test]
 fn a_bound_that_holds_no_artifact_still_compiles_each_text_once_and_writes_every_output() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    std::fs::write(root.join("kiln.toml"), MANIFEST).unwrap();
-    std::fs::write(root.join("fill.wgsl"), fill("0.5")).unwrap();
+    let p = TempProject::from_files([
+        ("kiln.toml", MANIFEST.to_owned()),
+        ("fill.wgsl", fill("0.5")),
+    ]);
+    let root = p.root();
 
     for jobs in [1, 2] {
         let name = format!("tiny{jobs}");

@@ -3,9 +3,9 @@
 //! incremental build, byte for byte, with a clean build of the same project into new
 //! directories.
 
-use kiln::pipeline::{BuildOptions, Project, INDEX_FILE};
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use kiln::pipeline::{BuildOptions, Project};
+use kiln_test_support::{LiveProject, TempProject};
+use std::path::PathBuf;
 
 const MANIFEST: &str = r#"
 [project]
@@ -69,104 +69,16 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
 
 const CONSTS: &str = "#pragma once\nconst K: f32 = 1.5;\n";
 
-struct Fixture {
-    dir: tempfile::TempDir,
-    project: Project,
-}
-
-impl Fixture {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        for (path, text) in [
-            ("kiln.toml", MANIFEST),
-            ("fill.wgsl", FILL),
-            ("alt.wgsl", ALT),
-            ("inc/consts.wgsl", CONSTS),
-        ] {
-            let path = dir.path().join(path);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
-        }
-        let project = Project::open(&BuildOptions {
-            manifest: dir.path().join("kiln.toml"),
-            jobs: Some(2),
-            keep_failed_outputs: true,
-            ..BuildOptions::default()
-        })
-        .unwrap();
-        Self { dir, project }
-    }
-
-    fn path(&self, relative: &str) -> PathBuf {
-        self.dir.path().join(relative)
-    }
-
-    fn build(&mut self) -> kiln::pipeline::BuildReport {
-        let report = self.project.build(&|_| {}).unwrap();
-        assert_eq!(report.failed, 0, "{:?}", report.diagnostics);
-        report
-    }
-
-    fn edit_manifest(&mut self, from: &str, to: &str) {
-        let path = self.path("kiln.toml");
-        let text = std::fs::read_to_string(&path).unwrap();
-        assert!(text.contains(from), "manifest lacks {from:?}");
-        std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
-        assert!(self.project.reload_manifest().unwrap());
-    }
-
-    /// A build of the same sources by a new process into new directories.
-    fn clean_build(&self) -> BTreeMap<String, Vec<u8>> {
-        let fresh = tempfile::tempdir().unwrap();
-        let mut project = Project::open(&BuildOptions {
-            manifest: self.path("kiln.toml"),
-            out_dir: Some(fresh.path().join("out")),
-            cache_dir: Some(fresh.path().join("cache")),
-            ..BuildOptions::default()
-        })
-        .unwrap();
-        project.build(&|_| {}).unwrap();
-        files(&fresh.path().join("out"))
-    }
-
-    fn assert_same_as_clean(&self, what: &str) {
-        let ours = files(&self.path("out"));
-        let clean = self.clean_build();
-        assert_eq!(
-            ours.keys().collect::<Vec<_>>(),
-            clean.keys().collect::<Vec<_>>(),
-            "{what}: other files than a clean build"
-        );
-        for (path, bytes) in &clean {
-            assert!(
-                ours[path] == *bytes,
-                "{what}: {path} differs from a clean build"
-            );
-        }
-    }
-}
-
-/// Every file under `dir` but kiln's private ones (`.kiln-stat`), by relative path.
-fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if !path.file_name().unwrap().to_string_lossy().starts_with('.') {
-                let relative = path
-                    .strip_prefix(dir)
-                    .unwrap()
-                    .to_string_lossy()
-                    .into_owned();
-                out.insert(relative, std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    assert!(out.contains_key(INDEX_FILE));
-    out
+/// The project, with a [`Project`] kept open as `kiln watch` keeps it.
+fn fixture() -> LiveProject {
+    TempProject::from_files([
+        ("kiln.toml", MANIFEST),
+        ("fill.wgsl", FILL),
+        ("alt.wgsl", ALT),
+        ("inc/consts.wgsl", CONSTS),
+    ])
+    .with_options(|o| o.keep_failed_outputs = true)
+    .live()
 }
 
 #[test]
@@ -186,12 +98,12 @@ fn manifest_edits_never_serve_old_artifacts() {
         ),
         ("targets", "targets = [\"spirv\", \"wgsl\"]", "targets = [\"wgsl\", \"msl\"]"),
     ];
-    let mut f = Fixture::new();
-    f.build();
+    let mut f = fixture();
+    f.build_ok();
     f.assert_same_as_clean("first build");
     for (what, from, to) in edits {
         f.edit_manifest(from, to);
-        let report = f.build();
+        let report = f.build_ok();
         f.assert_same_as_clean(what);
         assert!(report.manifest_changed);
     }
@@ -199,8 +111,8 @@ fn manifest_edits_never_serve_old_artifacts() {
 
 #[test]
 fn swapping_the_sources_of_two_passes_swaps_their_outputs() {
-    let mut f = Fixture::new();
-    f.build();
+    let mut f = fixture();
+    f.build_ok();
     let main_before = std::fs::read(f.path("out/Fill/Main/_.wgsl")).unwrap();
     // Main reads fill.wgsl (the shader's source), Alt reads alt.wgsl. Swapped: Main reads
     // alt.wgsl's `main`, Alt reads fill.wgsl's `other` (fill.wgsl has no `alt`).
@@ -212,7 +124,7 @@ fn swapping_the_sources_of_two_passes_swaps_their_outputs() {
         "entry = \"alt\"\nsource = \"alt.wgsl\"",
         "entry = \"other\"\nsource = \"fill.wgsl\"",
     );
-    f.build();
+    f.build_ok();
     f.assert_same_as_clean("swap");
     assert_ne!(
         std::fs::read(f.path("out/Fill/Main/_.wgsl")).unwrap(),
@@ -222,8 +134,8 @@ fn swapping_the_sources_of_two_passes_swaps_their_outputs() {
 
 #[test]
 fn a_same_size_edit_of_an_output_is_restored_by_the_next_build() {
-    let mut f = Fixture::new();
-    f.build();
+    let mut f = fixture();
+    f.build_ok();
     let path = f.path("out/Fill/Main/FOG.spv");
     let good = std::fs::read(&path).unwrap();
     let mut bad = good.clone();
@@ -247,23 +159,23 @@ fn a_same_size_edit_of_an_output_is_restored_by_the_next_build() {
     assert!(f
         .project
         .outputs_changed(&[PathBuf::from("Fill/Main/FOG.spv")]));
-    let report = f.build();
+    let report = f.build_ok();
     assert_eq!(report.outputs_written, 1, "{report:?}");
     assert_eq!(std::fs::read(&path).unwrap(), good);
 }
 
 #[test]
 fn kilns_own_writes_and_removals_are_not_changes() {
-    let mut f = Fixture::new();
-    f.build();
+    let mut f = fixture();
+    f.build_ok();
     let out = f.path("out");
-    let mut written: Vec<PathBuf> = files(&out).keys().map(PathBuf::from).collect();
+    let mut written: Vec<PathBuf> = f.tree().keys().map(PathBuf::from).collect();
     written.push(PathBuf::from(".kiln-stat"));
     assert!(!f.project.outputs_changed(&written));
     assert!(!f.project.is_dirty());
     // An axis removed: kiln removes those outputs itself, then sees the events.
     f.edit_manifest("axes = [[\"_\", \"FOG\"]]", "axes = [[\"_\"]]");
-    let report = f.build();
+    let report = f.build_ok();
     assert_eq!(report.outputs_removed, 4);
     assert!(!f
         .project
@@ -272,14 +184,14 @@ fn kilns_own_writes_and_removals_are_not_changes() {
     // Someone else removing a directory of outputs is a change.
     std::fs::remove_dir_all(out.join("Fill/Alt")).unwrap();
     assert!(f.project.outputs_changed(&[PathBuf::from("Fill/Alt")]));
-    f.build();
+    f.build_ok();
     f.assert_same_as_clean("restored");
 }
 
 #[test]
 fn a_directory_moved_out_and_back_is_read_again() {
-    let mut f = Fixture::new();
-    f.build();
+    let mut f = fixture();
+    f.build_ok();
     let away = tempfile::tempdir().unwrap();
     std::fs::rename(f.path("inc"), away.path().join("inc")).unwrap();
     // The watcher reports the directory, not each file in it.
@@ -290,15 +202,15 @@ fn a_directory_moved_out_and_back_is_read_again() {
     std::fs::rename(away.path().join("inc"), f.path("inc")).unwrap();
     let changed = f.project.refresh_files(&[f.path("inc")]);
     assert_eq!(changed, [PathBuf::from("inc/consts.wgsl")]);
-    let report = f.build();
+    let report = f.build_ok();
     assert_eq!(report.compiled, 0, "all from the store: {report:?}");
     f.assert_same_as_clean("moved back");
 }
 
 #[test]
 fn a_source_edit_made_while_the_manifest_is_broken_is_built_once_it_is_fixed() {
-    let mut f = Fixture::new();
-    f.build();
+    let mut f = fixture();
+    f.build_ok();
     // One batch: the include changes and the manifest breaks. `kiln watch` re-reads the
     // files, then fails to reload the manifest, and builds nothing.
     let consts = f.path("inc/consts.wgsl");
@@ -311,7 +223,7 @@ fn a_source_edit_made_while_the_manifest_is_broken_is_built_once_it_is_fixed() {
     std::fs::write(&manifest, MANIFEST).unwrap();
     assert!(!f.project.reload_manifest().unwrap());
     assert!(f.project.is_dirty());
-    let report = f.build();
+    let report = f.build_ok();
     // Alt has no FOG code: its two variants share a text and compile once.
     assert_eq!((report.compiled, report.deduplicated), (3, 1), "{report:?}");
     f.assert_same_as_clean("after the fix");
@@ -319,10 +231,10 @@ fn a_source_edit_made_while_the_manifest_is_broken_is_built_once_it_is_fixed() {
 
 #[test]
 fn input_stamps_are_those_of_what_was_built() {
-    let mut f = Fixture::new();
-    f.build();
+    let mut f = fixture();
+    f.build_ok();
     f.edit_manifest("defines = { Q = 1 }", "defines = { Q = 2 }");
-    f.build();
+    f.build_ok();
     // A new process trusts nothing that was built from other inputs: it writes nothing.
     let mut fresh = Project::open(&BuildOptions {
         manifest: f.path("kiln.toml"),
@@ -337,7 +249,7 @@ fn input_stamps_are_those_of_what_was_built() {
 
 #[test]
 fn an_output_path_occupied_by_a_directory_fails_that_variant_alone() {
-    let f = Fixture::new();
+    let f = fixture();
     // A directory (with a file in it) where Fill/Main[FOG]'s SPIR-V goes.
     std::fs::create_dir_all(f.path("out/Fill/Main/FOG.spv/keep")).unwrap();
     let mut fresh = Project::open(&BuildOptions {
@@ -368,8 +280,8 @@ fn an_output_path_occupied_by_a_directory_fails_that_variant_alone() {
 
 #[test]
 fn raising_max_source_bytes_reads_a_refused_file_again() {
-    let mut f = Fixture::new();
-    f.build();
+    let mut f = fixture();
+    f.build_ok();
     // A cap below fill.wgsl's size: its variants fail with the cap named.
     f.edit_manifest("[project]\n", "[project]\nmax_source_bytes = 100\n");
     let report = f.project.build(&|_| {}).unwrap();
@@ -384,6 +296,6 @@ fn raising_max_source_bytes_reads_a_refused_file_again() {
     );
     // Raised: the same process reads the files again, without any file event.
     f.edit_manifest("max_source_bytes = 100", "max_source_bytes = 100000");
-    f.build();
+    f.build_ok();
     f.assert_same_as_clean("cap raised");
 }

@@ -7,10 +7,14 @@
 
 #![cfg(unix)]
 
+mod common;
+
+use common::fill;
 use kiln::pipeline::{BuildOptions, Project};
+use kiln_test_support::TempProject;
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 const MANIFEST: &str = r#"
 [project]
@@ -26,25 +30,6 @@ defines = { Q = 1 }
 stage = "compute"
 entry = "main"
 "#;
-
-fn fill(fog_value: &str) -> String {
-    format!(
-        r#"@group(0) @binding(0) var<storage, read_write> data: array<f32>;
-
-@compute @workgroup_size(1)
-fn main(@builtin(global_invocation_id) id: vec3<u32>) {{
-    var v: f32 = 1.0;
-#ifdef FOG
-    v = v + {fog_value};
-#endif
-#ifdef WIDE
-    v = v * 4.0;
-#endif
-    data[id.x] = v;
-}}
-"#
-    )
-}
 
 /// Inode, modification time (ns) and bytes of one file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,34 +79,11 @@ fn outputs(files: &BTreeMap<String, Seen>) -> BTreeMap<String, Seen> {
         .collect()
 }
 
-struct Fixture {
-    dir: tempfile::TempDir,
-}
-
-impl Fixture {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("kiln.toml"), MANIFEST).unwrap();
-        std::fs::write(dir.path().join("fill.wgsl"), fill("0.5")).unwrap();
-        Self { dir }
-    }
-
-    fn path(&self, relative: &str) -> PathBuf {
-        self.dir.path().join(relative)
-    }
-
-    fn open(&self) -> Project {
-        Project::open(&BuildOptions {
-            manifest: self.path("kiln.toml"),
-            jobs: Some(2),
-            ..BuildOptions::default()
-        })
-        .unwrap()
-    }
-
-    fn out(&self) -> PathBuf {
-        self.path("out")
-    }
+fn fixture() -> TempProject {
+    TempProject::from_files([
+        ("kiln.toml", MANIFEST.to_owned()),
+        ("fill.wgsl", fill("0.5")),
+    ])
 }
 
 fn build(project: &mut Project) -> kiln::pipeline::BuildReport {
@@ -147,11 +109,11 @@ fn assert_only_outputs(files: &BTreeMap<String, Seen>, outputs_expected: usize) 
 
 #[test]
 fn an_edit_replaces_exactly_the_changed_outputs_by_rename_and_touches_no_other() {
-    let f = Fixture::new();
+    let f = fixture();
     let mut project = f.open();
     let first = build(&mut project);
     assert_eq!(first.outputs_written, 8);
-    let before = snapshot(&f.out());
+    let before = snapshot(&f.out_dir());
     assert_only_outputs(&before, 8);
 
     // Only the FOG variants' texts change.
@@ -160,7 +122,7 @@ fn an_edit_replaces_exactly_the_changed_outputs_by_rename_and_touches_no_other()
     let report = build(&mut project);
     assert_eq!(report.compiled, 2, "the two FOG variants");
     assert_eq!(report.outputs_written, 4, "their two targets each");
-    let after = snapshot(&f.out());
+    let after = snapshot(&f.out_dir());
     assert_only_outputs(&after, 8);
 
     for (path, old) in outputs(&before) {
@@ -179,10 +141,10 @@ fn an_edit_replaces_exactly_the_changed_outputs_by_rename_and_touches_no_other()
 
 #[test]
 fn a_new_revision_with_the_same_bytes_touches_no_output() {
-    let f = Fixture::new();
+    let f = fixture();
     let mut project = f.open();
     build(&mut project);
-    let before = snapshot(&f.out());
+    let before = snapshot(&f.out_dir());
 
     // A define no conditional tests: a new source revision (every index entry's stamp
     // changes), the same bytes for every output.
@@ -195,7 +157,7 @@ fn a_new_revision_with_the_same_bytes_touches_no_output() {
     assert!(project.reload_manifest().unwrap());
     let report = build(&mut project);
     assert_eq!(report.outputs_written, 0);
-    let after = snapshot(&f.out());
+    let after = snapshot(&f.out_dir());
     assert_only_outputs(&after, 8);
     assert_eq!(outputs(&after), outputs(&before), "no output touched");
     assert_ne!(
@@ -206,15 +168,15 @@ fn a_new_revision_with_the_same_bytes_touches_no_output() {
 
 #[test]
 fn a_new_process_without_recorded_stats_rehashes_and_rewrites_nothing() {
-    let f = Fixture::new();
+    let f = fixture();
     build(&mut f.open());
-    let before = snapshot(&f.out());
+    let before = snapshot(&f.out_dir());
     // Without `.kiln-stat` nothing proves the files by their stat: each is read and hashed.
-    std::fs::remove_file(f.out().join(".kiln-stat")).unwrap();
+    std::fs::remove_file(f.out_dir().join(".kiln-stat")).unwrap();
     let report = build(&mut f.open());
     assert_eq!(report.compiled, 0);
     assert_eq!(report.outputs_written, 0);
-    let after = snapshot(&f.out());
+    let after = snapshot(&f.out_dir());
     assert_only_outputs(&after, 8);
     assert_eq!(outputs(&after), outputs(&before), "no output touched");
 }
@@ -271,7 +233,7 @@ impl kiln::store::ArtifactStore for CountingStore {
 
 /// With no room for artifacts in memory (as in a large project, where the variant cache
 /// holds a small share of them), so that every artifact comes from the store.
-fn open_counting(f: &Fixture) -> (Project, std::sync::Arc<CountingStore>) {
+fn open_counting(f: &TempProject) -> (Project, std::sync::Arc<CountingStore>) {
     let options = BuildOptions {
         manifest: f.path("kiln.toml"),
         jobs: Some(2),
@@ -296,12 +258,12 @@ fn counts(store: &CountingStore) -> (usize, usize) {
 
 #[test]
 fn variants_an_edit_left_unchanged_take_the_stores_record_and_load_no_bytes() {
-    let f = Fixture::new();
+    let f = fixture();
     let (mut project, store) = open_counting(&f);
     build(&mut project);
-    let before = outputs(&snapshot(&f.out()));
+    let before = outputs(&snapshot(&f.out_dir()));
     assert_eq!(before.len(), 8);
-    let index_before = kiln::pipeline::Index::read(&f.out());
+    let index_before = kiln::pipeline::Index::read(&f.out_dir());
     counts(&store);
 
     // A comment: a new source revision for every variant, the same text for naga. The
@@ -315,8 +277,12 @@ fn variants_an_edit_left_unchanged_take_the_stores_record_and_load_no_bytes() {
     assert_eq!(report.outputs_written, 0);
     assert_eq!(report.early_cutoff, 4, "{report:?}");
     assert_eq!(counts(&store), (0, 0), "no record read, no bytes loaded");
-    assert_eq!(outputs(&snapshot(&f.out())), before, "outputs untouched");
-    let index = kiln::pipeline::Index::read(&f.out());
+    assert_eq!(
+        outputs(&snapshot(&f.out_dir())),
+        before,
+        "outputs untouched"
+    );
+    let index = kiln::pipeline::Index::read(&f.out_dir());
     assert_eq!(index.entries.len(), 8);
     for (entry, old) in index.entries.iter().zip(&index_before.entries) {
         assert_eq!(entry.path, old.path);
@@ -341,7 +307,7 @@ fn variants_an_edit_left_unchanged_take_the_stores_record_and_load_no_bytes() {
     // from the store (verified), not compiled, and are the same bytes.
     drop(project);
     let gone = index.entries[0].path.to_string();
-    std::fs::remove_file(f.out().join(&gone)).unwrap();
+    std::fs::remove_file(f.out_dir().join(&gone)).unwrap();
     let (mut project, store) = open_counting(&f);
     let report = build(&mut project);
     assert_eq!(report.compiled, 0, "{report:?}");
@@ -352,7 +318,7 @@ fn variants_an_edit_left_unchanged_take_the_stores_record_and_load_no_bytes() {
         "only the deleted output's variant loads: {loads}"
     );
     assert_eq!(
-        outputs(&snapshot(&f.out()))[&gone].bytes,
+        outputs(&snapshot(&f.out_dir()))[&gone].bytes,
         before[&gone].bytes
     );
 }
@@ -362,7 +328,7 @@ fn a_new_process_trusts_each_output_by_its_own_stat_across_many_variants() {
     // 40 variants, more than one thread's share of the stats taken ahead (freshness.rs): a
     // stat filed under another output would distrust outputs that did not change (work)
     // or, were it ever trusted, serve one that did.
-    let f = Fixture::new();
+    let f = fixture();
     let levels: Vec<String> = (0..10).map(|i| format!("\"L{i}\"")).collect();
     let manifest = MANIFEST.replace(
         r#"axes = [["_", "FOG"], ["_", "WIDE"]]"#,
@@ -375,7 +341,7 @@ fn a_new_process_trusts_each_output_by_its_own_stat_across_many_variants() {
     let (mut first, _) = open_counting(&f);
     assert_eq!(build(&mut first).variants, 40);
     drop(first);
-    let before = outputs(&snapshot(&f.out()));
+    let before = outputs(&snapshot(&f.out_dir()));
     assert_eq!(before.len(), 80);
     // A stat sealed less than 0.1 s after its file was written proves nothing (stat.rs,
     // `RACY_NS`): a build later than that seals these for good.
@@ -392,7 +358,7 @@ fn a_new_process_trusts_each_output_by_its_own_stat_across_many_variants() {
 
     // One output of a variant far from the first changed behind kiln's back.
     let (last, _) = before.iter().next_back().unwrap();
-    std::fs::write(f.out().join(last), b"not what kiln wrote").unwrap();
+    std::fs::write(f.out_dir().join(last), b"not what kiln wrote").unwrap();
     let (mut fresh, store) = open_counting(&f);
     let report = build(&mut fresh);
     assert_eq!(report.outputs_written, 1);
@@ -401,7 +367,7 @@ fn a_new_process_trusts_each_output_by_its_own_stat_across_many_variants() {
         loads + records <= 4,
         "only the changed output's variant is looked up: {loads} loads, {records} records"
     );
-    let after = outputs(&snapshot(&f.out()));
+    let after = outputs(&snapshot(&f.out_dir()));
     assert_eq!(after[last].bytes, before[last].bytes);
     for (path, seen) in &before {
         if path != last {

@@ -4,8 +4,8 @@
 //! compared byte for byte with a clean build.
 
 use kiln::pipeline::{BuildOptions, Project};
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use kiln_test_support::{LiveProject, TempProject};
+use std::path::Path;
 
 const MANIFEST: &str = r#"
 [project]
@@ -38,140 +38,77 @@ void main() {
 }
 ";
 
-struct Fixture {
-    dir: tempfile::TempDir,
-    project: Project,
+/// The project, with a [`Project`] kept open as `kiln watch` keeps it.
+fn fixture() -> LiveProject {
+    TempProject::from_files([
+        ("kiln.toml", MANIFEST),
+        ("shaders/fill.comp", FILL),
+        ("common/consts.glsl", "const float K = 1.5;\n"),
+    ])
+    .live()
 }
 
-impl Fixture {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let fixture_files = [
-            ("kiln.toml", MANIFEST),
-            ("shaders/fill.comp", FILL),
-            ("common/consts.glsl", "const float K = 1.5;\n"),
-        ];
-        for (path, text) in fixture_files {
-            write(dir.path(), path, text);
-        }
-        let project = Project::open(&BuildOptions {
-            manifest: dir.path().join("kiln.toml"),
-            jobs: Some(2),
-            ..BuildOptions::default()
-        })
-        .unwrap();
-        Self { dir, project }
-    }
-
-    /// Writes a file and tells the project, as `kiln watch` does on a file event.
-    fn edit(&mut self, path: &str, text: Option<&str>) {
-        let full = self.dir.path().join(path);
-        match text {
-            Some(text) => write(self.dir.path(), path, text),
-            None => std::fs::remove_file(&full).unwrap(),
-        }
-        self.project.refresh_files(&[full]);
-    }
-
-    fn build(&mut self) -> kiln::pipeline::BuildReport {
-        let report = self.project.build(&|_| {}).unwrap();
-        assert_eq!(report.failed, 0, "{:?}", report.diagnostics);
-        report
-    }
-
-    fn assert_same_as_clean(&self, what: &str) {
-        let fresh = tempfile::tempdir().unwrap();
-        let mut clean = Project::open(&BuildOptions {
-            manifest: self.dir.path().join("kiln.toml"),
-            out_dir: Some(fresh.path().join("out")),
-            cache_dir: Some(fresh.path().join("cache")),
-            ..BuildOptions::default()
-        })
-        .unwrap();
-        clean.build(&|_| {}).unwrap();
-        assert_eq!(
-            files(&self.dir.path().join("out")),
-            files(&fresh.path().join("out")),
-            "{what}"
-        );
-    }
-}
-
-fn write(root: &Path, path: &str, text: &str) {
-    let path = root.join(path);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-}
-
-/// The SPIR-V outputs, by relative path.
-fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "spv") {
-                let bytes = std::fs::read(&path).unwrap();
-                out.insert(path.strip_prefix(dir).unwrap().to_owned(), bytes);
-            }
-        }
-    }
-    assert_eq!(out.len(), 2, "{out:?}");
-    out
+/// [`TempProject::assert_same_as_clean`], with both SPIR-V outputs there.
+fn assert_same_as_clean(f: &LiveProject, what: &str) {
+    let spirv: Vec<String> = f
+        .tree()
+        .into_keys()
+        .filter(|p| p.ends_with(".spv"))
+        .collect();
+    assert_eq!(spirv.len(), 2, "{what}: {spirv:?}");
+    f.assert_same_as_clean(what);
 }
 
 #[test]
 fn what_an_include_finds_is_part_of_the_identity() {
-    let mut f = Fixture::new();
-    assert_eq!(f.build().compiled, 2);
-    f.assert_same_as_clean("first build");
+    let mut f = fixture();
+    assert_eq!(f.build_ok().compiled, 2);
+    assert_same_as_clean(&f, "first build");
 
     // The shader's own include directory comes before the project's.
-    f.edit("shaders/local/consts.glsl", Some("const float K = 2.5;\n"));
-    assert_eq!(f.build().compiled, 2);
-    f.assert_same_as_clean("a file created in the shader's include directory");
+    f.write("shaders/local/consts.glsl", "const float K = 2.5;\n");
+    assert_eq!(f.build_ok().compiled, 2);
+    assert_same_as_clean(&f, "a file created in the shader's include directory");
 
     // The including file's directory comes first of all.
-    f.edit("shaders/consts.glsl", Some("const float K = 3.5;\n"));
-    assert_eq!(f.build().compiled, 2);
-    f.assert_same_as_clean("a file created beside the shader");
+    f.write("shaders/consts.glsl", "const float K = 3.5;\n");
+    assert_eq!(f.build_ok().compiled, 2);
+    assert_same_as_clean(&f, "a file created beside the shader");
 
     // The project's file is now shadowed: editing it changes nothing.
-    f.edit("common/consts.glsl", Some("const float K = 9.5;\n"));
-    assert_eq!(f.build().compiled, 0);
-    f.assert_same_as_clean("a shadowed file edited");
+    f.write("common/consts.glsl", "const float K = 9.5;\n");
+    assert_eq!(f.build_ok().compiled, 0);
+    assert_same_as_clean(&f, "a shadowed file edited");
 
     // Comments in the file that is found change no text, so nothing compiles.
-    f.edit(
+    f.write(
         "shaders/consts.glsl",
-        Some("// the constant\nconst float K = /* three and a half */ 3.5;\n"),
+        "// the constant\nconst float K = /* three and a half */ 3.5;\n",
     );
-    assert_eq!(f.build().compiled, 0);
+    assert_eq!(f.build_ok().compiled, 0);
 
     // Removing the nearest file falls back to the next directory.
     // (Its text was built before: the store has the artifacts.)
-    f.edit("shaders/consts.glsl", None);
-    let report = f.build();
+    f.remove("shaders/consts.glsl");
+    let report = f.build_ok();
     assert_eq!((report.compiled, report.cached), (0, 2));
-    f.assert_same_as_clean("the nearest file removed");
+    assert_same_as_clean(&f, "the nearest file removed");
 }
 
 #[test]
 fn an_include_directory_outside_the_root_is_refused_with_its_line() {
-    let dir = tempfile::tempdir().unwrap();
-    write(
-        dir.path(),
-        "kiln.toml",
-        &MANIFEST.replace(
-            "include_dirs = [\"common\"]",
-            "include_dirs = [\"../common\"]",
+    let p = TempProject::from_files([
+        (
+            "kiln.toml",
+            MANIFEST.replace(
+                "include_dirs = [\"common\"]",
+                "include_dirs = [\"../common\"]",
+            ),
         ),
-    );
-    write(dir.path(), "shaders/fill.comp", FILL);
+        ("shaders/fill.comp", FILL.to_owned()),
+    ]);
     let err = Project::open(&BuildOptions {
-        manifest: dir.path().join("kiln.toml"),
+        manifest: p.path("kiln.toml"),
         ..BuildOptions::default()
     })
     .err()
@@ -186,11 +123,11 @@ fn an_include_directory_outside_the_root_is_refused_with_its_line() {
 
 #[test]
 fn an_error_directive_fails_its_variant_alone_at_its_file_and_line() {
-    let mut f = Fixture::new();
-    f.build();
-    f.edit(
+    let mut f = fixture();
+    f.build_ok();
+    f.write(
         "common/consts.glsl",
-        Some("const float K = 1.5;\n#ifdef DOUBLE\n#error doubling is not supported\n#endif\n"),
+        "const float K = 1.5;\n#ifdef DOUBLE\n#error doubling is not supported\n#endif\n",
     );
     let report = f.project.build(&|_| {}).unwrap();
     assert_eq!(report.failed, 1, "{:?}", report.diagnostics);

@@ -2,6 +2,7 @@
 //! project, rebuild, and assert on exactly what the engine and naga did.
 
 use kiln::pipeline::{BuildOptions, BuildReport, Index, Project};
+use kiln_test_support::{LiveProject, TempProject};
 use std::path::{Path, PathBuf};
 
 const MANIFEST: &str = r#"
@@ -58,94 +59,34 @@ fn fs_main() -> @location(0) vec4<f32> {
 }
 "#;
 
-struct Fixture {
-    dir: tempfile::TempDir,
-    project: Project,
+/// The project, with a [`Project`] kept open as `kiln watch` keeps it.
+fn fixture(max_memory: Option<u64>) -> LiveProject {
+    TempProject::from_files([
+        ("kiln.toml", MANIFEST),
+        ("shaders/lit.wgsl", LIT),
+        ("shaders/include/fog.wgsl", FOG),
+        ("shaders/sky.wgsl", SKY),
+    ])
+    .with_options(|o| {
+        o.max_memory = max_memory;
+        // As `kiln watch` does.
+        o.keep_failed_outputs = true;
+    })
+    .live()
 }
 
-impl Fixture {
-    fn new(max_memory: Option<u64>) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        for (path, text) in [
-            ("kiln.toml", MANIFEST),
-            ("shaders/lit.wgsl", LIT),
-            ("shaders/include/fog.wgsl", FOG),
-            ("shaders/sky.wgsl", SKY),
-        ] {
-            let path = dir.path().join(path);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
-        }
-        let project = Project::open(&BuildOptions {
-            manifest: dir.path().join("kiln.toml"),
-            max_memory,
-            jobs: Some(2),
-            // As `kiln watch` does.
-            keep_failed_outputs: true,
-            ..BuildOptions::default()
-        })
-        .unwrap();
-        Fixture { dir, project }
-    }
+fn recompiled(report: &BuildReport) -> Vec<String> {
+    let mut names: Vec<String> = report
+        .recompiled
+        .iter()
+        .map(|r| r.variant.to_string())
+        .collect();
+    names.sort();
+    names
+}
 
-    fn path(&self, relative: &str) -> PathBuf {
-        self.dir.path().join(relative)
-    }
-
-    fn edit(&mut self, relative: &str, from: &str, to: &str) {
-        let path = self.path(relative);
-        let text = std::fs::read_to_string(&path).unwrap();
-        assert!(text.contains(from), "{relative} lacks {from:?}");
-        std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
-        self.project.refresh_files(&[path]);
-    }
-
-    fn build(&mut self) -> BuildReport {
-        self.project.build(&|_| {}).unwrap()
-    }
-
-    fn recompiled(report: &BuildReport) -> Vec<String> {
-        let mut names: Vec<String> = report
-            .recompiled
-            .iter()
-            .map(|r| r.variant.to_string())
-            .collect();
-        names.sort();
-        names
-    }
-
-    /// Every file of `out/` (the index's entries included) equals what a clean build of
-    /// the sources as they are now writes, into a new output directory and store.
-    fn assert_matches_clean_build(&self) {
-        let clean = self.path("clean");
-        let mut project = Project::open(&BuildOptions {
-            manifest: self.path("kiln.toml"),
-            out_dir: Some(clean.join("out")),
-            cache_dir: Some(clean.join("cache")),
-            jobs: Some(1),
-            keep_failed_outputs: true,
-            ..BuildOptions::default()
-        })
-        .unwrap();
-        project.build(&|_| {}).unwrap();
-        let index = |dir: &Path| -> Index {
-            serde_json::from_slice(&std::fs::read(dir.join("index.json")).unwrap()).unwrap()
-        };
-        let (ours, theirs) = (index(&self.path("out")), index(&clean.join("out")));
-        assert_eq!(ours.entries, theirs.entries);
-        for entry in &ours.entries {
-            assert_eq!(
-                self.output(&entry.path),
-                std::fs::read(clean.join("out").join(&*entry.path)).unwrap(),
-                "{}",
-                entry.path
-            );
-        }
-    }
-
-    fn output(&self, relative: &str) -> Vec<u8> {
-        std::fs::read(self.path("out").join(relative)).unwrap()
-    }
+fn output(f: &TempProject, relative: &str) -> Vec<u8> {
+    std::fs::read(f.out_dir().join(relative)).unwrap()
 }
 
 fn assert_exists(path: &Path) {
@@ -154,13 +95,13 @@ fn assert_exists(path: &Path) {
 
 #[test]
 fn editing_an_include_recompiles_only_its_dependents() {
-    let mut f = Fixture::new(None);
+    let mut f = fixture(None);
     let cold = f.build();
     assert_eq!(cold.compiled, 6);
     f.edit("shaders/include/fog.wgsl", "0.25);", "0.5);");
     let report = f.build();
     assert_eq!(
-        Fixture::recompiled(&report),
+        recompiled(&report),
         ["Lit/Forward[FOG;SKIN]", "Lit/Forward[FOG]"]
     );
     assert_eq!(
@@ -189,15 +130,12 @@ fn editing_an_include_recompiles_only_its_dependents() {
 
 #[test]
 fn an_edit_inside_a_block_a_variant_skips_leaves_the_variant_alone_unless_lines_move() {
-    let mut f = Fixture::new(None);
+    let mut f = fixture(None);
     f.build();
     // `#else` of `#ifdef FOG`: only the variants without FOG use it.
     f.edit("shaders/include/fog.wgsl", "return c;", "return c * 0.75;");
     let report = f.build();
-    assert_eq!(
-        Fixture::recompiled(&report),
-        ["Lit/Forward[SKIN]", "Lit/Forward[]"]
-    );
+    assert_eq!(recompiled(&report), ["Lit/Forward[SKIN]", "Lit/Forward[]"]);
     assert_eq!(report.early_cutoff, 0, "{report:?}");
 
     // A line added inside the FOG block moves every later line: the variants without FOG
@@ -209,7 +147,7 @@ fn an_edit_inside_a_block_a_variant_skips_leaves_the_variant_alone_unless_lines_
     );
     let report = f.build();
     assert_eq!(
-        Fixture::recompiled(&report),
+        recompiled(&report),
         ["Lit/Forward[FOG;SKIN]", "Lit/Forward[FOG]"]
     );
     assert_eq!(report.early_cutoff, 2, "{report:?}");
@@ -222,12 +160,12 @@ fn an_edit_inside_a_block_a_variant_skips_leaves_the_variant_alone_unless_lines_
         report.compiled, 0,
         "the store holds every earlier text: {report:?}"
     );
-    f.assert_matches_clean_build();
+    f.assert_same_as_clean("the edits undone");
 }
 
 #[test]
 fn editing_a_comment_recompiles_nothing() {
-    let mut f = Fixture::new(None);
+    let mut f = fixture(None);
     f.build();
     f.edit(
         "shaders/include/fog.wgsl",
@@ -246,7 +184,7 @@ fn editing_a_comment_recompiles_nothing() {
 
 #[test]
 fn a_touch_without_change_is_not_a_rebuild() {
-    let mut f = Fixture::new(None);
+    let mut f = fixture(None);
     f.build();
     let path = f.path("shaders/lit.wgsl");
     let text = std::fs::read(&path).unwrap();
@@ -257,21 +195,21 @@ fn a_touch_without_change_is_not_a_rebuild() {
 
 #[test]
 fn editing_inside_ifdef_skin_recompiles_only_skin_variants() {
-    let mut f = Fixture::new(None);
+    let mut f = fixture(None);
     f.build();
     f.edit("shaders/lit.wgsl", "c = c * 0.5;", "c = c * 0.75;");
     let report = f.build();
     assert_eq!(
-        Fixture::recompiled(&report),
+        recompiled(&report),
         ["Lit/Forward[FOG;SKIN]", "Lit/Forward[SKIN]"]
     );
 }
 
 #[test]
 fn break_then_fix() {
-    let mut f = Fixture::new(None);
+    let mut f = fixture(None);
     f.build();
-    let good = f.output("Sky/Forward/STARS.spv");
+    let good = output(&f, "Sky/Forward/STARS.spv");
     f.edit(
         "shaders/sky.wgsl",
         "return vec4<f32>(1.0);",
@@ -291,7 +229,7 @@ fn break_then_fix() {
         "{d}"
     );
     // The last good output stays for hot reload, and its index entry says it is stale.
-    assert_eq!(f.output("Sky/Forward/STARS.spv"), good);
+    assert_eq!(output(&f, "Sky/Forward/STARS.spv"), good);
     let index: Index =
         serde_json::from_slice(&std::fs::read(f.path("out/index.json")).unwrap()).unwrap();
     let entry = index
@@ -320,14 +258,14 @@ fn break_then_fix() {
     assert_eq!(fixed.failed, 0);
     // The fixed text is the old one: its artifact comes from the store.
     assert_eq!(fixed.compiled, 0, "{fixed:?}");
-    assert_eq!(f.output("Sky/Forward/STARS.spv"), good);
+    assert_eq!(output(&f, "Sky/Forward/STARS.spv"), good);
     let index = std::fs::read_to_string(f.path("out/index.json")).unwrap();
     assert!(!index.contains("stale"), "{index}");
 }
 
 #[test]
 fn without_keep_failed_outputs_a_failed_variant_has_no_outputs_like_a_clean_build() {
-    let mut f = Fixture::new(None);
+    let mut f = fixture(None);
     f.build();
     let options = BuildOptions {
         manifest: f.path("kiln.toml"),
@@ -349,17 +287,14 @@ fn without_keep_failed_outputs_a_failed_variant_has_no_outputs_like_a_clean_buil
 
 #[test]
 fn a_deleted_source_reports_errors_and_recovers() {
-    let mut f = Fixture::new(None);
+    let mut f = fixture(None);
     f.build();
-    let path = f.path("shaders/include/fog.wgsl");
-    let text = std::fs::read_to_string(&path).unwrap();
-    std::fs::remove_file(&path).unwrap();
-    f.project.refresh_files(std::slice::from_ref(&path));
+    let text = f.read("shaders/include/fog.wgsl");
+    f.remove("shaders/include/fog.wgsl");
     let report = f.build();
     assert_eq!(report.failed, 4, "{report:?}");
     assert_exists(&f.path("out/Lit/Forward/FOG.spv"));
-    std::fs::write(&path, text).unwrap();
-    f.project.refresh_files(&[path]);
+    f.write("shaders/include/fog.wgsl", text);
     let report = f.build();
     assert_eq!(report.failed, 0);
     assert_eq!(report.compiled, 0);
@@ -367,19 +302,13 @@ fn a_deleted_source_reports_errors_and_recovers() {
 
 #[test]
 fn a_manifest_edit_adding_an_axis_compiles_only_what_is_new() {
-    let mut f = Fixture::new(None);
+    let mut f = fixture(None);
     f.build();
-    let manifest = f.path("kiln.toml");
-    let text = std::fs::read_to_string(&manifest).unwrap();
-    std::fs::write(
-        &manifest,
-        text.replace(
-            r#"axes = [["_", "STARS"]]"#,
-            r#"axes = [["_", "STARS"], ["_", "MOON"]]"#,
-        ),
-    )
-    .unwrap();
-    assert!(f.project.reload_manifest().unwrap());
+    let (one_axis, two_axes) = (
+        r#"axes = [["_", "STARS"]]"#,
+        r#"axes = [["_", "STARS"], ["_", "MOON"]]"#,
+    );
+    f.edit_manifest(one_axis, two_axes);
     let report = f.build();
     assert!(report.manifest_changed);
     assert_eq!(report.variants, 8);
@@ -390,8 +319,7 @@ fn a_manifest_edit_adding_an_axis_compiles_only_what_is_new() {
     assert_eq!(report.outputs_written, 2 * 2);
 
     // Removing the axis again retires those outputs.
-    std::fs::write(&manifest, &text).unwrap();
-    assert!(f.project.reload_manifest().unwrap());
+    f.edit_manifest(two_axes, one_axis);
     let report = f.build();
     assert_eq!(report.outputs_removed, 2 * 2);
     assert!(!f.path("out/Sky/Forward/MOON+STARS.spv").exists());
@@ -399,14 +327,14 @@ fn a_manifest_edit_adding_an_axis_compiles_only_what_is_new() {
 
 #[test]
 fn with_a_small_memory_budget_evictions_happen_and_nothing_recompiles() {
-    let mut f = Fixture::new(Some(64));
+    let mut f = fixture(Some(64));
     let cold = f.build();
     assert_eq!(cold.compiled, 6);
     // Any new revision is a boundary where the engine's LRU evicts preprocessed texts.
     f.edit("shaders/sky.wgsl", "0.2, 1.0", "0.3, 1.0");
     let report = f.build();
     assert!(report.evicted > 0, "{report:?}");
-    assert_eq!(Fixture::recompiled(&report), ["Sky/Forward[]"]);
+    assert_eq!(recompiled(&report), ["Sky/Forward[]"]);
     // Lit's texts were evicted, its artifacts re-verified through the kept edges: nothing
     // of Lit re-executed, nothing compiled. Sky's revision moved, but its STARS variant's
     // text did not change: its artifacts are verified too, not executed again.
@@ -436,9 +364,9 @@ fn with_a_small_memory_budget_evictions_happen_and_nothing_recompiles() {
 
 #[test]
 fn an_output_deleted_while_watching_is_restored_without_compiling() {
-    let mut f = Fixture::new(None);
+    let mut f = fixture(None);
     f.build();
-    let good = f.output("Lit/Forward/FOG.spv");
+    let good = output(&f, "Lit/Forward/FOG.spv");
     std::fs::remove_file(f.path("out/Lit/Forward/FOG.spv")).unwrap();
     // Without being told, the project trusts what it wrote: nothing to do.
     assert!(!f.project.is_dirty());
@@ -447,5 +375,5 @@ fn an_output_deleted_while_watching_is_restored_without_compiling() {
     let report = f.build();
     assert_eq!(report.compiled, 0, "{report:?}");
     assert_eq!(report.outputs_written, 1, "{report:?}");
-    assert_eq!(f.output("Lit/Forward/FOG.spv"), good);
+    assert_eq!(output(&f, "Lit/Forward/FOG.spv"), good);
 }

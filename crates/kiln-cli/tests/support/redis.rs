@@ -4,7 +4,6 @@
 #![allow(dead_code)]
 
 use std::net::TcpListener;
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -150,30 +149,4 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-/// Every file under `dir` (relative path, bytes), sorted; the stat cache is left out (it
-/// records inodes and times, not content).
-pub fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                walk(root, &path, out);
-            } else {
-                let name = path
-                    .strip_prefix(root)
-                    .unwrap()
-                    .to_string_lossy()
-                    .into_owned();
-                if name != ".kiln-stat" {
-                    out.push((name, std::fs::read(&path).unwrap()));
-                }
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(dir, dir, &mut out);
-    out.sort();
-    out
 }

@@ -1,5 +1,6 @@
 //! For tests of the glslang front end: whether to run them, and `spirv-val`.
 
+use std::path::Path;
 use std::process::Command;
 
 /// Whether glslang is linked. Without it the caller skips, saying why, unless
@@ -93,4 +94,12 @@ pub fn glslang_validator(text: &str, stage: &str, checked: Checked, what: &str) 
         String::from_utf8_lossy(&output.stderr)
     );
     true
+}
+
+/// The text of `tests/shaders/glslang/<name>`.
+pub fn test_shader(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/shaders/glslang")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
