@@ -557,6 +557,21 @@ pub fn remove_output(out_dir: &Path, entry: &IndexEntry) -> std::io::Result<bool
     Ok(true)
 }
 
+/// Marks `out_dir` as being written: a kill from here on may leave temporary files anywhere
+/// under it, which the next build looks for while the marker is there. Returns its path,
+/// for [`unmark_writing`].
+pub(crate) fn mark_writing(out_dir: &Path) -> std::io::Result<PathBuf> {
+    let marker = out_dir.join(WRITING_MARKER);
+    std::fs::write(&marker, b"")?;
+    Ok(marker)
+}
+
+/// Every temporary file is gone (renamed into place, or removed on an error): the marker
+/// goes.
+pub(crate) fn unmark_writing(marker: &Path) {
+    let _ = std::fs::remove_file(marker);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -691,19 +706,4 @@ mod tests {
         let (read, _) = Index::from_json_checked(Path::new("/out"), &broken);
         assert!(read.entries.is_empty());
     }
-}
-
-/// Marks `out_dir` as being written: a kill from here on may leave temporary files anywhere
-/// under it, which the next build looks for while the marker is there. Returns its path,
-/// for [`unmark_writing`].
-pub(crate) fn mark_writing(out_dir: &Path) -> std::io::Result<PathBuf> {
-    let marker = out_dir.join(WRITING_MARKER);
-    std::fs::write(&marker, b"")?;
-    Ok(marker)
-}
-
-/// Every temporary file is gone (renamed into place, or removed on an error): the marker
-/// goes.
-pub(crate) fn unmark_writing(marker: &Path) {
-    let _ = std::fs::remove_file(marker);
 }
