@@ -100,22 +100,25 @@ impl VariantScope {
             byproducts: Byproducts::default(),
         };
         let outer = CURRENT.with(|current| current.replace(Some(scope)));
-        // Restores the outer scope also when `work` unwinds.
+        // Restores the outer scope when `work` unwinds; on return, `take` restores it and
+        // hands back this scope, after which the guard does nothing.
         struct Restore(Option<Option<VariantScope>>);
+        impl Restore {
+            fn take(&mut self) -> Option<VariantScope> {
+                let outer = self.0.take()?;
+                CURRENT.with(|current| current.replace(outer))
+            }
+        }
         impl Drop for Restore {
             fn drop(&mut self) {
-                let outer = self.0.take().flatten();
-                CURRENT.with(|current| current.replace(outer));
+                self.take();
             }
         }
         let mut restore = Restore(Some(outer));
         let result = work();
-        let outer = restore.0.take().flatten();
-        let mine = CURRENT.with(|current| current.replace(outer));
-        (
-            result,
-            mine.map(|scope| scope.byproducts).unwrap_or_default(),
-        )
+        let mine = restore.take();
+        let made = mine.map(|scope| scope.byproducts).unwrap_or_default();
+        (result, made)
     }
 
     /// The revision of `shader` in the build of the variant running on this thread; `None`
@@ -135,5 +138,42 @@ impl VariantScope {
                 add(&mut scope.byproducts);
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cached() -> impl FnOnce(&mut Byproducts) {
+        |made| made.outcome = Some(Outcome::Cached)
+    }
+
+    #[test]
+    fn a_nested_scope_keeps_its_own_byproducts_and_gives_the_outer_one_back() {
+        let revisions = Arc::new(Revisions::default());
+        let ((), outer) = VariantScope::run(&revisions, || {
+            let ((), inner) = VariantScope::run(&revisions, || VariantScope::record(cached()));
+            assert_eq!(inner.outcome, Some(Outcome::Cached));
+            // What the outer execution records after the inner one returned is its own.
+            VariantScope::record(|made| made.outcome = Some(Outcome::Compiled));
+        });
+        assert_eq!(outer.outcome, Some(Outcome::Compiled));
+        // Outside every scope, records go nowhere.
+        VariantScope::record(cached());
+        assert!(CURRENT.with(|current| current.borrow().is_none()));
+    }
+
+    #[test]
+    fn an_unwinding_scope_gives_the_outer_one_back() {
+        let revisions = Arc::new(Revisions::default());
+        let ((), outer) = VariantScope::run(&revisions, || {
+            let unwound = std::panic::catch_unwind(|| {
+                VariantScope::run(&revisions, || panic!("a query panicked"))
+            });
+            assert!(unwound.is_err());
+            VariantScope::record(cached());
+        });
+        assert_eq!(outer.outcome, Some(Outcome::Cached));
     }
 }
