@@ -9,9 +9,10 @@ use crate::pipeline::engine::queries::{
     variant_key, Artifacts, ArtifactsQ, CompileJob, VariantFailure,
 };
 use crate::pipeline::engine::scope::{Byproducts, Revisions, VariantScope};
-use crate::pipeline::engine::services::{Outcome, VariantArtifacts};
+use crate::pipeline::engine::services::{Outcome, Services, VariantArtifacts};
 use crate::pipeline::{Diagnostic, Progress, Project, VariantId};
 use crate::store::ContentKey;
+use kiln_incr::QueryHandle;
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -66,11 +67,12 @@ impl Project {
         progress: &(dyn Fn(Progress) + Sync),
     ) -> Vec<Ran> {
         let done = AtomicUsize::new(done_before);
+        let artifacts = self.db.query::<ArtifactsQ>();
         self.pool.install(|| {
             chunk
                 .par_iter()
                 .map(|variant| {
-                    let ran = self.run_variant(variant, plan);
+                    let ran = self.run_variant(&artifacts, variant, plan);
                     let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
                     progress(Progress {
                         done: finished,
@@ -85,8 +87,12 @@ impl Project {
     /// One variant: its artifacts through the engine, then (when the build writes outputs)
     /// its outputs, written by this worker while the bytes are still in memory: a build of
     /// 100,000 variants does not hold every artifact until the end.
-    fn run_variant(&self, variant: &VariantId, plan: &Plan) -> Ran {
-        let artifacts = self.db.query::<ArtifactsQ>();
+    fn run_variant(
+        &self,
+        artifacts: &QueryHandle<'_, ArtifactsQ, Services>,
+        variant: &VariantId,
+        plan: &Plan,
+    ) -> Ran {
         let (result, mut made) = VariantScope::run(&plan.revisions, || artifacts.get(variant));
         let fresh = made.fresh.take();
         let mut ran = Ran::new(result, made);

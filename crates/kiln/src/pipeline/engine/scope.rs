@@ -13,12 +13,11 @@
 
 use super::services::{Outcome, VariantArtifacts};
 use crate::identity::Revision;
+use crate::pipeline::Diagnostic;
 use crate::store::ContentKey;
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 use std::sync::Arc;
-
-use super::super::Diagnostic;
 
 /// Every shader's source revision in this build, computed before any variant runs, and the
 /// 16-hex name the index gives it. A shader whose revision cannot be computed is absent: its

@@ -8,7 +8,8 @@ pub(crate) mod write;
 
 use super::plan::{Mode, Outputs, Plan};
 use super::run::Ran;
-use crate::pipeline::engine::queries::{self, RevisionQ};
+use crate::pipeline::engine::queries;
+use crate::pipeline::engine::scope::Revisions;
 use crate::pipeline::out_dir::stat::OutputStats;
 use crate::pipeline::out_dir::{IndexEntry, IndexFailure};
 use crate::pipeline::report::{Outcomes, RECOMPILED_LISTED};
@@ -63,16 +64,18 @@ impl Failed {
 
     /// Variants that failed (for every target or some), and failed (variant, target) pairs.
     fn counts(&self, targets: usize) -> (usize, usize) {
-        let partly: Vec<&VariantId> = self
+        // Pairs are sorted by variant: a variant's failed targets are adjacent.
+        let mut partly: Vec<&VariantId> = self
             .pairs
             .iter()
             .map(|(v, _)| v)
             .filter(|v| !self.variants.contains(*v))
             .collect();
-        let distinct: BTreeSet<&&VariantId> = partly.iter().collect();
+        let pairs = partly.len();
+        partly.dedup();
         (
-            self.variants.len() + distinct.len(),
-            self.variants.len() * targets + partly.len(),
+            self.variants.len() + partly.len(),
+            self.variants.len() * targets + pairs,
         )
     }
 
@@ -200,7 +203,7 @@ impl Commit {
                 if self.recompiled.len() < RECOMPILED_LISTED {
                     self.recompiled.push(Recompiled {
                         variant: variant.clone(),
-                        digest: project.digest_of(variant),
+                        digest: digest_of(variant, &plan.revisions),
                         reason: project.reason(variant, plan),
                     });
                 }
@@ -387,16 +390,15 @@ impl Project {
             "no artifact in the store".to_owned()
         }
     }
+}
 
-    /// The digest of `variant`'s key at its shader's current revision (for logs).
-    fn digest_of(&self, variant: &VariantId) -> String {
-        match self.db.get::<RevisionQ>(&variant.shader) {
-            Ok(Ok(revision)) => queries::variant_key(variant, revision.short())
-                .map(|key| key.digest())
-                .unwrap_or_default(),
-            _ => String::new(),
-        }
-    }
+/// The digest of `variant`'s key at its shader's revision in this build (for logs).
+fn digest_of(variant: &VariantId, revisions: &Revisions) -> String {
+    revisions
+        .get(&variant.shader)
+        .and_then(|shader| queries::variant_key(variant, shader.revision.short()).ok())
+        .map(|key| key.digest())
+        .unwrap_or_default()
 }
 
 /// What the new index is made of besides the entries still current.
@@ -405,5 +407,5 @@ pub(super) struct IndexParts<'a> {
     entries: Vec<IndexEntry>,
     failures: Failed,
     /// For the revision a kept failed output failed at.
-    revisions: &'a crate::pipeline::engine::scope::Revisions,
+    revisions: &'a Revisions,
 }
