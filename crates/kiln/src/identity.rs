@@ -276,9 +276,10 @@ pub struct Namespace {
     dir_name: String,
 }
 
-/// What a namespace is made of; its directory name is derived from these alone.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-struct NamespaceFields {
+/// What a namespace is made of; its directory name is derived from these alone. A store
+/// records them as they are (`store/namespace.rs`).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub(crate) struct NamespaceFields {
     kiln_version: String,
     compiler_version: String,
     target: String,
@@ -354,24 +355,13 @@ impl Namespace {
         &self.dir_name
     }
 
-    /// A namespace from every field, as a store recorded them.
-    pub(crate) fn from_parts(
-        kiln_version: String,
-        compiler_version: String,
-        target: String,
-        target_options: BTreeMap<String, String>,
-        capabilities: BTreeSet<String>,
-    ) -> Self {
-        Self::from_fields(NamespaceFields {
-            kiln_version,
-            compiler_version,
-            target,
-            target_options,
-            capabilities,
-        })
+    /// What the namespace is made of, as a store records it.
+    pub(crate) fn fields(&self) -> &NamespaceFields {
+        &self.fields
     }
 
-    fn from_fields(fields: NamespaceFields) -> Self {
+    /// A namespace from every field, as a store recorded them.
+    pub(crate) fn from_fields(fields: NamespaceFields) -> Self {
         Namespace {
             fields,
             dir_name: String::new(),
