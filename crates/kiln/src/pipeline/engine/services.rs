@@ -1,5 +1,5 @@
 //! The untracked services pipeline queries use: the artifact store, the variant cache, the
-//! per-build deduplication of identical texts, and the counters a build reports.
+//! per-build deduplication of identical texts, and the saves deferred into batches.
 
 use super::queries::ArtifactRef;
 use super::scope::VariantScope;
@@ -103,7 +103,7 @@ pub(crate) struct Services {
     /// whose compile did not find its artifacts without a trip to the store.
     resident: Mutex<FxHashMap<ContentKey, Weak<VariantArtifacts>>>,
     namespaces: Mutex<FxHashMap<(CompilerKind, TargetConfig), Arc<Namespace>>>,
-    pub(crate) build: BuildSession,
+    build: BuildSession,
     /// Deferred saves above this many bytes are written at once.
     max_deferred: u64,
 }
@@ -111,7 +111,7 @@ pub(crate) struct Services {
 /// The state shared by the variants of the build in progress: what one variant's execution
 /// produces for its build alone comes back to its worker instead ([`VariantScope`]).
 #[derive(Default)]
-pub(crate) struct BuildSession {
+struct BuildSession {
     /// Identical compiles run once per build: [`identity::job_key`] -> result. The bytes
     /// are held weakly: a twin finds them while the variant cache keeps them, else among
     /// the pending saves or in the store, so this table never keeps a build's artifacts
