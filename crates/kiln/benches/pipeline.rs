@@ -57,7 +57,6 @@ use std::time::{Duration, Instant};
 
 use kiln::compile::{self, TargetConfig};
 use kiln::pipeline::{output_path, BuildOptions, BuildReport, Index, Project};
-use kiln::preprocess::DiskLoader;
 use kiln::store::{ArtifactStore, ContentKey, LocalStore, Namespace};
 use project::{Generated, Scale};
 use stats::{median_by_key, ms, ratio, Stats};
@@ -415,7 +414,7 @@ fn run(full: bool) -> Result<(), String> {
 /// How many distinct (stage, entry, preprocessed text) the project has: kiln compiles each
 /// once, the raw loop compiles every variant.
 fn distinct_compile_inputs(project: &Generated) -> Result<usize, String> {
-    let loader = DiskLoader::new(&project.root);
+    let loader = project::PlainLoader::new(&project.root);
     let mut seen = HashSet::new();
     for variant in &project.variants {
         let text = variant.preprocess(project.language, &loader)?;
@@ -444,7 +443,7 @@ fn raw_build(
     out: &Path,
     targets: &[TargetConfig],
 ) -> Result<RawPhases, String> {
-    let loader = DiskLoader::new(&project.root);
+    let loader = project::PlainLoader::new(&project.root);
     let mut made = HashSet::new();
     let mut phases = RawPhases::default();
     for variant in &project.variants {

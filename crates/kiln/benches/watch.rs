@@ -36,7 +36,6 @@ use std::time::{Duration, Instant};
 
 use kiln::compile::{self, TargetConfig};
 use kiln::pipeline::{output_path, BuildOptions, BuildReport, Index, Project, VariantId};
-use kiln::preprocess::DiskLoader;
 
 #[path = "common/project.rs"]
 mod project;
@@ -683,7 +682,7 @@ fn raw_loop(
     out: &Path,
     targets: &[TargetConfig],
 ) -> Result<(), String> {
-    let loader = DiskLoader::new(&project.generated.root);
+    let loader = project::PlainLoader::new(&project.generated.root);
     for id in variants {
         let variant = project
             .variants
@@ -722,7 +721,7 @@ fn raw_loop(
 
 /// Preprocesses `variants` only, in one thread.
 fn preprocess_only(project: &WatchProject, variants: &[VariantId]) -> Result<(), String> {
-    let loader = DiskLoader::new(&project.generated.root);
+    let loader = project::PlainLoader::new(&project.generated.root);
     for id in variants {
         let variant = project.variants.get(id).ok_or("unknown variant")?;
         variant.preprocess(project.generated.language, &loader)?;

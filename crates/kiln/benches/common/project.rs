@@ -94,6 +94,27 @@ impl Variant {
     }
 }
 
+/// Reads a project's files the way the raw loop's peer (a Makefile calling a compiler per
+/// variant) does: a plain read of the path, no boundary checks. kiln's own `DiskLoader`
+/// resolves each path inside the project root and checks the file first, work the peer does
+/// not do: timing the peer through it would flatter kiln.
+pub struct PlainLoader {
+    root: PathBuf,
+}
+
+impl PlainLoader {
+    /// A loader for the project under `root`.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+}
+
+impl SourceLoader for PlainLoader {
+    fn load(&self, path: &Path) -> Result<std::sync::Arc<str>, std::io::Error> {
+        std::fs::read_to_string(self.root.join(path)).map(std::sync::Arc::from)
+    }
+}
+
 /// A generated project on disk.
 pub struct Generated {
     /// The project root, holding the manifest and `shaders/`.
