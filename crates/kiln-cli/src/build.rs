@@ -124,7 +124,7 @@ pub fn run(args: &BuildArgs) -> ExitCode {
     options.shard = match args.shard() {
         Ok(shard) => shard,
         Err(e) => {
-            eprintln!("error: {e}");
+            say!("error: {e}");
             return ExitCode::from(2);
         }
     };
@@ -163,7 +163,7 @@ pub fn run(args: &BuildArgs) -> ExitCode {
             .as_ref()
             .is_some_and(|r| r.upload_failed > 0 || r.unavailable.is_some());
     if shard_lost {
-        eprintln!("error: this shard could not upload its share to the remote cache");
+        say!("error: this shard could not upload its share to the remote cache");
     }
     if report.failed > 0 || shard_lost {
         ExitCode::from(1)
@@ -175,7 +175,7 @@ pub fn run(args: &BuildArgs) -> ExitCode {
 pub fn project_error(e: &ProjectError) -> ExitCode {
     match e {
         ProjectError::Manifest(m) => render::manifest_error(m),
-        other => eprintln!("error: {other}"),
+        other => say!("error: {other}"),
     }
     ExitCode::from(2)
 }
@@ -230,7 +230,7 @@ fn print_report(project: &Project, report: &BuildReport, json: bool) {
         return;
     }
     render::diagnostics(&project.manifest().root, &report.diagnostics);
-    eprintln!(
+    say!(
         "{} variants: {} compiled, {} from cache, {} deduplicated, {} failed ({} outputs); {} outputs written, {} removed in {:.1} ms",
         report.variants,
         report.compiled,
@@ -243,13 +243,13 @@ fn print_report(project: &Project, report: &BuildReport, json: bool) {
         report.elapsed.as_secs_f64() * 1000.0
     );
     if let Some(shard) = &report.shard {
-        eprintln!(
+        say!(
             "shard {}: {} of {} distinct compile jobs (expected cost {:.2}x the mean shard's; {} costs recorded); no outputs written",
             shard.shard, shard.mine, shard.jobs, shard.expected_imbalance, shard.recorded_costs
         );
     }
     if let Some(remote) = &report.remote {
-        eprintln!(
+        say!(
             "remote {}{}: {} fetched, {} missing, {} rejected, {} uploaded, {} not uploaded, {} reads failed, {} round trips",
             remote.url,
             if remote.read_only { " (read-only)" } else { "" },

@@ -45,7 +45,7 @@ pub fn run(args: &GcArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            say!("error: {e}");
             ExitCode::from(2)
         }
     }

@@ -1,6 +1,15 @@
 //! The `kiln` command: glue between the command line and the `kiln` library. Arguments are
 //! parsed here, the library does the work, and only this crate prints.
 
+/// Prints a line on stderr, as `eprintln!` would, but never panics: a closed stderr
+/// (`kiln build 2>&1 | head -1`) loses the line, not the build and its exit code.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 mod build;
 mod gc;
 mod render;

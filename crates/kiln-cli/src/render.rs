@@ -16,7 +16,7 @@ pub fn stdout_line(line: &str) {
     let written = writeln!(out, "{line}").and_then(|()| out.flush());
     if let Err(e) = written {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
-            eprintln!("warning: cannot write to stdout: {e}");
+            say!("warning: cannot write to stdout: {e}");
         }
     }
 }
@@ -117,7 +117,7 @@ fn diagnostic(root: &Path, d: &Diagnostic, variants: &[&str]) {
     let out = writer();
     let mut lock = out.lock();
     if term::emit(&mut lock, &term::Config::default(), &files, &snippet).is_err() {
-        eprintln!("{d}");
+        say!("{d}");
     }
 }
 
@@ -135,7 +135,7 @@ pub fn manifest_error(e: &ManifestError) {
     let out = writer();
     let mut lock = out.lock();
     if term::emit(&mut lock, &term::Config::default(), &files, &snippet).is_err() {
-        eprintln!("error: {e}");
+        say!("error: {e}");
     }
 }
 

@@ -52,7 +52,7 @@ pub fn run(args: &WatchArgs) -> ExitCode {
     if let Err(e) = ctrlc::set_handler(move || {
         let _ = stop.send(Message::Stop);
     }) {
-        eprintln!("warning: cannot handle Ctrl-C ({e}); stop with a signal");
+        say!("warning: cannot handle Ctrl-C ({e}); stop with a signal");
     }
     // Watching starts before the first build, so that no edit made during it is missed;
     // the debouncer stops watching when dropped, at the end of this function.
@@ -69,7 +69,7 @@ pub fn run(args: &WatchArgs) -> ExitCode {
     };
     session.rebuild(None);
     if !session.json {
-        eprintln!("watching {} (Ctrl-C to stop)", session.dirs.root.display());
+        say!("watching {} (Ctrl-C to stop)", session.dirs.root.display());
     }
     // Ctrl-C is only read between rebuilds, so a rebuild always finishes: every output and
     // the index are written atomically, and nothing is left half written.
@@ -78,14 +78,14 @@ pub fn run(args: &WatchArgs) -> ExitCode {
             Message::Stop => break,
             Message::Files(Err(errors)) => {
                 for e in errors {
-                    eprintln!("warning: file watcher: {e}");
+                    say!("warning: file watcher: {e}");
                 }
             }
             Message::Files(Ok(events)) => session.handle(&events),
         }
     }
     if !session.json {
-        eprintln!("stopped");
+        say!("stopped");
     }
     ExitCode::SUCCESS
 }
@@ -118,21 +118,21 @@ fn start_watching(
         },
     )
     .map_err(|e| {
-        eprintln!("error: cannot watch files: {e}");
+        say!("error: cannot watch files: {e}");
         ExitCode::from(2)
     })?;
     let root = project.manifest().root.clone();
     debouncer
         .watch(&root, RecursiveMode::Recursive)
         .map_err(|e| {
-            eprintln!("error: cannot watch {}: {e}", root.display());
+            say!("error: cannot watch {}: {e}", root.display());
             ExitCode::from(2)
         })?;
     let _ = std::fs::create_dir_all(project.out_dir());
     let out = absolute(project.out_dir());
     if !out.starts_with(&root) {
         if let Err(e) = debouncer.watch(&out, RecursiveMode::Recursive) {
-            eprintln!("warning: cannot watch {}: {e}", out.display());
+            say!("warning: cannot watch {}: {e}", out.display());
         }
     }
     let dirs = Dirs {
@@ -312,13 +312,13 @@ fn print_rebuild(project: &Project, report: &BuildReport, latency: Option<Durati
         if report.manifest_changed {
             files.push("kiln.toml".into());
         }
-        eprintln!("changed: {}", files.join(", "));
+        say!("changed: {}", files.join(", "));
     }
     for r in &report.recompiled {
-        eprintln!("  recompiled {} ({}): {}", r.variant, r.digest, r.reason);
+        say!("  recompiled {} ({}): {}", r.variant, r.digest, r.reason);
     }
     if report.compiled > report.recompiled.len() {
-        eprintln!(
+        say!(
             "  ... and {} more recompiled",
             report.compiled - report.recompiled.len()
         );
@@ -326,7 +326,7 @@ fn print_rebuild(project: &Project, report: &BuildReport, latency: Option<Durati
     let latency = latency_ms
         .map(|ms| format!(", {ms:.1} ms from the file event"))
         .unwrap_or_default();
-    eprintln!(
+    say!(
         "{} variants: {} re-verified, {} recompiled, {} unchanged by early cutoff, {} failed ({} outputs); {} outputs written, {} removed{latency}",
         report.variants,
         report.verified,

@@ -281,6 +281,28 @@ fn four_shards_then_an_assembling_build_that_compiles_nothing() {
 }
 
 #[test]
+fn a_shard_count_of_four_billion_costs_nothing_per_shard() {
+    let Some(redis) = RedisServer::start(&[]) else {
+        return;
+    };
+    let url = redis.url();
+    // Shard 0 of 2^32 gets one job (each job a shard of its own); the last gets none. Both
+    // once aborted on a 137 GB allocation, through the flag and through the environment.
+    let first = run_build(&new_project(), &["--remote", &url, "--shard", "0/4294967296"]);
+    first.ok();
+    assert_eq!(first.report["shard"]["mine"], 1, "{}", first.report);
+    assert_eq!(first.n("compiled"), 1);
+    let project = new_project();
+    let mut last = command(&project, &["--remote", &url]);
+    last.env("JOB_COMPLETION_INDEX", "4294967295")
+        .env("KILN_SHARD_COUNT", "4294967296");
+    let last = Build::of(last.output().unwrap());
+    last.ok();
+    assert_eq!(last.report["shard"]["mine"], 0, "{}", last.report);
+    assert_eq!(last.n("compiled"), 0);
+}
+
+#[test]
 fn a_shard_uploads_its_share_also_from_its_own_local_store() {
     let Some(redis) = RedisServer::start(&[]) else {
         return;

@@ -118,7 +118,10 @@ pub fn expected_costs(recorded: &[Option<u64>], text_bytes: &[u64]) -> Vec<u64> 
 /// The shard of each job (same order as `jobs`): longest first, to the least loaded shard.
 /// Deterministic: the result depends only on the jobs' keys and costs, not their order.
 pub fn partition(jobs: &[(ContentKey, u64)], count: usize) -> Vec<usize> {
-    let count = count.max(1);
+    // Shards past the number of jobs would stay empty whatever the rule: they are never
+    // made, so a count of four billion costs nothing (every shard but the first `jobs.len()`
+    // simply finds no work).
+    let count = count.clamp(1, jobs.len().max(1));
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by(|&a, &b| {
         jobs[b]
@@ -142,16 +145,17 @@ pub fn partition(jobs: &[(ContentKey, u64)], count: usize) -> Vec<usize> {
 
 /// Largest shard's cost over the mean shard cost (1.0 is perfect balance).
 pub fn imbalance(costs: &[u64], assigned: &[usize], count: usize) -> f64 {
-    let mut loads = vec![0u128; count.max(1)];
+    // Only the shards that own a job can be the largest; the others count in the mean.
+    let mut loads = std::collections::HashMap::<usize, u128>::new();
     for (cost, shard) in costs.iter().zip(assigned) {
-        loads[*shard] += u128::from(*cost);
+        *loads.entry(*shard).or_default() += u128::from(*cost);
     }
-    let total: u128 = loads.iter().sum();
+    let total: u128 = loads.values().sum();
     if total == 0 {
         return 1.0;
     }
-    let max = loads.iter().copied().max().unwrap_or(0);
-    max as f64 * loads.len() as f64 / total as f64
+    let max = loads.values().copied().max().unwrap_or(0);
+    max as f64 * count.max(1) as f64 / total as f64
 }
 
 #[cfg(test)]
@@ -186,6 +190,24 @@ mod tests {
             assert_eq!(again[jobs.len() - 1 - i], *shard);
         }
         assert!(imbalance(&jobs.iter().map(|j| j.1).collect::<Vec<_>>(), &assigned, 4) < 1.02);
+    }
+
+    #[test]
+    fn a_count_far_above_the_jobs_allocates_nothing_per_shard() {
+        // 2^32 shards: one heap slot or load per shard would be a 100 GB allocation.
+        let count = 1usize << 32;
+        let shard: Shard = format!("0/{count}").parse().unwrap();
+        assert_eq!(shard.count, count);
+        let jobs: Vec<(ContentKey, u64)> = (0..5).map(|i| (key(i), u64::from(i) + 1)).collect();
+        let assigned = partition(&jobs, count);
+        let mut owners = assigned.clone();
+        owners.sort_unstable();
+        owners.dedup();
+        assert_eq!(owners.len(), 5, "each job a shard of its own: {assigned:?}");
+        assert!(assigned.iter().all(|s| *s < 5));
+        let costs: Vec<u64> = jobs.iter().map(|j| j.1).collect();
+        assert!(imbalance(&costs, &assigned, count) > 1e8);
+        assert_eq!(partition(&[], count), Vec::<usize>::new());
     }
 
     #[test]

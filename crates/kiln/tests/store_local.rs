@@ -506,6 +506,45 @@ fn a_foreign_sqlite_database_is_a_clear_error_and_left_alone() {
     assert_eq!(cats, 1, "the user's database is untouched");
 }
 
+/// Issue 25, item 2: kiln warned "holds tables of another application" but had already
+/// switched the file to WAL (header bytes 18-19). Byte for byte untouched now, whether the
+/// database is in the store's place or a link there leads to it.
+#[test]
+fn a_foreign_database_is_not_modified_by_a_single_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let foreign = dir.path().join("photos.db");
+    {
+        let conn = Connection::open(&foreign).unwrap();
+        conn.execute_batch("CREATE TABLE photos (name TEXT); INSERT INTO photos VALUES ('cat');")
+            .unwrap();
+    }
+    let before = fs::read(&foreign).unwrap();
+    assert_eq!(&before[18..20], &[1, 1], "a rollback-journal database to begin with");
+
+    let placed = dir.path().join("placed");
+    fs::create_dir(&placed).unwrap();
+    fs::copy(&foreign, placed.join("store.sqlite")).unwrap();
+    let store = LocalStore::new(&placed);
+    assert!(store.database_path().ends_with("store.sqlite"));
+    let err = store.save(&spirv(), &key(1), b"x").unwrap_err();
+    assert!(err.to_string().contains("another application"), "{err}");
+    assert!(fs::read(store.database_path()).unwrap() == before, "the database was modified");
+
+    let linked = dir.path().join("linked");
+    fs::create_dir(&linked).unwrap();
+    std::os::unix::fs::symlink(&foreign, linked.join("store.sqlite")).unwrap();
+    let store = LocalStore::new(&linked);
+    assert!(store.save(&spirv(), &key(1), b"x").is_err());
+    assert!(store.load(&spirv(), &key(1)).is_err());
+    drop(store);
+    assert!(fs::read(&foreign).unwrap() == before, "the linked database was modified");
+    for suffix in ["-wal", "-shm", "-journal"] {
+        let mut side = foreign.clone().into_os_string();
+        side.push(suffix);
+        assert!(!PathBuf::from(side).exists(), "{suffix} made beside it");
+    }
+}
+
 #[test]
 fn another_schema_version_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();

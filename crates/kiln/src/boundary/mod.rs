@@ -14,5 +14,8 @@ mod source;
 
 pub use name::{check_name, NameFault};
 pub(crate) use path::resolved_parent_inside;
-pub use path::{check_index_path, index_path, output_file, UnsafePath};
-pub use source::{read_project_file, SourceReadError, DEFAULT_MAX_SOURCE_BYTES};
+pub use path::{
+    check_index_path, index_path, output_file, project_link_on, resolved_as_far_as_exists,
+    UnsafePath,
+};
+pub use source::{read_project_file, read_regular_file, SourceReadError, DEFAULT_MAX_SOURCE_BYTES};

@@ -18,6 +18,9 @@ pub enum UnsafePath {
     /// The path holds `\` or NUL.
     #[error("`{0}` holds `\\` or NUL")]
     BadCharacter(String),
+    /// A directory on the way to the path is a symbolic link.
+    #[error("`{0}` is a symbolic link; kiln writes only through real directories")]
+    Linked(String),
     /// After symbolic links are resolved, the path is outside the output directory.
     #[error("`{path}` resolves to {}, outside the output directory", resolved.display())]
     Escapes {
@@ -95,6 +98,52 @@ pub(crate) fn resolved_parent_inside(
             path: shown.to_owned(),
             resolved: real_parent,
         })
+    }
+}
+
+/// The first directory of `dir`, from `root` down, that is a symbolic link whose own
+/// directory lies in `root` (resolved): a link the project holds. `None` when there is none
+/// (components missing from the disk hold no link). Links outside the project, such as a
+/// system's `/tmp -> /private/tmp`, are the machine's business and are followed.
+pub fn project_link_on(root: &Path, dir: &Path) -> Option<PathBuf> {
+    let real_root = std::fs::canonicalize(root).ok()?;
+    let dir = std::path::absolute(dir).ok()?;
+    let mut at = PathBuf::new();
+    for component in dir.components() {
+        at.push(component);
+        let Ok(meta) = std::fs::symlink_metadata(&at) else {
+            return None;
+        };
+        if !meta.file_type().is_symlink() {
+            continue;
+        }
+        let parent = at.parent().and_then(|p| std::fs::canonicalize(p).ok());
+        if parent.is_some_and(|p| p.starts_with(&real_root)) {
+            return Some(at);
+        }
+    }
+    None
+}
+
+/// `path` with symbolic links resolved as far as it exists, the rest appended as given: where
+/// a directory that is about to be made would be.
+pub fn resolved_as_far_as_exists(path: &Path) -> PathBuf {
+    let Ok(path) = std::path::absolute(path) else {
+        return path.to_owned();
+    };
+    let mut existing = path.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            return rest.iter().rev().fold(real, |p, part| p.join(part));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                existing = parent;
+            }
+            _ => return path,
+        }
     }
 }
 

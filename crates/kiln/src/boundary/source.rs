@@ -146,7 +146,33 @@ pub fn read_project_file(
             root: real_root,
         });
     }
-    let file = open_regular(&real).map_err(|e| SourceReadError::io(shown, &e))?;
+    read_regular(&real, shown, max_bytes, libc_nofollow())
+}
+
+/// Reads the regular file at `path` (not a FIFO, device or directory, which would block or
+/// never end), at most `max_bytes`, as UTF-8; errors name it as `path`. For files named on
+/// the command line, such as the manifest: a final symbolic link is followed.
+pub fn read_regular_file(path: &Path, max_bytes: u64) -> Result<String, SourceReadError> {
+    read_regular(path, path, max_bytes, 0)
+}
+
+#[cfg(unix)]
+fn libc_nofollow() -> i32 {
+    libc::O_NOFOLLOW
+}
+
+#[cfg(not(unix))]
+fn libc_nofollow() -> i32 {
+    0
+}
+
+fn read_regular(
+    path: &Path,
+    shown: &Path,
+    max_bytes: u64,
+    flags: i32,
+) -> Result<String, SourceReadError> {
+    let file = open_nonblocking(path, flags).map_err(|e| SourceReadError::io(shown, &e))?;
     let meta = file
         .metadata()
         .map_err(|e| SourceReadError::io(shown, &e))?;
@@ -190,16 +216,18 @@ pub fn read_project_file(
     })
 }
 
-/// Opens for reading without following a final symbolic link and without blocking on a FIFO
-/// (the caller checks the kind of file on the open descriptor before reading).
-fn open_regular(path: &Path) -> io::Result<File> {
+/// Opens for reading without blocking on a FIFO (the caller checks the kind of file on the
+/// open descriptor before reading), with `flags` besides (`O_NOFOLLOW`).
+fn open_nonblocking(path: &Path, flags: i32) -> io::Result<File> {
     let mut options = OpenOptions::new();
     options.read(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW);
+        options.custom_flags(libc::O_NONBLOCK | flags);
     }
+    #[cfg(not(unix))]
+    let _ = flags;
     options.open(path)
 }
 

@@ -56,14 +56,29 @@ struct RawManifest {
     shader: Vec<RawShader>,
 }
 
+/// The largest manifest kiln reads: a hand-written file, 16 MiB is a hundred times the
+/// largest one seen; `--manifest /dev/zero` must not read 10 GB first.
+pub const MAX_MANIFEST_BYTES: u64 = 16 << 20;
+
 impl Manifest {
-    /// Reads and checks the manifest at `path`.
+    /// Reads and checks the manifest at `path`: a regular file (a FIFO would block the build
+    /// forever) of at most [`MAX_MANIFEST_BYTES`].
     pub fn load(path: &Path) -> Result<Self, ManifestError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ManifestError {
-            path: path.to_owned(),
-            line: 1,
-            span: None,
-            message: format!("cannot read manifest: {e}"),
+        use crate::boundary::SourceReadError;
+        let text = crate::boundary::read_regular_file(path, MAX_MANIFEST_BYTES).map_err(|e| {
+            let message = match e {
+                SourceReadError::TooLarge { .. } => format!(
+                    "cannot read manifest: larger than the {} MiB a manifest may have",
+                    MAX_MANIFEST_BYTES >> 20
+                ),
+                e => format!("cannot read manifest: {e}"),
+            };
+            ManifestError {
+                path: path.to_owned(),
+                line: 1,
+                span: None,
+                message,
+            }
         })?;
         let parent = path
             .parent()

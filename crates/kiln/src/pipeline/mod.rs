@@ -112,6 +112,21 @@ pub enum ProjectError {
         /// The shard.
         shard: Shard,
     },
+    /// The output or store directory is one kiln must not write into (a link in the
+    /// project, or a directory holding the project's own files).
+    #[error("refusing {}: {problem}", path.display())]
+    UnsafeDir {
+        /// The directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// `index.json` in the output directory is not kiln's: kiln does not replace it.
+    #[error("{}: not an index kiln wrote; kiln does not replace a file it did not write (move it away, or build into another directory)", path.display())]
+    ForeignIndex {
+        /// Its path.
+        path: PathBuf,
+    },
     /// The output directory or its index could not be written.
     #[error("cannot write outputs in {}: {source}", path.display())]
     Output {

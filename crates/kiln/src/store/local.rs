@@ -466,7 +466,11 @@ impl LocalStore {
                 })
             })?;
         }
-        let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        // A database file that is a link could be anybody's: it is not opened, let alone
+        // switched to WAL or given kiln's schema.
+        let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
         if create {
             flags |= OpenFlags::SQLITE_OPEN_CREATE;
         }
@@ -477,6 +481,9 @@ impl LocalStore {
     }
 
     fn prepare_schema(&self, conn: &mut Connection) -> Result<(), OpenError> {
+        // Whose file this is, before anything is written to it: switching another
+        // application's database to WAL changes its header (bytes 18-19) already.
+        self.refuse_foreign(conn)?;
         // Must precede the first table; ignored afterwards. Lets gc give pages back.
         conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL")?;
         // WAL is recorded in the file; setting it again is a no-op. Switching a new database
@@ -527,6 +534,29 @@ impl LocalStore {
             ))));
         }
         tx.commit()?;
+        Ok(())
+    }
+
+    /// Refuses a database that is not kiln's: another application id, or tables without
+    /// kiln's id and version. Reads only.
+    fn refuse_foreign(&self, conn: &Connection) -> Result<(), OpenError> {
+        // One statement, one snapshot: another process may be creating the schema.
+        let (app, version, tables): (i64, i64, i64) = conn.query_row(
+            "SELECT a.application_id, v.user_version, (SELECT count(*) FROM sqlite_schema)
+             FROM pragma_application_id AS a, pragma_user_version AS v",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )?;
+        if app != APPLICATION_ID && !(app == 0 && version == 0) {
+            return Err(OpenError::Store(self.incompatible(format!(
+                "belongs to another application (application_id {app:#x})"
+            ))));
+        }
+        if app == 0 && tables != 0 {
+            return Err(OpenError::Store(
+                self.incompatible("holds tables of another application".to_owned()),
+            ));
+        }
         Ok(())
     }
 

@@ -119,7 +119,7 @@ impl Project {
             let d = write::failure(variant, format!("no revision of shader {}", variant.shader));
             return (Err(d), Byproducts::default());
         };
-        let placed = match write::place(&self.out_dir, variant, artifacts, &outputs.last) {
+        let placed = match write::place(&self.out_dir, variant, artifacts, outputs) {
             Ok(placed) => placed,
             Err(d) => return (Err(d), Byproducts::default()),
         };

@@ -2,6 +2,7 @@
 //! `index.json` describing them. Files are written atomically and only when their content
 //! changed; `index.json` is replaced atomically after every build.
 
+pub(crate) mod confine;
 pub(crate) mod holds;
 mod interned;
 pub(crate) mod recycle;
@@ -240,6 +241,22 @@ impl Index {
         }
     }
 
+    /// [`Index::read_checked`] for a build about to replace the index: an `index.json` that
+    /// is not kiln's (not a JSON object with a `kiln_version`, as `--out` over a directory
+    /// of someone else's files finds) is refused rather than replaced. One an older kiln
+    /// wrote in another shape reads as empty (every output is checked again).
+    pub(crate) fn read_own(dir: &Path) -> Result<(Self, Vec<Diagnostic>), crate::pipeline::ProjectError> {
+        let path = dir.join(INDEX_FILE);
+        let Ok(bytes) = std::fs::read(&path) else {
+            return Ok((Self::default(), Vec::new()));
+        };
+        let (index, warnings) = Self::from_json_checked(dir, &bytes);
+        if index.kiln_version.is_empty() && !written_by_kiln(&bytes) {
+            return Err(crate::pipeline::ProjectError::ForeignIndex { path });
+        }
+        Ok((index, warnings))
+    }
+
     /// Parses the bytes of `dir/index.json` as [`Index::read_checked`] does: malformed JSON is
     /// an empty index; entries with unsafe paths are dropped with a warning each.
     pub fn from_json_checked(dir: &Path, bytes: &[u8]) -> (Self, Vec<Diagnostic>) {
@@ -262,6 +279,16 @@ impl Index {
             out.flush()
         })
     }
+}
+
+/// Whether `bytes` are an index some kiln wrote: a JSON object with a `kiln_version`.
+fn written_by_kiln(bytes: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    struct Probe {
+        #[allow(dead_code)]
+        kiln_version: String,
+    }
+    serde_json::from_slice::<Probe>(bytes).is_ok()
 }
 
 /// `content_hash` as 64 hex digits. Anyone can edit `index.json`: a hash that is not 64 hex

@@ -2,7 +2,7 @@
 //! one on disk does not already hold its bytes. Writing never compiles: the bytes of every
 //! output the disk lacks come from the run ([`super::super::run`]).
 
-use crate::pipeline::build::plan::LastBuild;
+use crate::pipeline::build::plan::{LastBuild, Outputs};
 use crate::pipeline::engine::queries::{variant_key, Artifacts};
 use crate::pipeline::engine::scope::ShaderRevision;
 use crate::pipeline::engine::services::VariantArtifacts;
@@ -52,13 +52,16 @@ impl Placed {
     }
 }
 
-/// Where each output of `variant` goes, and what is there now (read only).
+/// Where each output of `variant` goes, and what is there now (read only). Refused, for
+/// that variant alone: a path through a link under the output directory, and a file there
+/// that kiln did not write (see [`super::super::super::out_dir::confine`]).
 pub(crate) fn place(
     out_dir: &Path,
     variant: &VariantId,
     artifacts: &Artifacts,
-    last: &LastBuild,
+    outputs: &Outputs,
 ) -> Result<Vec<Placed>, Diagnostic> {
+    let last = &outputs.last;
     let mut placed = Vec::with_capacity(artifacts.outputs.len());
     for output in artifacts.outputs.iter() {
         let relative = output_path(
@@ -68,6 +71,7 @@ pub(crate) fn place(
             output.target.extension(),
         );
         let path = crate::boundary::output_file(out_dir, &relative)
+            .and_then(|path| outputs.real_dirs.check(out_dir, &relative).map(|()| path))
             .map_err(|e| failure(variant, format!("output path {relative}: {e}")))?;
         // An output this process wrote or verified with the same bytes needs no look on
         // disk, unless a file event said someone touched it since.
@@ -87,6 +91,15 @@ pub(crate) fn place(
                 &last.stats,
             )
         };
+        let listed = || find(&last.index.entries, &relative).is_some();
+        if matches!(found, OnDisk::Differs) && !outputs.killed_writer && !listed() {
+            let message = format!(
+                "{}: a file kiln did not write is in the way (index.json does not list it); \
+                 kiln never replaces such a file: move it away, or build into another directory",
+                path.display()
+            );
+            return Err(failure(variant, message));
+        }
         placed.push(Placed {
             target: output.target,
             bytes: output.bytes,

@@ -7,7 +7,7 @@ use crate::pipeline::engine::queries::RevisionQ;
 use crate::pipeline::engine::scope::Revisions;
 use crate::pipeline::out_dir::stat::OutputStats;
 use crate::pipeline::VariantId;
-use crate::pipeline::{Diagnostic, Index, Project, INDEX_FILE};
+use crate::pipeline::{Diagnostic, Index, Project, ProjectError, INDEX_FILE};
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
@@ -38,8 +38,8 @@ pub(super) struct ReadBack {
 
 impl LastBuild {
     /// What `out_dir` says of the previous build, with warnings about what was ignored.
-    fn read(out_dir: &Path) -> (Self, Vec<Diagnostic>) {
-        let (mut index, warnings) = Index::read_checked(out_dir);
+    fn read(out_dir: &Path) -> Result<(Self, Vec<Diagnostic>), ProjectError> {
+        let (mut index, warnings) = Index::read_own(out_dir)?;
         // Sorted by path, as kiln writes it, also when edited by hand: lookups bisect, and a
         // shuffled file is rewritten.
         let sorted = index.entries.is_sorted_by(|a, b| a.path <= b.path);
@@ -51,7 +51,7 @@ impl LastBuild {
             suspect: BTreeSet::new(),
             index_suspect: !sorted,
         };
-        (last, warnings)
+        Ok((last, warnings))
     }
 }
 
@@ -63,15 +63,18 @@ impl Project {
     /// parsed, `.kiln-stat` decoded) on a thread of its own while this one hashes the
     /// sources and the pool stats the outputs at the paths kiln gives them: in a warm build
     /// the parse and the stats take about as long, and none of the three needs another.
-    pub(super) fn read_last_build(&mut self, variants: &[VariantId]) -> ReadBack {
+    pub(super) fn read_last_build(
+        &mut self,
+        variants: &[VariantId],
+    ) -> Result<ReadBack, ProjectError> {
         if let Some(last) = self.last.take() {
             let revisions = self.revisions();
-            return ReadBack {
+            return Ok(ReadBack {
                 last,
                 revisions,
                 expected: None,
                 warnings: Vec::new(),
-            };
+            });
         }
         // Nothing to stat ahead when there is no index (a cold build).
         let stat_ahead = std::fs::symlink_metadata(self.out_dir.join(INDEX_FILE))
@@ -92,19 +95,20 @@ impl Project {
             // The pool stats the outputs while this thread hashes the sources and waits for
             // the index, then helps with the stats: the parse cannot be shared, the stats
             // can, so the parse is not made to share a core with them.
-            let (expected, (revisions, (last, warnings))) = if stat_ahead {
+            let (expected, (revisions, read)) = if stat_ahead {
                 let (expected, read) =
                     this.stat_expected_outputs(variants, || (this.revisions(), read()));
                 (Some(expected), read)
             } else {
                 (None, (this.revisions(), read()))
             };
-            ReadBack {
+            let (last, warnings) = read?;
+            Ok(ReadBack {
                 last,
                 revisions,
                 expected,
                 warnings,
-            }
+            })
         })
     }
 

@@ -66,6 +66,11 @@ pub(in crate::pipeline) struct Outputs {
     pub current: Vec<usize>,
     /// The variants those entries belong to (each has one per target).
     pub current_variants: usize,
+    /// The directories under the output directory proven real (not links) in this build.
+    pub real_dirs: out_dir::confine::RealDirs,
+    /// The build before was killed while writing outputs: files it wrote are not in
+    /// `index.json`, and may be replaced although it does not list them.
+    pub killed_writer: bool,
 }
 
 impl Project {
@@ -116,14 +121,14 @@ impl Project {
         warnings: &mut Vec<Diagnostic>,
         index_warnings: &mut Vec<Diagnostic>,
     ) -> Result<(Outputs, Revisions, Vec<VariantId>), ProjectError> {
-        let (lock, waited) = self.prepare_out_dir()?;
+        let (lock, waited, killed_writer) = self.prepare_out_dir()?;
         if waited {
             warnings.push(Diagnostic::warning(format!(
                 "waited for another kiln process building into {}",
                 self.out_dir.display()
             )));
         }
-        let read = self.read_last_build(&all);
+        let read = self.read_last_build(&all)?;
         index_warnings.extend(read.warnings);
         let fresh = self.up_to_date(&read.last, all, &read.revisions, read.expected.as_ref());
         drop(read.expected);
@@ -135,22 +140,28 @@ impl Project {
             last: read.last,
             current: fresh.current,
             current_variants: fresh.current_variants,
+            real_dirs: out_dir::confine::RealDirs::default(),
+            killed_writer,
         };
         Ok((outputs, read.revisions, variants))
     }
 
     /// Creates and locks the output directory (another kiln building into it finishes
     /// first) and removes what killed writers left in it, before the last build's index is
-    /// read. Returns the lock, to hold until `index.json` is written, and whether it waited.
-    fn prepare_out_dir(&self) -> Result<(OutDirLock, bool), ProjectError> {
+    /// read. Returns the lock, to hold until `index.json` is written, whether it waited, and
+    /// whether the build before was killed while writing outputs.
+    fn prepare_out_dir(&self) -> Result<(OutDirLock, bool, bool), ProjectError> {
         let out_dir = &self.out_dir;
+        let files = out_dir::confine::ProjectFiles::of(&self.manifest, &self.known_files);
+        out_dir::confine::check_out_dir(&self.manifest.root, out_dir, &files)?;
         let (lock, waited) =
             OutDirLock::acquire(out_dir).map_err(|source| ProjectError::Output {
                 path: out_dir.clone(),
                 source,
             })?;
+        let killed_writer = out_dir.join(out_dir::WRITING_MARKER).exists();
         out_dir::remove_stale_temps(out_dir, &lock);
-        Ok((lock, waited))
+        Ok((lock, waited, killed_writer))
     }
 
     /// A new source revision makes that shader's cached artifacts stale: they are

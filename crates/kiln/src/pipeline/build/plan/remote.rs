@@ -190,15 +190,18 @@ impl Project {
 
 /// A shard's expected cost over the mean shard's, given each job's cost and owner.
 fn imbalance(costs: &[u64], assigned: &[usize], shard: Shard) -> f64 {
-    let mut loads = vec![0u128; shard.count];
+    // No load per shard: the count can be four billion (`--shard 0/4294967296`).
+    let (mut own, mut total) = (0u128, 0u128);
     for (cost, owner) in costs.iter().zip(assigned) {
-        loads[*owner] += u128::from(*cost);
+        total += u128::from(*cost);
+        if *owner == shard.index {
+            own += u128::from(*cost);
+        }
     }
-    let total: u128 = loads.iter().sum();
     if total == 0 {
         1.0
     } else {
-        loads[shard.index] as f64 * shard.count as f64 / total as f64
+        own as f64 * shard.count as f64 / total as f64
     }
 }
 
