@@ -95,7 +95,8 @@ fn diagnostic(root: &Path, d: &Diagnostic, variants: &[&str]) {
     match d.target {
         Some(target) => notes.push(format!("target: {target}")),
         None if !variants.is_empty() && d.severity == Severity::Error => {
-            notes.push("targets: all (it failed before any back end ran)".to_owned())
+            // Not "before any back end ran": writing an output fails the variant too.
+            notes.push("targets: all".to_owned())
         }
         None => {}
     }
@@ -125,7 +126,9 @@ fn diagnostic(root: &Path, d: &Diagnostic, variants: &[&str]) {
 pub fn manifest_error(e: &ManifestError) {
     let mut files = SimpleFiles::new();
     let mut snippet = Snippet::error().with_message(&e.message);
-    if let (Ok(text), Some(span)) = (std::fs::read_to_string(&e.path), &e.span) {
+    // Read as the manifest was: a FIFO or `/dev/zero` must not hang the error report.
+    let text = kiln::boundary::read_regular_file(&e.path, kiln::manifest::MAX_MANIFEST_BYTES);
+    if let (Ok(text), Some(span)) = (text, &e.span) {
         let span = span.start.min(text.len())..span.end.min(text.len());
         let id = files.add(e.path.display().to_string(), text);
         snippet = snippet.with_labels(vec![Label::primary(id, span)]);

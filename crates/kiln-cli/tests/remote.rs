@@ -288,7 +288,10 @@ fn a_shard_count_of_four_billion_costs_nothing_per_shard() {
     let url = redis.url();
     // Shard 0 of 2^32 gets one job (each job a shard of its own); the last gets none. Both
     // once aborted on a 137 GB allocation, through the flag and through the environment.
-    let first = run_build(&new_project(), &["--remote", &url, "--shard", "0/4294967296"]);
+    let first = run_build(
+        &new_project(),
+        &["--remote", &url, "--shard", "0/4294967296"],
+    );
     first.ok();
     assert_eq!(first.report["shard"]["mine"], 1, "{}", first.report);
     assert_eq!(first.n("compiled"), 1);

@@ -519,7 +519,11 @@ fn a_foreign_database_is_not_modified_by_a_single_byte() {
             .unwrap();
     }
     let before = fs::read(&foreign).unwrap();
-    assert_eq!(&before[18..20], &[1, 1], "a rollback-journal database to begin with");
+    assert_eq!(
+        &before[18..20],
+        &[1, 1],
+        "a rollback-journal database to begin with"
+    );
 
     let placed = dir.path().join("placed");
     fs::create_dir(&placed).unwrap();
@@ -528,7 +532,10 @@ fn a_foreign_database_is_not_modified_by_a_single_byte() {
     assert!(store.database_path().ends_with("store.sqlite"));
     let err = store.save(&spirv(), &key(1), b"x").unwrap_err();
     assert!(err.to_string().contains("another application"), "{err}");
-    assert!(fs::read(store.database_path()).unwrap() == before, "the database was modified");
+    assert!(
+        fs::read(store.database_path()).unwrap() == before,
+        "the database was modified"
+    );
 
     let linked = dir.path().join("linked");
     fs::create_dir(&linked).unwrap();
@@ -537,7 +544,10 @@ fn a_foreign_database_is_not_modified_by_a_single_byte() {
     assert!(store.save(&spirv(), &key(1), b"x").is_err());
     assert!(store.load(&spirv(), &key(1)).is_err());
     drop(store);
-    assert!(fs::read(&foreign).unwrap() == before, "the linked database was modified");
+    assert!(
+        fs::read(&foreign).unwrap() == before,
+        "the linked database was modified"
+    );
     for suffix in ["-wal", "-shm", "-journal"] {
         let mut side = foreign.clone().into_os_string();
         side.push(suffix);

@@ -157,7 +157,8 @@ impl fmt::Display for Diagnostic {
             write!(f, " [variant {variant}")?;
             match self.target {
                 Some(target) => write!(f, ", target {target}")?,
-                // A variant's failure without a target is one before any back end ran.
+                // A variant's failure without a target: before any back end ran, or
+                // writing its outputs.
                 None if self.severity == Severity::Error => write!(f, ", all targets")?,
                 None => {}
             }

@@ -29,6 +29,16 @@ impl Project {
             .cache_dir
             .clone()
             .unwrap_or_else(|| manifest.root.join(".kiln"));
+        if let Some(link) = crate::boundary::project_link_on(&manifest.root, &cache_dir) {
+            return Err(ProjectError::UnsafeDir {
+                path: cache_dir,
+                problem: format!(
+                    "{} is a symbolic link in the project; the store is written only in a real \
+                     directory (name the directory it leads to with `--cache-dir`)",
+                    link.display()
+                ),
+            });
+        }
         let mut store: Arc<dyn ArtifactStore> = Arc::new(LocalStore::new(&cache_dir));
         let url = match &options.remote {
             _ if options.no_remote => None,

@@ -245,7 +245,9 @@ impl Index {
     /// is not kiln's (not a JSON object with a `kiln_version`, as `--out` over a directory
     /// of someone else's files finds) is refused rather than replaced. One an older kiln
     /// wrote in another shape reads as empty (every output is checked again).
-    pub(crate) fn read_own(dir: &Path) -> Result<(Self, Vec<Diagnostic>), crate::pipeline::ProjectError> {
+    pub(crate) fn read_own(
+        dir: &Path,
+    ) -> Result<(Self, Vec<Diagnostic>), crate::pipeline::ProjectError> {
         let path = dir.join(INDEX_FILE);
         let Ok(bytes) = std::fs::read(&path) else {
             return Ok((Self::default(), Vec::new()));
@@ -322,8 +324,19 @@ mod hex_hash {
     }
 }
 
+/// The longest keyword part of an output's file name. Past it (ten 29-character keywords
+/// make 299 bytes, and most file systems stop at 255) the name is the keywords that fit in
+/// [`KEPT_KEYWORD_BYTES`], then `~` and 32 hex digits of the blake3 hash of the whole
+/// keyword part: `~` is in no keyword (they are identifiers), so such a name never equals a
+/// plain one. `index.json` holds every variant's keywords in full.
+pub const MAX_KEYWORD_NAME_BYTES: usize = 200;
+
+/// The keywords kept readable in a hashed file name (whole keywords only).
+pub const KEPT_KEYWORD_BYTES: usize = 160;
+
 /// The output path of a variant for a target, relative to the output directory:
-/// `Lit/Forward/FOG+SKIN.spv`, `Lit/Forward/_.spv` for no keywords.
+/// `Lit/Forward/FOG+SKIN.spv`, `Lit/Forward/_.spv` for no keywords, and past
+/// [`MAX_KEYWORD_NAME_BYTES`] of keywords `Lit/Forward/A+B~<32 hex>.spv`.
 pub fn output_path(
     shader: &str,
     pass: &str,
@@ -335,6 +348,12 @@ pub fn output_path(
     // Held by the index, one per output: no spare capacity.
     path.shrink_to_fit();
     path
+}
+
+/// The length of the keyword part of an output's file name, unhashed.
+fn keyword_name_len(keywords: &[impl AsRef<str>]) -> usize {
+    let bytes: usize = keywords.iter().map(|k| k.as_ref().len()).sum();
+    bytes + keywords.len().saturating_sub(1)
 }
 
 /// [`output_path`] into `path` (emptied first), to reuse one buffer for many paths.
@@ -352,11 +371,25 @@ pub(crate) fn write_output_path(
     if keywords.is_empty() {
         path.push('_');
     }
+    let start = path.len();
     for (n, keyword) in keywords.iter().enumerate() {
         if n > 0 {
             path.push('+');
         }
         path.push_str(keyword.as_ref());
+    }
+    if path.len() - start > MAX_KEYWORD_NAME_BYTES {
+        let hash = blake3::hash(&path.as_bytes()[start..]);
+        // Whole keywords up to the kept length: cut at the last `+` that fits.
+        let kept = path[start..]
+            .match_indices('+')
+            .map(|(at, _)| at)
+            .take_while(|&at| at <= KEPT_KEYWORD_BYTES)
+            .last()
+            .unwrap_or(0);
+        path.truncate(start + kept);
+        path.push('~');
+        path.push_str(&hash.to_hex()[..32]);
     }
     path.push('.');
     path.push_str(extension);
@@ -370,6 +403,11 @@ pub(crate) fn is_output_path(
     keywords: &[impl AsRef<str>],
     extension: &str,
 ) -> bool {
+    if keyword_name_len(keywords) > MAX_KEYWORD_NAME_BYTES {
+        let mut expected = String::new();
+        write_output_path(&mut expected, shader, pass, keywords, extension);
+        return path == expected;
+    }
     let rest = path
         .strip_prefix(shader)
         .and_then(|rest| rest.strip_prefix('/'))
@@ -613,6 +651,46 @@ mod tests {
             stale,
             failed_revision: stale.then(|| "00000000000000ff".into()),
         }
+    }
+
+    /// Issue 25, item 8: ten axes of 29-character keywords made file names past 255 bytes.
+    #[test]
+    fn long_keyword_sets_get_short_distinct_names() {
+        let keyword = |axis: usize, on: bool| {
+            let word = format!("AXIS{axis:02}_{}", if on { "ON" } else { "OFF" });
+            format!("{word:_<29}")
+        };
+        let mut names = std::collections::BTreeSet::new();
+        for bits in 0..1024u32 {
+            let keywords: Vec<String> = (0..10)
+                .map(|axis| keyword(axis, bits >> axis & 1 == 1))
+                .collect();
+            assert_eq!(keywords[0].len(), 29);
+            let path = output_path("Lit", "Forward", &keywords, "spv");
+            let name = path.rsplit('/').next().unwrap();
+            assert!(name.len() <= 255 - 10, "{name}");
+            assert!(name.contains('~'), "{name}");
+            // Whole keywords kept in front, for people reading the directory.
+            assert!(name.starts_with(&format!("{}+", keywords[0])), "{name}");
+            assert!(is_output_path(&path, "Lit", "Forward", &keywords, "spv"));
+            let mut other = keywords.clone();
+            other[9] = "X".into();
+            assert!(!is_output_path(&path, "Lit", "Forward", &other, "spv"));
+            assert!(names.insert(path), "two keyword sets share a name");
+        }
+        // At the limit a name is still plain; one byte past it, hashed.
+        let at_limit = vec!["A".repeat(MAX_KEYWORD_NAME_BYTES)];
+        assert_eq!(
+            output_path("S", "P", &at_limit, "spv"),
+            format!("S/P/{}.spv", at_limit[0])
+        );
+        let past = vec!["A".repeat(MAX_KEYWORD_NAME_BYTES + 1)];
+        let hashed = output_path("S", "P", &past, "spv");
+        assert!(
+            hashed.starts_with("S/P/~") && hashed.len() == "S/P/~.spv".len() + 32,
+            "{hashed}"
+        );
+        assert!(is_output_path(&hashed, "S", "P", &past, "spv"));
     }
 
     #[test]
