@@ -191,6 +191,12 @@ pub fn report_json(report: &BuildReport) -> serde_json::Value {
         "outputs_written": report.outputs_written,
         "outputs_removed": report.outputs_removed,
         "elapsed_ms": report.elapsed.as_secs_f64() * 1000.0,
+        "summary": {
+            "failed": report.summary.failed,
+            "recompiled": report.summary.recompiled,
+            "early_cutoff": report.summary.early_cutoff,
+            "unchanged": report.summary.unchanged,
+        },
         "remote": report.remote.as_ref().map(|r| serde_json::json!({
             "url": r.url,
             "read_only": r.read_only,

@@ -377,3 +377,63 @@ fn an_output_deleted_while_watching_is_restored_without_compiling() {
     assert_eq!(report.outputs_written, 1, "{report:?}");
     assert_eq!(output(&f, "Lit/Forward/FOG.spv"), good);
 }
+
+/// Issue 25, item 16: the watch summary said "1 variants ... 2 unchanged": early cutoffs
+/// were counted per query that came out equal, and a variant compiled again to the same
+/// bytes counted as compiled and as cut off. Each variant is in exactly one class now.
+#[test]
+fn every_variant_is_counted_once_in_the_summary() {
+    let mut f = fixture(None);
+    let check = |report: &BuildReport, what: &str| {
+        let s = report.summary;
+        assert_eq!(s.total(), report.variants, "{what}: {report:?}");
+        assert_eq!(s.failed, report.failed, "{what}: {report:?}");
+        assert_eq!(s.early_cutoff, report.early_cutoff, "{what}: {report:?}");
+        assert!(
+            report.verified + report.early_cutoff <= report.variants,
+            "{what}: {report:?}"
+        );
+        assert!(
+            s.recompiled <= report.compiled + report.deduplicated,
+            "{what}: {report:?}"
+        );
+    };
+    check(&f.build(), "cold");
+    // Whitespace in code: Sky's texts change, naga's output does not (its artifacts are
+    // compiled again and come out equal): compiled, not also cut off.
+    f.edit(
+        "shaders/sky.wgsl",
+        "return vec4<f32>(1.0);",
+        "return  vec4<f32>(1.0);",
+    );
+    let report = f.build();
+    check(&report, "whitespace");
+    assert_eq!(report.summary.recompiled, 1, "{report:?}");
+    assert_eq!(report.early_cutoff, 0, "{report:?}");
+    assert_eq!(report.summary.unchanged, 5, "{report:?}");
+    // A comment of two lines: every Lit variant preprocesses again (its lines moved) and
+    // is cut off, once each.
+    f.edit(
+        "shaders/include/fog.wgsl",
+        "// Fog helpers.",
+        "// Fog.\n// More words.",
+    );
+    let report = f.build();
+    check(&report, "comment");
+    assert_eq!(report.summary.early_cutoff, 4, "{report:?}");
+    // A broken include, then repaired.
+    f.edit("shaders/include/fog.wgsl", "fn apply_fog", "fn apply_fog(");
+    let report = f.build();
+    check(&report, "broken");
+    assert_eq!(report.summary.failed, 4, "{report:?}");
+    f.edit("shaders/include/fog.wgsl", "fn apply_fog(", "fn apply_fog");
+    check(&f.build(), "repaired");
+    // The manifest: one axis more doubles Sky.
+    f.edit_manifest(
+        r#"axes = [["_", "STARS"]]"#,
+        r#"axes = [["_", "STARS"], ["_", "MOON"]]"#,
+    );
+    let report = f.build();
+    check(&report, "manifest");
+    assert_eq!(report.variants, 8);
+}

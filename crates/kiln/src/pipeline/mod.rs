@@ -25,7 +25,7 @@ pub use engine::services::Outcome;
 pub use out_dir::recycle::write_new_output;
 pub use out_dir::stat::STAT_FILE;
 pub use out_dir::{output_path, Index, IndexEntry, IndexFailure, IndexVariant, INDEX_FILE};
-pub use report::{BuildReport, Outcomes, Progress, Recompiled, RECOMPILED_LISTED};
+pub use report::{BuildReport, Outcomes, Progress, Recompiled, Summary, RECOMPILED_LISTED};
 
 use crate::manifest::{Manifest, ManifestError};
 use crate::shard::Shard;

@@ -20,6 +20,27 @@ pub struct Progress {
     pub total: usize,
 }
 
+/// Every variant of a build in exactly one class: the four add up to
+/// [`BuildReport::variants`] (in a shard build, to the variants of its share).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Failed, for every target or for some.
+    pub failed: usize,
+    /// Compiled (or equal to a variant compiled) in this build.
+    pub recompiled: usize,
+    /// Re-verified after something they depend on ran again and came out equal.
+    pub early_cutoff: usize,
+    /// Anything else: up to date, re-verified, or taken from the store.
+    pub unchanged: usize,
+}
+
+impl Summary {
+    /// The variants counted.
+    pub fn total(&self) -> usize {
+        self.failed + self.recompiled + self.early_cutoff + self.unchanged
+    }
+}
+
 /// What one build did.
 #[derive(Clone, Debug, Default)]
 pub struct BuildReport {
@@ -50,9 +71,11 @@ pub struct BuildReport {
     pub manifest_changed: bool,
     /// Variants whose artifacts the engine re-verified without re-executing anything.
     pub verified: usize,
-    /// Variants whose preprocessing re-ran but whose text (or artifacts) came out equal, so
-    /// nothing after it re-executed (early cutoff).
+    /// Variants whose artifacts the engine re-verified after something they depend on
+    /// re-executed and came out equal (early cutoff): none of them is in `verified`.
     pub early_cutoff: usize,
+    /// Every variant in one class, for a summary that adds up.
+    pub summary: Summary,
     /// Memo values the engine's LRU evicted at this build's revision boundary.
     pub evicted: usize,
     /// The variants naga compiled, with why: the first [`RECOMPILED_LISTED`] of them

@@ -35,6 +35,8 @@ pub(super) struct Ran {
     pub warnings: Vec<Diagnostic>,
     /// Compile time (µs) of each job compiled for it, by job key.
     pub costs: Vec<(ContentKey, u64)>,
+    /// Something its artifacts depend on re-executed while it was asked for.
+    pub inputs_reran: bool,
 }
 
 impl Ran {
@@ -45,6 +47,7 @@ impl Ran {
             written: None,
             warnings: made.warnings,
             costs: made.costs,
+            inputs_reran: made.inputs_reran,
         }
     }
 

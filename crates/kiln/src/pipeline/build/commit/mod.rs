@@ -14,7 +14,8 @@ use crate::pipeline::out_dir::stat::OutputStats;
 use crate::pipeline::out_dir::{IndexEntry, IndexFailure};
 use crate::pipeline::report::{Outcomes, RECOMPILED_LISTED};
 use crate::pipeline::{
-    BuildReport, Diagnostic, Outcome, Project, ProjectError, Recompiled, Severity, VariantId,
+    BuildReport, Diagnostic, Outcome, Project, ProjectError, Recompiled, Severity, Summary,
+    VariantId,
 };
 use crate::store::ContentKey;
 use std::collections::BTreeSet;
@@ -98,6 +99,10 @@ pub(super) struct Commit {
     compiled: usize,
     cached: usize,
     deduplicated: usize,
+    /// Variants re-verified without anything re-executed, and after something did.
+    verified: usize,
+    early_cutoff: usize,
+    summary: Summary,
     recompiled: Vec<Recompiled>,
     /// Errors of failed variants, in the order they ran.
     errors: Vec<Diagnostic>,
@@ -130,6 +135,9 @@ impl Commit {
             compiled: 0,
             cached: 0,
             deduplicated: 0,
+            verified: 0,
+            early_cutoff: 0,
+            summary: Summary::default(),
             recompiled: Vec::new(),
             errors: Vec::new(),
             write_errors: Vec::new(),
@@ -161,22 +169,27 @@ impl Commit {
             self.costs.extend(ran.costs);
             let diagnostics = match ran.result {
                 Ok(Ok(artifacts)) => {
-                    self.count(project, plan, variant, ran.outcome);
+                    self.count(project, plan, variant, ran.outcome, ran.inputs_reran);
+                    let mut failed = false;
                     for d in artifacts.failed.iter() {
                         if let Some(target) = d.target {
                             self.failed.target(variant, target, d);
                             self.errors.push(d.clone());
+                            failed = true;
                         }
                     }
                     if let (Some(written), Mode::Outputs(outputs)) = (ran.written, &mut plan.mode) {
+                        failed |= written.is_err();
                         self.record_written(variant, written, &mut outputs.last.stats);
                     }
+                    self.classify(failed, ran.outcome, ran.inputs_reran);
                     continue;
                 }
                 Ok(Err(diagnostics)) => diagnostics.to_vec(),
                 Err(engine) => vec![Diagnostic::error(engine.to_string())],
             };
             self.failed.variants.insert(variant.clone());
+            self.summary.failed += 1;
             for mut d in diagnostics {
                 if d.variant.is_none() {
                     d.variant = Some(variant.to_string());
@@ -189,14 +202,33 @@ impl Commit {
         }
     }
 
-    /// Counts how a built variant got its artifacts (an up-to-date one has no outcome).
+    /// Puts a variant that ran, and has artifacts, in its [`Summary`] class.
+    fn classify(&mut self, failed: bool, outcome: Option<Outcome>, inputs_reran: bool) {
+        let class = match outcome {
+            _ if failed => &mut self.summary.failed,
+            Some(Outcome::Compiled | Outcome::Deduplicated) => &mut self.summary.recompiled,
+            None if inputs_reran => &mut self.summary.early_cutoff,
+            Some(Outcome::Cached) | None => &mut self.summary.unchanged,
+        };
+        *class += 1;
+    }
+
+    /// Counts how a built variant got its artifacts (an up-to-date one has no outcome:
+    /// re-verified, after something it depends on re-ran or not).
     fn count(
         &mut self,
         project: &Project,
         plan: &Plan,
         variant: &VariantId,
         outcome: Option<Outcome>,
+        inputs_reran: bool,
     ) {
+        if outcome.is_none() {
+            match inputs_reran {
+                true => self.early_cutoff += 1,
+                false => self.verified += 1,
+            }
+        }
         match outcome {
             Some(Outcome::Compiled) => {
                 self.compiled += 1;
@@ -266,8 +298,9 @@ impl Project {
             outcomes: commit.outcomes,
             changed_files: plan.changed_files,
             manifest_changed: plan.manifest_changed,
-            verified: counts.artifacts_validated,
-            early_cutoff: counts.backdated,
+            verified: commit.verified,
+            early_cutoff: commit.early_cutoff,
+            summary: commit.summary,
             evicted: counts.evicted + plan.evicted_before,
             recompiled: commit.recompiled,
             ..BuildReport::default()
@@ -282,6 +315,7 @@ impl Project {
             }
             Mode::Outputs(outputs) => {
                 report.cached += outputs.current_variants;
+                report.summary.unchanged += outputs.current_variants;
                 let index = IndexParts {
                     entries: commit.entries,
                     failures: commit.failed,
