@@ -60,6 +60,9 @@ pub fn run(args: &WatchArgs) -> ExitCode {
         Ok(started) => started,
         Err(code) => return code,
     };
+    // The watches hang on the root directory's inode, from now on: once it is removed, or
+    // replaced by a new directory of the same name, no event will ever come again.
+    let root = RootHandle::open(&dirs.root);
     let mut session = Session {
         project,
         dirs,
@@ -73,21 +76,83 @@ pub fn run(args: &WatchArgs) -> ExitCode {
     }
     // Ctrl-C is only read between rebuilds, so a rebuild always finishes: every output and
     // the index are written atomically, and nothing is left half written.
-    while let Ok(message) = rx.recv() {
+    loop {
+        let message = rx.recv_timeout(ROOT_CHECK_INTERVAL);
+        // Before the events are handled: a rebuild in a removed project would make its
+        // output directory, and so the project directory, again.
+        if root
+            .as_ref()
+            .is_some_and(|root| root.gone(&session.dirs.root))
+        {
+            say!(
+                "error: the project directory {} was removed or replaced while watching; \
+                 nothing there can be watched any more: start `kiln watch` again",
+                session.dirs.root.display()
+            );
+            return ExitCode::from(2);
+        }
         match message {
-            Message::Stop => break,
-            Message::Files(Err(errors)) => {
+            Ok(Message::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Ok(Message::Files(Err(errors))) => {
                 for e in errors {
                     say!("warning: file watcher: {e}");
                 }
             }
-            Message::Files(Ok(events)) => session.handle(&events),
+            Ok(Message::Files(Ok(events))) => session.handle(&events),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
     }
     if !session.json {
         say!("stopped");
     }
     ExitCode::SUCCESS
+}
+
+/// How often the project root is looked at when no event comes (its removal may send none
+/// the watcher passes on).
+const ROOT_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The project root as the watches hold it: its directory kept open. Removed, its link
+/// count drops to zero (its inode number may be reused at once by a directory made again at
+/// the same path, so numbers alone cannot tell); renamed away and replaced, the path names
+/// another inode while the open one still exists.
+struct RootHandle {
+    #[cfg(unix)]
+    dir: std::fs::File,
+}
+
+impl RootHandle {
+    fn open(root: &Path) -> Option<Self> {
+        #[cfg(unix)]
+        {
+            std::fs::File::open(root).ok().map(|dir| RootHandle { dir })
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = root;
+            None
+        }
+    }
+
+    /// Whether `root` is no longer the directory opened.
+    fn gone(&self, root: &Path) -> bool {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let Ok(open) = self.dir.metadata() else {
+                return true;
+            };
+            let elsewhere = std::fs::metadata(root).map_or(true, |now| {
+                (now.dev(), now.ino()) != (open.dev(), open.ino())
+            });
+            open.nlink() == 0 || elsewhere
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = root;
+            false
+        }
+    }
 }
 
 /// The directories a watch session tells apart, absolute.

@@ -288,3 +288,67 @@ fn long_keyword_sets_are_written() {
     let again = dir.build_cli(env!("CARGO_BIN_EXE_kiln"), &[]);
     assert_eq!(again.report["outputs_written"], 0, "{}", again.report);
 }
+
+/// Item 14: after `rm -rf` of the project, `kiln watch` kept running and never rebuilt the
+/// project made again at the same path. It stops now, saying why, and makes nothing there.
+#[test]
+fn watch_stops_when_its_project_directory_is_removed() {
+    let dir = project();
+    let root = dir.root().to_owned();
+    let mut child = kiln(&dir, "watch")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first build is done (saves included) when it says it is watching.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen: Vec<String> = Vec::new();
+    while !seen.iter().any(|line| line.starts_with("watching")) {
+        let line = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("no first build");
+        seen.push(line);
+    }
+    let manifest = std::fs::read(dir.path("kiln.toml")).unwrap();
+    let source = std::fs::read(dir.path("a.wgsl")).unwrap();
+    std::fs::remove_dir_all(&root).unwrap();
+    // Made again at once, as `git clone` or an unpacked archive would.
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("kiln.toml"), manifest).unwrap();
+    std::fs::write(root.join("a.wgsl"), source).unwrap();
+    let stopping = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if stopping.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("kiln watch outlived its project: {seen:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stderr = seen
+        .into_iter()
+        .chain(rx.iter())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("was removed or replaced while watching"),
+        "{stderr}"
+    );
+    assert!(
+        !root.join("out").exists(),
+        "it built into the new directory"
+    );
+}
