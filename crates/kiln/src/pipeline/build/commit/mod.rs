@@ -321,7 +321,7 @@ impl Project {
                     failures: commit.failed,
                     revisions: &plan.revisions,
                 };
-                (self.write_index(outputs, index), false)
+                (self.write_index(*outputs, index), false)
             }
         };
         report.outputs_ready = started.elapsed();

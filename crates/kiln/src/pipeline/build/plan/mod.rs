@@ -50,7 +50,7 @@ pub(in crate::pipeline) struct Plan {
 /// How a build treats the output directory, decided once, in [`Project::plan`].
 pub(in crate::pipeline) enum Mode {
     /// Writes changed outputs and `index.json`.
-    Outputs(Outputs),
+    Outputs(Box<Outputs>),
     /// A farm shard: compiles its share and uploads it; the output directory is not touched.
     Shard(ShardReport),
 }
@@ -92,7 +92,7 @@ impl Project {
             None => {
                 let (outputs, revisions, variants) =
                     self.plan_outputs(all, &mut warnings, &mut index_warnings)?;
-                (Mode::Outputs(outputs), revisions, variants)
+                (Mode::Outputs(Box::new(outputs)), revisions, variants)
             }
         };
         let pinned = self.invalidate_stale_revisions(&revisions);
