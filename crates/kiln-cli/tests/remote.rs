@@ -179,12 +179,12 @@ fn a_warm_build_from_the_remote_fills_an_empty_local_store() {
     };
     let url = redis.url();
     let first = new_project();
-    let cold = run_build(&first, &["--remote", &url]);
+    let cold = run_build(&first, &["--remote", &url, "--remote-push"]);
     cold.ok();
     assert_eq!(cold.n("compiled"), 128);
     // 128 jobs x 3 targets, uploaded in pipelines, not one round trip each.
     assert_eq!(cold.remote("uploaded"), 384);
-    assert_eq!(redis.keys("kiln:v1:a:*").len(), 384);
+    assert_eq!(redis.keys("kiln:v2:a:*").len(), 384);
     assert!(cold.remote("round_trips") < 20, "{}", cold.report);
     assert!(cold.warnings().is_empty(), "{:?}", cold.warnings());
 
@@ -218,8 +218,8 @@ fn the_manifest_names_the_remote_and_the_command_line_overrides_it() {
     };
     let cache = format!("[cache]\nremote = \"{}\"\n", redis.url());
     let project = with_cache(&cache);
-    run_build(&project, &[]).ok();
-    assert_eq!(redis.keys("kiln:v1:a:*").len(), 384);
+    run_build(&project, &["--remote-push"]).ok();
+    assert_eq!(redis.keys("kiln:v2:a:*").len(), 384);
     let other = with_cache(&cache);
     let off = run_build(&other, &["--no-remote"]);
     off.ok();
@@ -270,14 +270,15 @@ fn four_shards_then_an_assembling_build_that_compiles_nothing() {
     assert_eq!(mine.iter().sum::<u64>(), 128);
     assert!(mine.iter().all(|m| (28..=36).contains(m)), "{mine:?}");
 
+    // The assembling build runs in CI too: it writes (confirms the shards' costs).
     let assemble = new_project();
-    let build = run_build(&assemble, &["--remote", &url]);
+    let build = run_build(&assemble, &["--remote", &url, "--remote-push"]);
     build.ok();
     assert_eq!(build.n("compiled"), 0);
     assert_eq!(build.remote("fetched"), 384);
     assert_eq!(out(&assemble), reference());
     // The shards' compile times are confirmed for the next farm run's partition.
-    assert_eq!(redis.keys("kiln:v1:cost:*").len(), 128);
+    assert_eq!(redis.keys("kiln:v2:cost:*").len(), 128);
 }
 
 #[test]
@@ -349,11 +350,14 @@ fn a_remote_stopped_mid_build_leaves_a_correct_build_and_one_warning() {
     };
     let url = redis.url();
     let project = new_project();
-    let child = command(&project, &["--remote", &url, "--jobs", "1"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = command(
+        &project,
+        &["--remote", &url, "--remote-push", "--jobs", "1"],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
     // Once the build has asked the remote for its artifacts, it compiles; then the
     // server goes away, before the uploads.
     let started = Instant::now();
@@ -396,8 +400,8 @@ fn damaged_values_and_values_under_another_key_are_rejected_and_rebuilt() {
         return;
     };
     let url = redis.url();
-    run_build(&new_project(), &["--remote", &url]).ok();
-    let keys = redis.keys("kiln:v1:a:*");
+    run_build(&new_project(), &["--remote", &url, "--remote-push"]).ok();
+    let keys = redis.keys("kiln:v2:a:*");
     assert_eq!(keys.len(), 384);
     // One value with a flipped byte; another replaced by a third key's (intact) value.
     let mut damaged = redis.get(&keys[0]);
@@ -408,7 +412,7 @@ fn damaged_values_and_values_under_another_key_are_rejected_and_rebuilt() {
     redis.set(&keys[1], &foreign);
 
     let project = new_project();
-    let build = run_build(&project, &["--remote", &url]);
+    let build = run_build(&project, &["--remote", &url, "--remote-push"]);
     build.ok();
     assert_eq!(build.remote("rejected"), 2, "{}", build.report);
     assert_eq!(build.remote("fetched"), 382);
@@ -437,9 +441,27 @@ fn a_read_only_remote_is_read_and_never_written() {
     assert_eq!(build.n("compiled"), 128);
     assert!(redis.keys("*").is_empty(), "{:?}", redis.keys("*"));
     assert!(build.warnings().is_empty());
+    // Read-only is the default: without `--remote-push` (or KILN_REMOTE_PUSH=1) nothing is
+    // written either.
+    let plain = run_build(&new_project(), &["--remote", &url]);
+    plain.ok();
+    assert!(plain.report["remote"]["read_only"].as_bool().unwrap());
+    assert_eq!(plain.remote("uploaded"), 0);
+    assert!(redis.keys("*").is_empty(), "{:?}", redis.keys("*"));
+    let pushed = Build::of(
+        command(&new_project(), &["--remote", &url])
+            .env("KILN_REMOTE_PUSH", "1")
+            .output()
+            .unwrap(),
+    );
+    pushed.ok();
+    assert_eq!(pushed.remote("uploaded"), 384);
+    redis::cmd("FLUSHALL")
+        .query::<()>(&mut redis.con())
+        .unwrap();
 
     // CI fills it; a developer whose kiln.toml says read_only reads it.
-    run_build(&new_project(), &["--remote", &url]).ok();
+    run_build(&new_project(), &["--remote", &url, "--remote-push"]).ok();
     let before = redis.keys("*").len();
     let dev = with_cache(&format!("[cache]\nremote = \"{url}\"\nread_only = true\n"));
     std::fs::write(
@@ -464,7 +486,7 @@ fn a_full_remote_refuses_writes_with_one_warning() {
         return;
     };
     let project = new_project();
-    let build = run_build(&project, &["--remote", &redis.url()]);
+    let build = run_build(&project, &["--remote", &redis.url(), "--remote-push"]);
     build.ok();
     assert_eq!(build.n("compiled"), 128);
     assert!(build.remote("upload_failed") > 0, "{}", build.report);
@@ -582,7 +604,7 @@ fn tls_with_a_password_works_and_an_unknown_issuer_is_refused() {
     let url = format!("rediss://:tls-secret-77@127.0.0.1:{port}/0");
     let trusted = |project: &TempProject| {
         Build::of(
-            command(project, &["--remote", &url])
+            command(project, &["--remote", &url, "--remote-push"])
                 .env("SSL_CERT_FILE", path("ca.crt"))
                 .output()
                 .unwrap(),
@@ -675,12 +697,12 @@ fn a_three_node_cluster_serves_a_warm_build() {
     }
     let url = format!("redis+cluster://{}", addresses.join(","));
     let cold = new_project();
-    let build = run_build(&cold, &["--remote", &url]);
+    let build = run_build(&cold, &["--remote", &url, "--remote-push"]);
     build.ok();
     assert_eq!(build.remote("uploaded"), 384, "{}", build.report);
     // Spread over the three nodes.
     for node in &nodes {
-        let keys = node.keys("kiln:v1:a:*").len();
+        let keys = node.keys("kiln:v2:a:*").len();
         assert!((60..=200).contains(&keys), "{keys} keys on one node");
     }
     let warm = new_project();
