@@ -84,6 +84,9 @@ pub struct RemoteConfig {
     pub timeout: Duration,
     /// Values longer than this are rejected unread, and not uploaded.
     pub max_value_bytes: usize,
+    /// Bytes of values one round trip holds at most (besides its first value, up to
+    /// `max_value_bytes`); what is left is asked again in the next round trip.
+    pub round_trip_bytes: usize,
     /// The shared secret's key: values are written with a MAC, and read only with a valid
     /// one.
     pub key: Option<RemoteKey>,
@@ -99,6 +102,7 @@ impl RemoteConfig {
             connect_timeout: Duration::from_secs(2),
             timeout: Duration::from_secs(10),
             max_value_bytes: MAX_VALUE_BYTES,
+            round_trip_bytes: ROUND_TRIP_BYTES,
             key: None,
         }
     }
@@ -112,6 +116,7 @@ impl fmt::Debug for RemoteConfig {
             .field("connect_timeout", &self.connect_timeout)
             .field("timeout", &self.timeout)
             .field("max_value_bytes", &self.max_value_bytes)
+            .field("round_trip_bytes", &self.round_trip_bytes)
             .field("key", &self.key)
             .finish()
     }
@@ -293,8 +298,8 @@ impl RemoteStore {
     /// Fetches the artifacts of `keys`, in pipelines of [`BATCH`]. After each round trip,
     /// `each` receives the payloads it verified, by index into `keys`; every key not given
     /// to `each` is a miss (missing, rejected, or the remote failed: all counted). At most
-    /// one round trip's values ([`ROUND_TRIP_BYTES`], or one value up to the cap) are held
-    /// here at a time.
+    /// one round trip's values ([`RemoteConfig::round_trip_bytes`], or one value up to the
+    /// cap) are held here at a time.
     pub fn get_each(
         &self,
         keys: &[(&Namespace, &ContentKey)],
@@ -302,7 +307,7 @@ impl RemoteStore {
     ) {
         let reading = Reading {
             cap: self.config.max_value_bytes,
-            budget: ROUND_TRIP_BYTES,
+            budget: self.config.round_trip_bytes,
         };
         let mut pending: VecDeque<usize> = (0..keys.len()).collect();
         while !pending.is_empty() {
@@ -560,71 +565,62 @@ fn small_replies() -> Reading {
     }
 }
 
-/// What [`fuzz_reply`] found: the largest value and the bytes of values it read.
+/// What [`fuzz_reply`] read.
 #[doc(hidden)]
 #[derive(Debug, Default)]
 pub struct FuzzFindings {
     /// Replies read.
     pub replies: usize,
-    /// The longest bulk string read.
+    /// The longest value read.
     pub longest: usize,
-    /// Bytes of bulk strings read in all.
+    /// Bytes of values read in all.
     pub total: usize,
-    /// Payloads that decoded.
+    /// Values that decoded (with or without the key).
     pub decoded: usize,
+    /// Whether a slot map was read.
+    pub slot_map: bool,
 }
 
-/// Fuzzing entry point: reads `data` as a server's replies (what a pipeline of GETs would
-/// read) with a value cap of `cap` bytes and a budget of `budget` bytes, decoding every
-/// value as an artifact (with and without a key). Nothing here may panic, and nothing read
-/// may exceed the caps: the fuzz target checks the findings and every allocation.
+/// Fuzzing entry point. The first byte chooses what `data[1..]` is read as: even, the
+/// replies of a pipeline of `GET`s, with a value cap of `cap` and a round trip's budget of
+/// `budget` bytes, as [`RemoteStore::get_each`] reads them, each value decoded as an
+/// artifact with and without a key; odd, a `CLUSTER SLOTS` reply, read into a slot map.
+/// Nothing may panic, and the fuzz target checks that nothing read (nor any allocation)
+/// exceeds the caps.
 #[doc(hidden)]
 pub fn fuzz_reply(data: &[u8], cap: usize, budget: usize) -> FuzzFindings {
+    let mut findings = FuzzFindings::default();
+    let Some((&mode, mut input)) = data.split_first() else {
+        return findings;
+    };
+    if mode % 2 == 1 {
+        if let Ok(reply) = resp::read_reply(&mut input, session::SLOTS_ALLOWANCE) {
+            findings.replies = 1;
+            let asked = url::Node {
+                host: "seed".into(),
+                port: 6379,
+            };
+            findings.slot_map = cluster::SlotMap::from_reply(reply, &asked).is_ok();
+        }
+        return findings;
+    }
     let ns = Namespace::new("spirv", "fuzz");
     let key = ContentKey::hash(b"fuzz");
     let secret = RemoteKey::from_secret(b"fuzzing secret, 32 bytes long...");
-    let mut findings = FuzzFindings::default();
-    let mut input = data;
-    let mut held = 0usize;
-    loop {
-        let max_bulk = if findings.replies == 0 {
-            cap
-        } else {
-            cap.min(budget.saturating_sub(held))
-        };
-        let allowance = resp::Allowance {
-            max_bulk,
-            bytes: max_bulk.saturating_add(2 * resp::MAX_LINE),
-            elements: 64,
-        };
-        let reply = match resp::read_reply(&mut input, allowance) {
-            Ok(reply) => reply,
-            Err(_) => break,
-        };
+    let mut held = session::Held::new(Reading { cap, budget });
+    while let Ok(reply) = resp::read_reply(&mut input, held.allowance()) {
+        held.hold(&reply);
         findings.replies += 1;
-        let mut values = Vec::new();
-        collect_bulks(reply, &mut values);
-        for value in values {
+        if let Reply::Bulk(value) = reply {
             findings.longest = findings.longest.max(value.len());
             findings.total += value.len();
-            held += value.len();
             let keyed = decode(&ns, &key, secret.as_ref(), value.clone()).is_ok();
             if decode(&ns, &key, None, value).is_ok() || keyed {
                 findings.decoded += 1;
             }
         }
     }
-    // The decoder alone, on the raw bytes: a value as long as the input.
-    let _ = decode(&ns, &key, secret.as_ref(), data.to_vec());
     findings
-}
-
-fn collect_bulks(reply: Reply, out: &mut Vec<Vec<u8>>) {
-    match reply {
-        Reply::Bulk(bytes) => out.push(bytes),
-        Reply::Array(items) => items.into_iter().for_each(|item| collect_bulks(item, out)),
-        _ => {}
-    }
 }
 
 #[cfg(test)]
@@ -668,6 +664,7 @@ mod tests {
         let mut data = format!("${}\r\n", value.len()).into_bytes();
         data.extend_from_slice(&value);
         data.extend_from_slice(b"\r\n$-1\r\n$100000\r\n");
+        data.insert(0, 0);
         let findings = fuzz_reply(&data, 1000, 2000);
         assert_eq!(findings.replies, 2);
         assert_eq!(findings.decoded, 1);

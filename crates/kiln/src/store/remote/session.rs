@@ -65,15 +65,25 @@ pub enum Session {
 }
 
 /// Replies held while reading one pipeline.
-struct Held {
+pub struct Held {
     reading: Reading,
     bytes: usize,
     values: usize,
 }
 
 impl Held {
-    /// How long the next value may be.
-    fn allowance(&self) -> Allowance {
+    /// Nothing held yet.
+    pub fn new(reading: Reading) -> Self {
+        Self {
+            reading,
+            bytes: 0,
+            values: 0,
+        }
+    }
+
+    /// How long the next value may be. No reply kiln reads in a pipeline (`GET`, `SET`,
+    /// `EXISTS`) is an array, so none is accepted.
+    pub fn allowance(&self) -> Allowance {
         let max_bulk = if self.values == 0 {
             self.reading.cap
         } else {
@@ -83,12 +93,13 @@ impl Held {
         };
         Allowance {
             max_bulk,
-            bytes: max_bulk.saturating_add(2 * MAX_LINE),
-            elements: 16,
+            bytes: max_bulk.saturating_add(MAX_LINE + 2),
+            elements: 0,
         }
     }
 
-    fn hold(&mut self, reply: &Reply) {
+    /// Counts `reply` as held.
+    pub fn hold(&mut self, reply: &Reply) {
         if let Reply::Bulk(bytes) = reply {
             self.bytes += bytes.len();
             self.values += 1;
@@ -154,11 +165,7 @@ impl Session {
         deadline: Deadline,
     ) -> Result<Vec<Answer>, LinkError> {
         let mut answers = vec![Answer::Unread; commands.len()];
-        let mut held = Held {
-            reading,
-            bytes: 0,
-            values: 0,
-        };
+        let mut held = Held::new(reading);
         match self {
             Session::Single(slot) => {
                 let conn = match slot {
@@ -219,19 +226,23 @@ impl Session {
     }
 }
 
+/// What a `CLUSTER SLOTS` reply may cost: a few fields per range, at most one range per
+/// slot, short strings.
+pub const SLOTS_ALLOWANCE: Allowance = Allowance {
+    max_bulk: MAX_LINE,
+    bytes: 16 << 20,
+    elements: 1 << 20,
+};
+
 /// `CLUSTER SLOTS`, from a node already connected or else from the seeds in turn.
-fn read_slots(
+pub fn read_slots(
     setup: &Setup,
     conns: &mut BTreeMap<Node, Conn>,
     deadline: Deadline,
 ) -> Result<SlotMap, LinkError> {
     let mut wire = Vec::new();
     resp::command(&mut wire, &[b"CLUSTER", b"SLOTS"]);
-    let allowance = Allowance {
-        max_bulk: MAX_LINE,
-        bytes: 16 << 20,
-        elements: 1 << 20,
-    };
+    let allowance = SLOTS_ALLOWANCE;
     let mut candidates: Vec<Node> = conns.keys().cloned().collect();
     candidates.extend(setup.endpoint.nodes.iter().cloned());
     let mut last = None;
