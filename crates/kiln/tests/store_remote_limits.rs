@@ -4,7 +4,6 @@
 //! shared key a value nobody with the key wrote is never served.
 
 #[path = "../../kiln-cli/tests/support/redis.rs"]
-#[allow(dead_code)]
 mod redis_server;
 
 use kiln::store::remote::{RemoteConfig, RemoteKey, RemoteStore};
@@ -24,13 +23,12 @@ fn keys(n: usize) -> Vec<ContentKey> {
         .collect()
 }
 
+/// What `get_many` returned, the store (for its report) and how long it took.
+type Fetched = (Vec<Option<Vec<u8>>>, RemoteStore, Duration);
+
 /// `get_many` on another thread: `None` if it has not returned after `patience` (a client
 /// that hangs fails the test instead of hanging it).
-fn get_within(
-    store: RemoteStore,
-    keys: Vec<ContentKey>,
-    patience: Duration,
-) -> Option<(Vec<Option<Vec<u8>>>, RemoteStore, Duration)> {
+fn get_within(store: RemoteStore, keys: Vec<ContentKey>, patience: Duration) -> Option<Fetched> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let ns = ns();

@@ -209,13 +209,10 @@ impl Session {
                     }
                     // A slot moved (resharding, failover): read the map again and resend
                     // those commands, once.
-                    pending = pending
-                        .into_iter()
-                        .filter(|&i| {
-                            matches!(&answers[i], Answer::Reply(Reply::Error(message))
-                                if message.starts_with("MOVED ") || message.starts_with("ASK "))
-                        })
-                        .collect();
+                    pending.retain(|&i| {
+                        matches!(&answers[i], Answer::Reply(Reply::Error(message))
+                            if message.starts_with("MOVED ") || message.starts_with("ASK "))
+                    });
                     if pending.is_empty() {
                         break;
                     }
