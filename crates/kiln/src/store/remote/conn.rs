@@ -71,10 +71,12 @@ pub struct Deadline {
 }
 
 impl Deadline {
-    /// `budget` from now.
+    /// `budget` from now (a budget too large for the clock waits a year at most).
     pub fn after(budget: Duration) -> Self {
+        let now = Instant::now();
+        let budget = budget.min(Duration::from_secs(365 * 24 * 3600));
         Self {
-            at: Instant::now() + budget,
+            at: now.checked_add(budget).unwrap_or(now),
             budget,
         }
     }
@@ -241,7 +243,9 @@ const SMALL: Allowance = Allowance {
 impl Conn {
     /// Connects to `node`, then `AUTH`, `SELECT` and `PING` in one round trip.
     pub fn open(setup: &Setup, node: &Node, deadline: Deadline) -> Result<Self, LinkError> {
-        let connect_by = deadline.at.min(Instant::now() + setup.connect_timeout);
+        let connect_by = Instant::now()
+            .checked_add(setup.connect_timeout)
+            .map_or(deadline.at, |by| by.min(deadline.at));
         let connect = Deadline {
             at: connect_by,
             budget: setup.connect_timeout.min(deadline.budget),
