@@ -215,6 +215,10 @@ impl Setup {
                     // A certificate rustls cannot use is skipped, as a browser would.
                     let _ = roots.add(cert);
                 }
+                // ring, not aws-lc: no cmake or C toolchain to build. Newer rustls deprecate
+                // this for its lack of post-quantum key exchange, which Redis servers do not
+                // offer anyway.
+                #[allow(deprecated)]
                 let provider = Arc::new(rustls::crypto::ring::default_provider());
                 rustls::ClientConfig::builder_with_provider(provider)
                     .with_safe_default_protocol_versions()
