@@ -170,7 +170,19 @@ impl Session {
             Session::Single(slot) => {
                 let conn = match slot {
                     Some(conn) => conn,
-                    None => slot.insert(Conn::open(setup, &setup.endpoint.nodes[0], deadline)?),
+                    None => {
+                        // A URL always names a host (`Endpoint::parse`); never index on it.
+                        let node =
+                            setup
+                                .endpoint
+                                .nodes
+                                .first()
+                                .ok_or_else(|| LinkError::Resolve {
+                                    host: String::new(),
+                                    problem: "no host".into(),
+                                })?;
+                        slot.insert(Conn::open(setup, node, deadline)?)
+                    }
                 };
                 let all: Vec<usize> = (0..commands.len()).collect();
                 conn.send(&wire(commands, &all), deadline)?;
