@@ -68,6 +68,9 @@ fuzz_target!(|data: &[u8]| {
         assert!(findings.longest <= CAP, "{findings:?}");
         // The first value may use the whole cap; after it, the budget bounds the rest.
         assert!(findings.total <= CAP.max(BUDGET), "{findings:?}");
-        assert!(largest <= CAP.max(2 * LINE), "an allocation of {largest} bytes, {findings:?}");
+        assert!(
+            largest <= CAP.max(2 * LINE),
+            "an allocation of {largest} bytes, {findings:?}"
+        );
     }
 });
