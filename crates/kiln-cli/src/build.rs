@@ -30,17 +30,52 @@ pub struct ProjectArgs {
     /// Use no remote cache, whatever kiln.toml says.
     #[arg(long, conflicts_with = "remote")]
     pub no_remote: bool,
-    /// Only read the remote cache, never upload (also `[cache] read_only = true`).
-    #[arg(long, env = "KILN_REMOTE_READ_ONLY")]
+    /// Upload to the remote cache (CI). Without it the remote is only read, so that a
+    /// developer's machine never chooses what others get; a shard build uploads regardless.
+    #[arg(long, env = "KILN_REMOTE_PUSH", conflicts_with = "remote_read_only", value_parser = clap::builder::BoolishValueParser::new())]
+    pub remote_push: bool,
+    /// Never upload, whatever else says so (also `[cache] read_only = true`).
+    #[arg(long, env = "KILN_REMOTE_READ_ONLY", value_parser = clap::builder::BoolishValueParser::new())]
     pub remote_read_only: bool,
-    /// Give up on a remote round trip after this many milliseconds (default 10000).
+    /// Give up on a remote round trip (connecting, sending, the whole reply) after this
+    /// many milliseconds (default 10000).
     #[arg(long, env = "KILN_REMOTE_TIMEOUT_MS", value_name = "MS")]
     pub remote_timeout_ms: Option<u64>,
+    /// Reject remote values longer than this, unread (default 64M; K, M, G suffixes).
+    #[arg(long, env = "KILN_REMOTE_MAX_VALUE_BYTES", value_name = "BYTES", value_parser = crate::gc::parse_size)]
+    pub remote_max_value_bytes: Option<u64>,
 }
 
+/// The environment variable holding the remote cache's shared secret (never an argument:
+/// a command line is visible to every user of the machine).
+pub const REMOTE_KEY_VAR: &str = "KILN_REMOTE_KEY";
+
 impl ProjectArgs {
-    pub fn options(&self, jobs: Option<usize>, max_memory: Option<u64>) -> BuildOptions {
-        BuildOptions {
+    /// The library's options; an error (for exit code 2) when `KILN_REMOTE_KEY` is set but
+    /// unusable.
+    pub fn options(
+        &self,
+        jobs: Option<usize>,
+        max_memory: Option<u64>,
+    ) -> Result<BuildOptions, String> {
+        let remote_key = match std::env::var_os(REMOTE_KEY_VAR) {
+            // Empty is unset: CI systems pass an empty value where a secret is withheld
+            // (pull requests from forks), and such a build only reads.
+            None => None,
+            Some(secret) if secret.is_empty() => None,
+            Some(secret) => Some(
+                kiln::store::remote::RemoteKey::from_secret(secret.as_encoded_bytes()).ok_or_else(
+                    || {
+                        format!(
+                            "{REMOTE_KEY_VAR} is shorter than {} bytes: use a long random secret \
+                             (e.g. `openssl rand -hex 32`)",
+                            kiln::store::remote::RemoteKey::MIN_SECRET_BYTES
+                        )
+                    },
+                )?,
+            ),
+        };
+        Ok(BuildOptions {
             manifest: self.manifest.clone(),
             out_dir: self.out.clone(),
             cache_dir: self.cache_dir.clone(),
@@ -49,10 +84,15 @@ impl ProjectArgs {
             keep_failed_outputs: false,
             remote: self.remote.clone(),
             no_remote: self.no_remote,
+            remote_push: self.remote_push,
             remote_read_only: self.remote_read_only,
             remote_timeout: self.remote_timeout_ms.map(std::time::Duration::from_millis),
+            remote_max_value_bytes: self
+                .remote_max_value_bytes
+                .map(|bytes| usize::try_from(bytes).unwrap_or(usize::MAX)),
+            remote_key,
             shard: None,
-        }
+        })
     }
 }
 
@@ -120,7 +160,13 @@ pub fn parse_jobs(text: &str) -> Result<usize, String> {
 }
 
 pub fn run(args: &BuildArgs) -> ExitCode {
-    let mut options = args.project.options(args.jobs, None);
+    let mut options = match args.project.options(args.jobs, None) {
+        Ok(options) => options,
+        Err(e) => {
+            say!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     options.shard = match args.shard() {
         Ok(shard) => shard,
         Err(e) => {
@@ -200,6 +246,7 @@ pub fn report_json(report: &BuildReport) -> serde_json::Value {
         "remote": report.remote.as_ref().map(|r| serde_json::json!({
             "url": r.url,
             "read_only": r.read_only,
+            "keyed": r.keyed,
             "fetched": r.fetched,
             "missed": r.missed,
             "rejected": r.rejected,
@@ -256,9 +303,10 @@ fn print_report(project: &Project, report: &BuildReport, json: bool) {
     }
     if let Some(remote) = &report.remote {
         say!(
-            "remote {}{}: {} fetched, {} missing, {} rejected, {} uploaded, {} not uploaded, {} reads failed, {} round trips",
+            "remote {}{}{}: {} fetched, {} missing, {} rejected, {} uploaded, {} not uploaded, {} reads failed, {} round trips",
             remote.url,
             if remote.read_only { " (read-only)" } else { "" },
+            if remote.keyed { " (keyed)" } else { "" },
             remote.fetched,
             remote.missed,
             remote.rejected,

@@ -53,7 +53,7 @@ pub fn run(args: &GcArgs) -> ExitCode {
 
 /// A byte count: digits, then optionally one of `K`, `M`, `G`, `T` (either case, powers of
 /// 1024), optionally followed by `B` or `iB` (`500M`, `2G`, `64KiB`, `1048576`).
-fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, String> {
     let invalid = || {
         format!(
             "invalid size {text:?}: expected bytes as a whole number, optionally with a \

@@ -40,7 +40,13 @@ enum Message {
 }
 
 pub fn run(args: &WatchArgs) -> ExitCode {
-    let mut options = args.project.options(args.jobs, args.max_memory);
+    let mut options = match args.project.options(args.jobs, args.max_memory) {
+        Ok(options) => options,
+        Err(e) => {
+            say!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     // Hot reload keeps a failed variant's last good outputs (marked stale in the index).
     options.keep_failed_outputs = true;
     let project = match Project::open(&options) {

@@ -179,12 +179,12 @@ fn a_warm_build_from_the_remote_fills_an_empty_local_store() {
     };
     let url = redis.url();
     let first = new_project();
-    let cold = run_build(&first, &["--remote", &url]);
+    let cold = run_build(&first, &["--remote", &url, "--remote-push"]);
     cold.ok();
     assert_eq!(cold.n("compiled"), 128);
     // 128 jobs x 3 targets, uploaded in pipelines, not one round trip each.
     assert_eq!(cold.remote("uploaded"), 384);
-    assert_eq!(redis.keys("kiln:v1:a:*").len(), 384);
+    assert_eq!(redis.keys("kiln:v2:a:*").len(), 384);
     assert!(cold.remote("round_trips") < 20, "{}", cold.report);
     assert!(cold.warnings().is_empty(), "{:?}", cold.warnings());
 
@@ -218,8 +218,8 @@ fn the_manifest_names_the_remote_and_the_command_line_overrides_it() {
     };
     let cache = format!("[cache]\nremote = \"{}\"\n", redis.url());
     let project = with_cache(&cache);
-    run_build(&project, &[]).ok();
-    assert_eq!(redis.keys("kiln:v1:a:*").len(), 384);
+    run_build(&project, &["--remote-push"]).ok();
+    assert_eq!(redis.keys("kiln:v2:a:*").len(), 384);
     let other = with_cache(&cache);
     let off = run_build(&other, &["--no-remote"]);
     off.ok();
@@ -270,14 +270,15 @@ fn four_shards_then_an_assembling_build_that_compiles_nothing() {
     assert_eq!(mine.iter().sum::<u64>(), 128);
     assert!(mine.iter().all(|m| (28..=36).contains(m)), "{mine:?}");
 
+    // The assembling build runs in CI too: it writes (confirms the shards' costs).
     let assemble = new_project();
-    let build = run_build(&assemble, &["--remote", &url]);
+    let build = run_build(&assemble, &["--remote", &url, "--remote-push"]);
     build.ok();
     assert_eq!(build.n("compiled"), 0);
     assert_eq!(build.remote("fetched"), 384);
     assert_eq!(out(&assemble), reference());
     // The shards' compile times are confirmed for the next farm run's partition.
-    assert_eq!(redis.keys("kiln:v1:cost:*").len(), 128);
+    assert_eq!(redis.keys("kiln:v2:cost:*").len(), 128);
 }
 
 #[test]
@@ -374,11 +375,14 @@ fn a_remote_stopped_mid_build_leaves_a_correct_build_and_one_warning() {
     };
     let url = redis.url();
     let project = new_project();
-    let child = command(&project, &["--remote", &url, "--jobs", "1"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = command(
+        &project,
+        &["--remote", &url, "--remote-push", "--jobs", "1"],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
     // Once the build has asked the remote for its artifacts, it compiles; then the
     // server goes away, before the uploads.
     let started = Instant::now();
@@ -421,8 +425,8 @@ fn damaged_values_and_values_under_another_key_are_rejected_and_rebuilt() {
         return;
     };
     let url = redis.url();
-    run_build(&new_project(), &["--remote", &url]).ok();
-    let keys = redis.keys("kiln:v1:a:*");
+    run_build(&new_project(), &["--remote", &url, "--remote-push"]).ok();
+    let keys = redis.keys("kiln:v2:a:*");
     assert_eq!(keys.len(), 384);
     // One value with a flipped byte; another replaced by a third key's (intact) value.
     let mut damaged = redis.get(&keys[0]);
@@ -433,7 +437,7 @@ fn damaged_values_and_values_under_another_key_are_rejected_and_rebuilt() {
     redis.set(&keys[1], &foreign);
 
     let project = new_project();
-    let build = run_build(&project, &["--remote", &url]);
+    let build = run_build(&project, &["--remote", &url, "--remote-push"]);
     build.ok();
     assert_eq!(build.remote("rejected"), 2, "{}", build.report);
     assert_eq!(build.remote("fetched"), 382);
@@ -462,9 +466,27 @@ fn a_read_only_remote_is_read_and_never_written() {
     assert_eq!(build.n("compiled"), 128);
     assert!(redis.keys("*").is_empty(), "{:?}", redis.keys("*"));
     assert!(build.warnings().is_empty());
+    // Read-only is the default: without `--remote-push` (or KILN_REMOTE_PUSH=1) nothing is
+    // written either.
+    let plain = run_build(&new_project(), &["--remote", &url]);
+    plain.ok();
+    assert!(plain.report["remote"]["read_only"].as_bool().unwrap());
+    assert_eq!(plain.remote("uploaded"), 0);
+    assert!(redis.keys("*").is_empty(), "{:?}", redis.keys("*"));
+    let pushed = Build::of(
+        command(&new_project(), &["--remote", &url])
+            .env("KILN_REMOTE_PUSH", "1")
+            .output()
+            .unwrap(),
+    );
+    pushed.ok();
+    assert_eq!(pushed.remote("uploaded"), 384);
+    redis::cmd("FLUSHALL")
+        .query::<()>(&mut redis.con())
+        .unwrap();
 
     // CI fills it; a developer whose kiln.toml says read_only reads it.
-    run_build(&new_project(), &["--remote", &url]).ok();
+    run_build(&new_project(), &["--remote", &url, "--remote-push"]).ok();
     let before = redis.keys("*").len();
     let dev = with_cache(&format!("[cache]\nremote = \"{url}\"\nread_only = true\n"));
     std::fs::write(
@@ -489,7 +511,7 @@ fn a_full_remote_refuses_writes_with_one_warning() {
         return;
     };
     let project = new_project();
-    let build = run_build(&project, &["--remote", &redis.url()]);
+    let build = run_build(&project, &["--remote", &redis.url(), "--remote-push"]);
     build.ok();
     assert_eq!(build.n("compiled"), 128);
     assert!(build.remote("upload_failed") > 0, "{}", build.report);
@@ -607,7 +629,7 @@ fn tls_with_a_password_works_and_an_unknown_issuer_is_refused() {
     let url = format!("rediss://:tls-secret-77@127.0.0.1:{port}/0");
     let trusted = |project: &TempProject| {
         Build::of(
-            command(project, &["--remote", &url])
+            command(project, &["--remote", &url, "--remote-push"])
                 .env("SSL_CERT_FILE", path("ca.crt"))
                 .output()
                 .unwrap(),
@@ -700,12 +722,12 @@ fn a_three_node_cluster_serves_a_warm_build() {
     }
     let url = format!("redis+cluster://{}", addresses.join(","));
     let cold = new_project();
-    let build = run_build(&cold, &["--remote", &url]);
+    let build = run_build(&cold, &["--remote", &url, "--remote-push"]);
     build.ok();
     assert_eq!(build.remote("uploaded"), 384, "{}", build.report);
     // Spread over the three nodes.
     for node in &nodes {
-        let keys = node.keys("kiln:v1:a:*").len();
+        let keys = node.keys("kiln:v2:a:*").len();
         assert!((60..=200).contains(&keys), "{keys} keys on one node");
     }
     let warm = new_project();
@@ -715,4 +737,295 @@ fn a_three_node_cluster_serves_a_warm_build() {
     assert_eq!(build.n("compiled"), 0);
     assert_eq!(build.remote("fetched"), 384);
     assert_eq!(out(&warm), out(&cold));
+}
+
+/// Issue 25, item 9: a server that answers one byte every 200 ms kept a build with
+/// `--remote-timeout-ms` running forever (the timeout was per read). Now one deadline covers
+/// each round trip: the build gives up on the remote once, compiles locally, and takes about
+/// as long as a build without a remote plus that one deadline.
+#[test]
+fn a_server_that_trickles_its_answer_never_hangs_the_build() {
+    let server = kiln_test_support::fake_server::FakeServer::trickling(
+        b"+PONG\r\n",
+        b"$1000000\r\nxxxxxxxxxxxxxxxxxxxxxxxx",
+        Duration::from_millis(200),
+    );
+    let started = Instant::now();
+    let expected = reference();
+    let alone = started.elapsed();
+
+    let project = new_project();
+    let started = Instant::now();
+    let mut child = command(
+        &project,
+        &["--remote", &server.url(), "--remote-timeout-ms", "2000"],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("the build was still waiting on the remote after 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let elapsed = started.elapsed();
+    let build = Build::of(child.wait_with_output().unwrap());
+    build.ok();
+    assert_eq!(build.n("compiled"), 128);
+    let warnings = build.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("unavailable (no complete answer within 2000 ms)"),
+        "{warnings:?}"
+    );
+    assert_eq!(out(&project), expected);
+    // The remote cost one deadline (2 s); the bound leaves room for a loaded machine.
+    assert!(
+        elapsed < alone + Duration::from_secs(6),
+        "{elapsed:?} with the remote, {alone:?} without"
+    );
+}
+
+/// Issue 25, item 11: the credentials are everything up to the last `@`, whatever they
+/// hold; a URL that cannot be used is never printed with them.
+#[test]
+fn a_password_holding_url_delimiters_is_never_printed() {
+    let port = support::redis::free_port();
+    let project = new_project();
+    for delimiter in ["/", "#", "?", ":"] {
+        let url = format!("redis://:Tr0ub4dor&3{delimiter}x@127.0.0.1:{port}/0");
+        // Each with an empty local store, so that it asks the remote.
+        let build = Build::of(
+            command(&new_project(), &[])
+                .env("KILN_REMOTE", &url)
+                .output()
+                .unwrap(),
+        );
+        build.ok();
+        let everything = format!("{}{}", build.report, build.stderr);
+        assert!(!everything.contains("Tr0ub4dor"), "{everything}");
+        let warnings = build.warnings();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].contains(&format!("redis://***@127.0.0.1:{port}/0")),
+            "{warnings:?}"
+        );
+    }
+    // URLs that do not parse: refused (exit 2), the password still hidden.
+    for url in [
+        "redis://:Tr0ub4dor&3/x@host:notaport/0",
+        "redis://:Tr0ub4dor&3#x@host/0#insecure",
+        "redis://:Tr0ub4dor&3?x@host/zero",
+        "redis:/:Tr0ub4dor&3@host/0",
+    ] {
+        let output = command(&project, &[])
+            .env("KILN_REMOTE", url)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{url}");
+        let everything = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(!everything.contains("Tr0ub4dor"), "{everything}");
+        assert!(everything.contains("remote cache"), "{everything}");
+    }
+}
+
+/// Issue 25, item 11: a server with `requirepass` and no password in the URL says so (it
+/// said "no answer to PING"); a wrong password containing `:` is named as such, not cut into
+/// pieces ("Pass*** authentication failed").
+#[test]
+fn a_password_protected_server_says_what_is_wrong() {
+    let Some(redis) = RedisServer::start(&[]) else {
+        return;
+    };
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("right-password-1")
+        .query::<()>(&mut redis.con())
+        .unwrap();
+    let port = redis.port;
+    let warning = |url: &str| {
+        let build = run_build(&new_project(), &["--remote", url]);
+        build.ok();
+        let everything = format!("{}{}", build.report, build.stderr);
+        let warnings = build.warnings();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        (warnings[0].clone(), everything)
+    };
+    let (none, _) = warning(&format!("redis://127.0.0.1:{port}/0"));
+    assert!(none.contains("authentication required"), "{none}");
+    let (wrong, everything) = warning(&format!("redis://:ss:word@127.0.0.1:{port}/0"));
+    assert!(
+        wrong.contains("authentication failed (wrong user name or password)"),
+        "{wrong}"
+    );
+    assert!(
+        !everything.contains("ss:word") && !everything.contains("Pass***"),
+        "{everything}"
+    );
+    let right = run_build(
+        &new_project(),
+        &[
+            "--remote",
+            &format!("redis://:right-password-1@127.0.0.1:{port}/0"),
+            "--remote-push",
+        ],
+    );
+    right.ok();
+    assert_eq!(right.remote("uploaded"), 384, "{}", right.report);
+    assert!(right.warnings().is_empty(), "{:?}", right.warnings());
+}
+
+/// A value as an attacker with write access makes it: the documented format, the victim's
+/// key, another artifact's payload (valid SPIR-V, the wrong shader), a correct checksum,
+/// no MAC.
+fn forge(redis_key: &str, payload: &[u8]) -> Vec<u8> {
+    let rest = redis_key.strip_prefix("kiln:v2:a:").unwrap();
+    let (ns, hex) = rest.rsplit_once(':').unwrap();
+    let key: Vec<u8> = (0..32)
+        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
+    let mut value = b"kilnrv2\n".to_vec();
+    value.extend_from_slice(&(ns.len() as u32).to_le_bytes());
+    value.extend_from_slice(ns.as_bytes());
+    value.extend_from_slice(&key);
+    value.push(0);
+    value.extend_from_slice(&[0; 32]);
+    value.extend_from_slice(blake3::hash(payload).as_bytes());
+    value.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    value.extend_from_slice(payload);
+    value
+}
+
+/// The payload of a value read from the remote.
+fn payload_of(value: &[u8]) -> Vec<u8> {
+    let ns_len = u32::from_le_bytes(value[8..12].try_into().unwrap()) as usize;
+    value[12 + ns_len + 32 + 1 + 32 + 32 + 8..].to_vec()
+}
+
+/// Issue 25, item 12: a value forged from another artifact was "fetched, 0 rejected",
+/// written to `out/` and kept in the local store. With `KILN_REMOTE_KEY` on the machines
+/// that read (and on CI, which writes), it is rejected, compiled locally, and neither
+/// `out/` nor the local store ever holds it.
+#[test]
+fn a_forged_value_is_rejected_when_a_key_is_configured() {
+    let Some(redis) = RedisServer::start(&[]) else {
+        return;
+    };
+    let url = redis.url();
+    const SECRET: &str = "6a1f0c2e9b8d7a6f5e4d3c2b1a0f9e8d";
+    let ci = Build::of(
+        command(&new_project(), &["--remote", &url, "--remote-push"])
+            .env("KILN_REMOTE_KEY", SECRET)
+            .output()
+            .unwrap(),
+    );
+    ci.ok();
+    assert_eq!(ci.remote("uploaded"), 384);
+    assert_eq!(ci.report["remote"]["keyed"], true);
+
+    // The attacker replaces one SPIR-V artifact with another job's.
+    let spirv: Vec<String> = redis
+        .keys("kiln:v2:a:*")
+        .into_iter()
+        .filter(|k| k.starts_with("kiln:v2:a:spirv"))
+        .collect();
+    let victim = &spirv[0];
+    let donor = payload_of(&redis.get(&spirv[1]));
+    redis.set(victim, &forge(victim, &donor));
+    // Or signs one with a guessed MAC.
+    let mut guessed = forge(&spirv[2], &payload_of(&redis.get(&spirv[3])));
+    let ns_len = u32::from_le_bytes(guessed[8..12].try_into().unwrap()) as usize;
+    guessed[12 + ns_len + 32] = 1;
+    guessed[12 + ns_len + 33] = 0x5a;
+    redis.set(&spirv[2], &guessed);
+    let expected = reference();
+
+    // Without the key, the forgery is served: the exposure the key closes.
+    let exposed = run_build(&new_project(), &["--remote", &url]);
+    exposed.ok();
+    assert_eq!(exposed.remote("rejected"), 0, "{}", exposed.report);
+
+    let developer = new_project();
+    let build = Build::of(
+        command(&developer, &["--remote", &url])
+            .env("KILN_REMOTE_KEY", SECRET)
+            .output()
+            .unwrap(),
+    );
+    build.ok();
+    assert!(build.report["remote"]["read_only"].as_bool().unwrap());
+    assert_eq!(build.remote("rejected"), 2, "{}", build.report);
+    assert_eq!(build.remote("fetched"), 382);
+    assert_eq!(build.n("compiled"), 2);
+    let warnings = build.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("no valid MAC"), "{warnings:?}");
+    assert_eq!(out(&developer), expected);
+    // The local store kept what was compiled, not what was forged.
+    std::fs::remove_dir_all(developer.path("out")).unwrap();
+    let local = run_build(&developer, &["--no-remote"]);
+    local.ok();
+    assert_eq!(local.n("compiled"), 0);
+    assert_eq!(out(&developer), expected);
+    // Read-only by default: the developer's build did not repair (or touch) the remote.
+    assert_eq!(redis.get(victim), forge(victim, &donor));
+}
+
+#[test]
+fn a_short_remote_key_is_refused() {
+    let project = new_project();
+    let output = command(&project, &["--remote", "redis://127.0.0.1:1/0"])
+        .env("KILN_REMOTE_KEY", "hunter2")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("KILN_REMOTE_KEY is shorter than 16 bytes"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+    // Empty is unset (a CI job that is not given the secret still builds, reading only).
+    let build = Build::of(
+        command(&project, &["--remote", "redis://127.0.0.1:1/0"])
+            .env("KILN_REMOTE_KEY", "")
+            .output()
+            .unwrap(),
+    );
+    build.ok();
+    assert_eq!(build.report["remote"]["keyed"], false);
+}
+
+/// Issue 25, item 10, from the command line: `--remote-max-value-bytes` caps what a value
+/// may be; every value over it is rejected unread and compiled locally.
+#[test]
+fn values_over_the_configured_cap_are_rejected_and_compiled_locally() {
+    let Some(redis) = RedisServer::start(&[]) else {
+        return;
+    };
+    let url = redis.url();
+    run_build(&new_project(), &["--remote", &url, "--remote-push"]).ok();
+    let project = new_project();
+    let build = run_build(
+        &project,
+        &["--remote", &url, "--remote-max-value-bytes", "100"],
+    );
+    build.ok();
+    assert_eq!(build.remote("rejected"), 384, "{}", build.report);
+    assert_eq!(build.n("compiled"), 128);
+    let warnings = build.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("over the 100-byte cap"),
+        "{warnings:?}"
+    );
+    assert_eq!(out(&project), reference());
 }

@@ -8,7 +8,10 @@
 //! - [`LiveProject`]: one [`Project`] kept open across builds, told of each edit, as
 //!   `kiln watch` keeps it.
 //! - [`tree`]: a directory as a sorted map of files.
+//! - [`fake_server`]: a loopback TCP server playing a scripted part where a test needs a
+//!   Redis that misbehaves (trickles, lies about a value's length).
 
+pub mod fake_server;
 pub mod fixture;
 
 use kiln::pipeline::{BuildOptions, BuildReport, Project};

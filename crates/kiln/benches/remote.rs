@@ -79,6 +79,8 @@ fn build(manifest: &Path, cache: &Path, remote: Option<&str>) -> Result<BuildRep
         cache_dir: Some(cache.to_owned()),
         remote: remote.map(str::to_owned),
         no_remote: remote.is_none(),
+        // Read-write, as the builds that fill and read a CI cache are.
+        remote_push: remote.is_some(),
         ..BuildOptions::default()
     };
     let mut project = Project::open(&options).map_err(|e| e.to_string())?;
@@ -224,7 +226,7 @@ fn run(full: bool) -> Result<(), String> {
 
     // Shard balance by the compile times the fill build recorded.
     let keys: Vec<String> = redis::cmd("KEYS")
-        .arg("kiln:v1:cost:*")
+        .arg("kiln:v2:cost:*")
         .query(&mut con)
         .map_err(|e| e.to_string())?;
     let mut jobs: Vec<(ContentKey, u64)> = Vec::new();

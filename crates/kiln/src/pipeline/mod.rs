@@ -80,10 +80,21 @@ pub struct BuildOptions {
     pub remote: Option<String>,
     /// Use no remote cache, whatever the manifest says.
     pub no_remote: bool,
-    /// Only read the remote cache (also `[cache] read_only = true`).
+    /// Write to the remote cache (CI); without it the remote is only read. A shard build
+    /// writes regardless.
+    pub remote_push: bool,
+    /// Never write to the remote cache, whatever else says so (also `[cache] read_only =
+    /// true`).
     pub remote_read_only: bool,
-    /// Give up on a remote round trip after this long (default 10 s; connecting: 2 s).
+    /// Give up on a remote round trip (connecting, sending, the whole reply) after this
+    /// long (default 10 s; connecting: at most 2 s of it).
     pub remote_timeout: Option<Duration>,
+    /// Reject remote values longer than this, unread (default
+    /// [`crate::store::remote::MAX_VALUE_BYTES`], 64 MiB).
+    pub remote_max_value_bytes: Option<usize>,
+    /// The shared secret's key (`KILN_REMOTE_KEY`): values are written with a MAC, and only
+    /// values with a valid one are used.
+    pub remote_key: Option<crate::store::remote::RemoteKey>,
     /// Build only this shard's share of the compile jobs, upload it, write no outputs.
     pub shard: Option<Shard>,
 }
@@ -107,7 +118,7 @@ pub enum ProjectError {
     #[error(transparent)]
     Remote(#[from] RemoteConfigError),
     /// A shard build without a remote cache it may write to.
-    #[error("shard {shard}: a shard build uploads its share, so it needs a remote cache it may write (`--remote URL`, KILN_REMOTE or `[cache] remote`, not read-only)")]
+    #[error("shard {shard}: a shard build uploads its share, so it needs a remote cache it may write (`--remote URL`, KILN_REMOTE or `[cache] remote`, without `--remote-read-only` or `[cache] read_only`)")]
     ShardWithoutRemote {
         /// The shard.
         shard: Shard,

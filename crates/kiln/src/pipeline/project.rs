@@ -47,10 +47,17 @@ impl Project {
         };
         if let Some(url) = url {
             let mut config = RemoteConfig::new(url);
-            config.read_only = options.remote_read_only || manifest.cache.read_only;
+            // Read-only unless this machine is told to write (CI): a developer's build reads
+            // what CI wrote and never chooses what others get. A shard exists to upload.
+            let push = options.remote_push || options.shard.is_some();
+            config.read_only = !push || options.remote_read_only || manifest.cache.read_only;
+            config.key = options.remote_key.clone();
             if let Some(timeout) = options.remote_timeout {
-                config.io_timeout = timeout;
+                config.timeout = timeout;
                 config.connect_timeout = config.connect_timeout.min(timeout);
+            }
+            if let Some(cap) = options.remote_max_value_bytes {
+                config.max_value_bytes = cap;
             }
             store = Arc::new(TieredStore::new(store, RemoteStore::new(config)?));
         }

@@ -23,10 +23,6 @@ use super::{ArtifactStore, ContentKey, Lookup, Namespace, SaveEntry, SaveManyErr
 /// reads them back from the local store, where every fetched entry was saved.
 const MAX_PREFETCH_BYTES: usize = 64 << 20;
 
-/// Entries fetched from the remote per pipelined request and local save: a few MB of
-/// artifacts, and several of the remote client's pipelines in flight.
-const FETCH_CHUNK: usize = 2048;
-
 /// The local store in front of a remote cache.
 pub struct TieredStore {
     local: Arc<dyn ArtifactStore>,
@@ -143,41 +139,39 @@ impl ArtifactStore for TieredStore {
         if missing.is_empty() {
             return from_remote;
         }
-        // In chunks, so that a large build never holds every fetched byte at once: each
-        // chunk is kept locally (the next build needs no remote), then held for its load
-        // while the bound allows.
+        // Round trip by round trip, so that a large build never holds every fetched byte at
+        // once: each round trip's values (a bounded amount, see `RemoteStore::get_each`) are
+        // kept locally (the next build needs no remote), then held for their load while the
+        // bound allows.
         let mut ahead = self.ahead.lock();
         let mut absent = self.absent.lock();
-        for chunk in missing.chunks(FETCH_CHUNK) {
-            let asked: Vec<(&Namespace, &ContentKey)> = chunk
+        let asked: Vec<(&Namespace, &ContentKey)> = missing
+            .iter()
+            .map(|&i| (&entries[i].0, &entries[i].1))
+            .collect();
+        self.remote.get_each(&asked, |fetched| {
+            let found: Vec<SaveEntry<'_>> = fetched
                 .iter()
-                .map(|&i| (&entries[i].0, &entries[i].1))
-                .collect();
-            let fetched = self.remote.get_many(&asked);
-            let found: Vec<SaveEntry<'_>> = asked
-                .iter()
-                .zip(&fetched)
-                .filter_map(|((ns, key), bytes)| Some((*ns, *key, bytes.as_deref()?)))
+                .map(|(at, bytes)| (asked[*at].0, asked[*at].1, &bytes[..]))
                 .collect();
             if let Err(e) = self.local.save_many(&found) {
                 tracing::debug!(%e, "cannot keep fetched artifacts in the local store");
             }
             drop(found);
-            for (&index, bytes) in chunk.iter().zip(fetched) {
-                let (ns, key) = &entries[index];
-                let name = (ns.dir_name().to_owned(), *key);
-                match bytes {
-                    Some(bytes) => {
-                        from_remote[index] = true;
-                        if held + bytes.len() <= MAX_PREFETCH_BYTES {
-                            held += bytes.len();
-                            ahead.insert(name, bytes);
-                        }
-                    }
-                    None => {
-                        absent.insert(name);
-                    }
+            for (at, bytes) in fetched {
+                let index = missing[at];
+                from_remote[index] = true;
+                if held + bytes.len() <= MAX_PREFETCH_BYTES {
+                    held += bytes.len();
+                    let (ns, key) = &entries[index];
+                    ahead.insert((ns.dir_name().to_owned(), *key), bytes);
                 }
+            }
+        });
+        for &index in &missing {
+            if !from_remote[index] {
+                let (ns, key) = &entries[index];
+                absent.insert((ns.dir_name().to_owned(), *key));
             }
         }
         from_remote
