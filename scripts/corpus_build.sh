@@ -7,7 +7,7 @@
 #
 # SHADER_DIR is copied into each project (kiln reads sources only inside its project);
 # each kiln.toml is generated; KILN is the kiln binary (default: `cargo run --release
-# -p kiln-cli --features glslang --`). As in scripts/cross_corpus.sh, a directory named
+# -p kiln-cli --`). As in scripts/cross_corpus.sh, a directory named
 # `hlsl` anywhere in a path marks HLSL. Two projects, as scripts/cross_corpus.sh uses two
 # environments: PROJECT_DIR/raster (SPIR-V 1.0, Vulkan 1.0: vertex to compute) and
 # PROJECT_DIR/rt (SPIR-V 1.4, Vulkan 1.2: ray tracing, mesh and task, which need it).
@@ -61,7 +61,7 @@ for group in raster rt; do
     if [ "$#" -eq 3 ]; then
         "$3" build --manifest "$manifest" >"$project/build.log" 2>&1 || status=$?
     else
-        cargo run -q --release -p kiln-cli --features glslang -- build --manifest "$manifest" \
+        cargo run -q --release -p kiln-cli -- build --manifest "$manifest" \
             >"$project/build.log" 2>&1 || status=$?
     fi
     echo "$group: $count shaders, kiln build exit status $status (log: $project/build.log)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Compiles a directory of GLSL and HLSL shaders to SPIR-V with the reference front ends, for
-# `cargo run -p kiln --features glslang --example cross_coverage`, which measures how many of
+# `cargo run -p kiln --example cross_coverage`, which measures how many of
 # them each SPIR-V translator turns into MSL, HLSL, GLSL and WGSL.
 #
 #   scripts/cross_corpus.sh SHADER_DIR OUT_DIR

@@ -12,7 +12,7 @@
 //!
 //! The oracle is `kiln build --out FRESH --cache-dir FRESH_CACHE` into new, empty directories.
 //!
-//! With glslang linked (`--features kiln/glslang`), about half the GLSL shaders compile their
+//! With glslang built in (the default feature `glslang`), about half the GLSL shaders compile their
 //! GLSL passes with glslang (and reach MSL, HLSL, GLSL and WGSL through `compile::cross`),
 //! the rest with naga; the summary says how many steps had one.
 //!

@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! scripts/cross_corpus.sh SHADER_DIR SPV_DIR      # GLSL/HLSL -> SPIR-V with glslc/glslang
-//! cargo run --release -p kiln --features glslang --example cross_coverage -- SPV_DIR
+//! cargo run --release -p kiln --example cross_coverage -- SPV_DIR
 //! ```
 //!
 //! Every `*.spv` under `SPV_DIR` is translated through kiln's own entry points

@@ -41,8 +41,9 @@ pub const NAGA: Compiler = Compiler {
     version: compile::NAGA_VERSION,
 };
 
-/// glslang through shaderc, linked in-process with the feature `glslang` (its version says
-/// `not linked` otherwise: nothing is ever compiled under that name).
+/// glslang (and SPIRV-Tools' optimizer), built from source with the default feature
+/// `glslang` (its version says `not linked` otherwise: nothing is ever compiled under that
+/// name).
 pub const GLSLANG: Compiler = Compiler {
     name: "glslang",
     version: compile::glslang::VERSION,

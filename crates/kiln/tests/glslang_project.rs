@@ -331,11 +331,7 @@ fn without_glslang_its_shaders_fail_alone_naming_what_to_install() {
         .collect();
     assert_eq!(errors.len(), VARIANTS - 1);
     for d in errors {
-        assert!(
-            d.message.contains("apt-get install libshaderc-dev"),
-            "{d:?}"
-        );
-        assert!(d.message.contains("--features glslang"), "{d:?}");
+        assert!(d.message.contains("default features"), "{d:?}");
         assert!(d.variant.is_some(), "{d:?}");
     }
 }

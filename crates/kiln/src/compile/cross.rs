@@ -224,7 +224,7 @@ fn not_written(translator: Translator, target: Target) -> CompileError {
         {
             format!(
                 "{target} from SPIR-V needs SPIRV-Cross, which this kiln was built without: \
-             rebuild with `--features glslang` (needs a C++ compiler)"
+             rebuild with the default features (the `glslang` feature, which needs a C++ compiler)"
             )
         }
         _ => format!("{translator} does not translate SPIR-V to {target}"),

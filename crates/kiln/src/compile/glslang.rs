@@ -1,10 +1,15 @@
 //! GLSL and HLSL through Khronos glslang, the reference front end (what `glslc` and the
-//! Vulkan SDK use), in-process through the `shaderc` crate, to SPIR-V.
+//! Vulkan SDK use), in-process through glslang's C interface (`glslang-sys`), to SPIR-V;
+//! `optimization` runs SPIRV-Tools' optimizer (the `spirv-tools` crate) on the result.
 //!
-//! glslang is native code linked from Debian's static `libshaderc-dev` behind the cargo
-//! feature `glslang` (off by default, so that kiln builds on a machine with no native
-//! compiler). Without the feature every glslang compile fails alone with
-//! [`CompilePhase::Unsupported`] and a message saying what to install and how to build.
+//! Both are C++ vendored by their crates and built from source with `cc` (no cmake, no
+//! system library) behind the cargo feature `glslang`, on by default; `--no-default-features`
+//! gives a pure-Rust kiln in which every glslang compile fails alone with
+//! [`CompilePhase::Unsupported`] and a message saying how to build.
+//!
+//! glslang's C interface has no switch for glslc's `-fhlsl-iomap`, `-fhlsl_functionality1`
+//! and `-fnan-clamp`: a shader that sets `hlsl_iomap`, `hlsl_functionality1` or `nan_clamp`
+//! fails with [`CompilePhase::Unsupported`] naming the option.
 //!
 //! glslang sees kiln's preprocessed text (includes expanded, keywords and defines applied),
 //! so identity, deduplication and early cutoff work as for naga; its error lines are lines of
@@ -22,9 +27,11 @@ use std::fmt;
 /// Whether this build of kiln links glslang (the cargo feature `glslang`).
 pub const AVAILABLE: bool = cfg!(feature = "glslang");
 
-/// The exact versions of what this build links (shaderc, its crate, glslang, SPIRV-Tools),
-/// read at build time from the static libraries' pkg-config files and headers; part of
-/// every glslang artifact's identity. `"not linked"` without the feature.
+/// The exact versions of what this build compiles in: the `glslang` and `glslang-sys` crates
+/// (the latter's build metadata names the vendored glslang commit) and the `spirv-tools`
+/// and `spirv-tools-sys` crates (which pin the vendored SPIRV-Tools), read by `build.rs`
+/// from `Cargo.lock`; part of every glslang artifact's identity. `"not linked"` without the
+/// feature.
 #[cfg(feature = "glslang")]
 pub const VERSION: &str = env!("KILN_GLSLANG_VERSION");
 /// The exact versions of what this build links; `"not linked"` without the feature.
@@ -32,7 +39,7 @@ pub const VERSION: &str = env!("KILN_GLSLANG_VERSION");
 pub const VERSION: &str = "not linked";
 
 /// How to get glslang, for errors that need it.
-pub const HOW_TO_ENABLE: &str = "install libshaderc-dev and glslang-dev (Debian: `apt-get install libshaderc-dev glslang-dev`) and build kiln with `--features glslang` (e.g. `cargo run --release -p kiln-cli --features glslang -- build`)";
+pub const HOW_TO_ENABLE: &str = "build kiln with its default features (the `glslang` feature, on by default, builds glslang and SPIRV-Tools from source with a C++ compiler; `--no-default-features` leaves them out)";
 
 /// glslang's optimisation level (glslc's `-O0`, `-Os`, `-O`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -235,8 +242,10 @@ pub fn compile_targets(
         ));
     }
     let words = imp::compile(language, text, stage, entry, options, version)?;
-    // The manifest's values become the constants' defaults, once, for every target.
+    // The manifest's values become the constants' defaults, once, for every target; before
+    // the optimizer, which keeps them specialization constants but may fold what uses them.
     let words = super::cross::specialize(&words, constants)?;
+    let words = imp::optimize(words.into_owned(), language, options, version)?;
     Ok(targets
         .iter()
         .map(|target| target.map(|target| emit(&words, stage, entry, target)))
@@ -267,30 +276,33 @@ pub fn refused(stage: Stage, target: Target) -> Option<CompileError> {
         .map(|why| super::cross::unsupported_by_target(stage, target, why))
 }
 
-/// The first error in glslang's log (`<name>:<line>: error: <message>`), located.
+/// The first error in glslang's info log (`ERROR: <string>:<line>: <message>`), located.
 #[cfg_attr(not(feature = "glslang"), allow(dead_code))]
 fn first_error(log: &str) -> (String, Option<TextLocation>) {
     let mut fallback = None;
     for line in log.lines() {
-        let Some(at) = line.find(": error: ") else {
+        let Some(rest) = line.trim_start().strip_prefix("ERROR: ") else {
             continue;
         };
-        let message = line[at + ": error: ".len()..].trim().to_owned();
-        // `kiln:12` -> line 12.
-        let location = line[..at]
-            .rsplit_once(':')
-            .and_then(|(_, n)| n.trim().parse::<u32>().ok())
-            .filter(|n| *n > 0)
-            .map(|line| TextLocation {
+        // `0:12: 'x' : undeclared identifier`: source string 0 (kiln passes one), line 12.
+        let located = rest.split_once(':').and_then(|(string, rest)| {
+            string.trim().parse::<u32>().ok()?;
+            let (line, message) = rest.split_once(':')?;
+            let line = line.trim().parse::<u32>().ok().filter(|n| *n > 0)?;
+            Some((message.trim().to_owned(), line))
+        });
+        if let Some((message, line)) = located {
+            let location = TextLocation {
                 line,
                 column: 1,
                 length: 1,
-            });
-        // glslang follows a real error with "'' : compilation terminated": keep the first.
-        if location.is_some() {
-            return (message, location);
+            };
+            return (message, Some(location));
         }
-        fallback.get_or_insert(message);
+        // glslang ends with "N compilation errors.  No code generated.": a count, not a cause.
+        if !rest.contains("compilation errors") {
+            fallback.get_or_insert_with(|| rest.trim().to_owned());
+        }
     }
     let message = fallback.unwrap_or_else(|| {
         let trimmed = log.trim();
@@ -332,67 +344,126 @@ impl fmt::Display for GlslangOptions {
 mod imp {
     use super::{first_error, GlslangOptions, Optimization, VulkanVersion};
     use crate::compile::{contain_native, CompileError, CompilePhase, SourceLanguage, Stage};
-    use std::sync::OnceLock;
+    use glslang_sys as sys;
+    use spirv_tools::opt::Optimizer as _;
+    use std::ffi::{c_char, CStr, CString};
+    use std::ptr::NonNull;
 
-    /// One compiler for the process: shaderc's compiler is thread-safe (`Send + Sync`), and
-    /// creating one initialises glslang's global state.
-    fn compiler() -> Result<&'static shaderc::Compiler, CompileError> {
-        static COMPILER: OnceLock<Result<shaderc::Compiler, String>> = OnceLock::new();
-        COMPILER
-            .get_or_init(|| shaderc::Compiler::new().map_err(|e| e.to_string()))
-            .as_ref()
-            .map_err(|e| {
-                CompileError::new(
-                    CompilePhase::Unsupported,
-                    format!("glslang did not start: {e}"),
-                    None,
-                )
-            })
+    /// glslang's default resource limits (what glslangValidator and glslc assume), from the
+    /// `glslang` crate; its C interface has no default of its own.
+    static LIMITS: glslang::limits::ResourceLimits = glslang::limits::DEFAULT_LIMITS;
+
+    fn started() -> Result<(), CompileError> {
+        // Initialises glslang's process-wide state once; the crate keeps it for the process.
+        glslang::Compiler::acquire().map(|_| ()).ok_or_else(|| {
+            CompileError::new(
+                CompilePhase::Unsupported,
+                "glslang did not start (glslang_initialize_process failed)".into(),
+                None,
+            )
+        })
     }
 
-    fn kind(stage: Stage) -> shaderc::ShaderKind {
-        use shaderc::ShaderKind as K;
+    fn stage_of(stage: Stage) -> sys::glslang_stage_t {
+        use sys::glslang_stage_t as S;
         match stage {
-            Stage::Vertex => K::Vertex,
-            Stage::Fragment => K::Fragment,
-            Stage::Compute => K::Compute,
-            Stage::Geometry => K::Geometry,
-            Stage::TessControl => K::TessControl,
-            Stage::TessEvaluation => K::TessEvaluation,
-            Stage::Task => K::Task,
-            Stage::Mesh => K::Mesh,
-            Stage::RayGeneration => K::RayGeneration,
-            Stage::AnyHit => K::AnyHit,
-            Stage::ClosestHit => K::ClosestHit,
-            Stage::Miss => K::Miss,
-            Stage::Intersection => K::Intersection,
-            Stage::Callable => K::Callable,
+            Stage::Vertex => S::Vertex,
+            Stage::Fragment => S::Fragment,
+            Stage::Compute => S::Compute,
+            Stage::Geometry => S::Geometry,
+            Stage::TessControl => S::TesselationControl,
+            Stage::TessEvaluation => S::TesselationEvaluation,
+            Stage::Task => S::Task,
+            Stage::Mesh => S::Mesh,
+            Stage::RayGeneration => S::RayGeneration,
+            Stage::AnyHit => S::AnyHit,
+            Stage::ClosestHit => S::ClosestHit,
+            Stage::Miss => S::Miss,
+            Stage::Intersection => S::Intersect,
+            Stage::Callable => S::Callable,
         }
     }
 
-    /// shaderc's Vulkan environment and SPIR-V version: the manifest's `target_env`, else
-    /// the oldest Vulkan version that consumes `version` (glslc's `--target-env`).
-    fn env(
-        target_env: Option<VulkanVersion>,
-        version: (u16, u16),
-    ) -> (shaderc::EnvVersion, shaderc::SpirvVersion) {
-        use shaderc::{EnvVersion as E, SpirvVersion as S};
-        let env = match target_env.unwrap_or_else(|| VulkanVersion::for_spirv(version)) {
-            VulkanVersion::V1_0 => E::Vulkan1_0,
-            VulkanVersion::V1_1 => E::Vulkan1_1,
-            VulkanVersion::V1_2 => E::Vulkan1_2,
-            VulkanVersion::V1_3 => E::Vulkan1_3,
-        };
-        let spirv = match version {
-            (1, 0) => S::V1_0,
-            (1, 1) => S::V1_1,
-            (1, 2) => S::V1_2,
-            (1, 3) => S::V1_3,
-            (1, 4) => S::V1_4,
-            (1, 5) => S::V1_5,
-            _ => S::V1_6,
-        };
-        (env, spirv)
+    /// The Vulkan environment: the manifest's `target_env`, else the oldest Vulkan version
+    /// that consumes `version` (glslc's `--target-env`).
+    fn vulkan(target_env: Option<VulkanVersion>, version: (u16, u16)) -> VulkanVersion {
+        target_env.unwrap_or_else(|| VulkanVersion::for_spirv(version))
+    }
+
+    fn client_version(env: VulkanVersion) -> sys::glslang_target_client_version_t {
+        use sys::glslang_target_client_version_t as C;
+        match env {
+            VulkanVersion::V1_0 => C::Vulkan1_0,
+            VulkanVersion::V1_1 => C::Vulkan1_1,
+            VulkanVersion::V1_2 => C::Vulkan1_2,
+            VulkanVersion::V1_3 => C::Vulkan1_3,
+        }
+    }
+
+    fn spirv_version(version: (u16, u16)) -> sys::glslang_target_language_version_t {
+        use sys::glslang_target_language_version_t as V;
+        match version {
+            (1, 0) => V::SPIRV1_0,
+            (1, 1) => V::SPIRV1_1,
+            (1, 2) => V::SPIRV1_2,
+            (1, 3) => V::SPIRV1_3,
+            (1, 4) => V::SPIRV1_4,
+            (1, 5) => V::SPIRV1_5,
+            _ => V::SPIRV1_6,
+        }
+    }
+
+    /// SPIRV-Tools' environment for the optimizer: the same Vulkan version, and SPIR-V 1.4 on
+    /// Vulkan 1.1 where the target asks for it (the one pairing with its own name).
+    fn tools_env(env: VulkanVersion, version: (u16, u16)) -> spirv_tools::TargetEnv {
+        use spirv_tools::TargetEnv as T;
+        match env {
+            VulkanVersion::V1_0 => T::Vulkan_1_0,
+            VulkanVersion::V1_1 if version >= (1, 4) => T::Vulkan_1_1_Spirv_1_4,
+            VulkanVersion::V1_1 => T::Vulkan_1_1,
+            VulkanVersion::V1_2 => T::Vulkan_1_2,
+            VulkanVersion::V1_3 => T::Vulkan_1_3,
+        }
+    }
+
+    /// A C string glslang returned (a log), read lossily: a log is for people.
+    ///
+    /// # Safety
+    /// `ptr` is null or a NUL-terminated string that lives for this call.
+    unsafe fn log(ptr: *const c_char) -> String {
+        if ptr.is_null() {
+            return String::new();
+        }
+        // SAFETY: non-null, NUL-terminated and alive (the caller's contract).
+        unsafe { CStr::from_ptr(ptr) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// A glslang shader, deleted when dropped.
+    struct ShaderHandle(NonNull<sys::glslang_shader_t>);
+
+    impl Drop for ShaderHandle {
+        fn drop(&mut self) {
+            // SAFETY: created by glslang_shader_create, deleted once, after every program
+            // that holds it (a `ProgramHandle` is declared after and so dropped before it).
+            unsafe { sys::glslang_shader_delete(self.0.as_ptr()) }
+        }
+    }
+
+    /// A glslang program, deleted when dropped.
+    struct ProgramHandle(NonNull<sys::glslang_program_t>);
+
+    impl Drop for ProgramHandle {
+        fn drop(&mut self) {
+            // SAFETY: created by glslang_program_create and deleted once.
+            unsafe { sys::glslang_program_delete(self.0.as_ptr()) }
+        }
+    }
+
+    fn failed(log: &str) -> CompileError {
+        let (message, location) = first_error(log);
+        CompileError::new(CompilePhase::Parse, message, location)
     }
 
     pub(super) fn compile(
@@ -403,58 +474,249 @@ mod imp {
         options: &GlslangOptions,
         version: (u16, u16),
     ) -> Result<Vec<u32>, CompileError> {
-        let compiler = compiler()?;
-        let mut o = shaderc::CompileOptions::new()
-            .map_err(|e| CompileError::new(CompilePhase::Unsupported, e.to_string(), None))?;
-        o.set_source_language(match language {
-            SourceLanguage::Hlsl => shaderc::SourceLanguage::HLSL,
-            _ => shaderc::SourceLanguage::GLSL,
-        });
-        let (env, spirv) = env(options.target_env, version);
-        o.set_target_env(shaderc::TargetEnv::Vulkan, env as u32);
-        o.set_target_spirv(spirv);
-        o.set_optimization_level(match options.optimization {
-            Optimization::Zero => shaderc::OptimizationLevel::Zero,
-            Optimization::Size => shaderc::OptimizationLevel::Size,
-            Optimization::Performance => shaderc::OptimizationLevel::Performance,
-        });
-        o.set_auto_map_locations(options.auto_map_locations);
-        o.set_auto_bind_uniforms(options.auto_bind_uniforms);
-        o.set_hlsl_io_mapping(options.hlsl_iomap);
-        o.set_invert_y(options.invert_y);
-        if options.generate_debug_info {
-            o.set_generate_debug_info();
+        // glslang's C interface (the only one the vendored crates build) has no switch for
+        // these glslc options; failing is honest where ignoring would change the SPIR-V
+        // behind the manifest's back.
+        for (set, name) in [
+            (options.hlsl_iomap, "hlsl_iomap"),
+            (options.hlsl_functionality1, "hlsl_functionality1"),
+            (options.nan_clamp, "nan_clamp"),
+        ] {
+            if set {
+                return Err(CompileError::new(
+                    CompilePhase::Unsupported,
+                    format!(
+                        "`{name}` in [shader.glslang] is not available in this build: glslang's C interface, which kiln's vendored glslang exposes, has no such switch"
+                    ),
+                    None,
+                ));
+            }
         }
-        o.set_hlsl_functionality1(options.hlsl_functionality1);
-        o.set_hlsl_offsets(options.hlsl_offsets);
-        o.set_nan_clamp(options.nan_clamp);
-        let bases = options.binding_base.values();
-        for (kind, base) in [
-            shaderc::ResourceKind::Image,
-            shaderc::ResourceKind::Sampler,
-            shaderc::ResourceKind::Texture,
-            shaderc::ResourceKind::Buffer,
-            shaderc::ResourceKind::StorageBuffer,
-            shaderc::ResourceKind::UnorderedAccessView,
-        ]
-        .into_iter()
-        .zip(bases)
-        {
-            o.set_binding_base(kind, base);
+        started()?;
+        let env = vulkan(options.target_env, version);
+        // NULs were refused by the caller; a failure here is still an error, not a panic.
+        let nul = |_| CompileError::new(CompilePhase::Parse, "a NUL character".into(), None);
+        let code = CString::new(text).map_err(nul)?;
+        let entry_c = CString::new(entry).map_err(nul)?;
+        let hlsl = language == SourceLanguage::Hlsl;
+        let mut messages = sys::glslang_messages_t::DEFAULT.0
+            | sys::glslang_messages_t::SPV_RULES.0
+            | sys::glslang_messages_t::VULKAN_RULES.0;
+        if hlsl {
+            messages |= sys::glslang_messages_t::READ_HLSL.0;
+        }
+        if options.hlsl_offsets {
+            messages |= sys::glslang_messages_t::HLSL_OFFSETS.0;
+        }
+        if options.generate_debug_info {
+            // Keeps the source text for OpSource and the line table.
+            messages |= sys::glslang_messages_t::DEBUG_INFO.0;
+        }
+        let input = sys::glslang_input_t {
+            language: if hlsl {
+                sys::glslang_source_t::HLSL
+            } else {
+                sys::glslang_source_t::GLSL
+            },
+            stage: stage_of(stage),
+            client: sys::glslang_client_t::Vulkan,
+            client_version: client_version(env),
+            target_language: sys::glslang_target_language_t::SPIRV,
+            target_language_version: spirv_version(version),
+            code: code.as_ptr(),
+            // glslc's defaults for a shader without `#version`.
+            default_version: 100,
+            default_profile: sys::glslang_profile_t::None,
+            force_default_version_and_profile: 0,
+            forward_compatible: 0,
+            messages: sys::glslang_messages_t(messages),
+            resource: std::ptr::from_ref(&LIMITS).cast::<sys::glslang_resource_t>(),
+            // kiln's preprocessor expanded every include: glslang must not resolve any.
+            callbacks: sys::glsl_include_callbacks_t {
+                include_system: None,
+                include_local: None,
+                free_include_result: None,
+            },
+            callbacks_ctx: std::ptr::null_mut(),
+        };
+        let mut shader_options = sys::glslang_shader_options_t::DEFAULT;
+        if options.auto_bind_uniforms {
+            shader_options |= sys::glslang_shader_options_t::AUTO_MAP_BINDINGS;
+        }
+        if options.auto_map_locations {
+            shader_options |= sys::glslang_shader_options_t::AUTO_MAP_LOCATIONS;
         }
         // glslang recurses over the syntax tree like naga: the same own stack and guard.
         contain_native("glslang", || {
-            compiler
-                .compile_into_spirv(text, kind(stage), "kiln", entry, Some(&o))
-                .map(|artifact| artifact.as_binary().to_vec())
-                .map_err(|e| {
-                    let log = match &e {
-                        shaderc::Error::CompilationError(_, log) => log.clone(),
-                        other => other.to_string(),
+            // SAFETY: `input` points at `code`, `LIMITS` (static) and null callbacks, all
+            // alive until the shader is parsed below; glslang copies what it keeps.
+            let raw = unsafe { sys::glslang_shader_create(&input) };
+            let shader = ShaderHandle(NonNull::new(raw).ok_or_else(|| {
+                CompileError::new(
+                    CompilePhase::Panic,
+                    "glslang created no shader".into(),
+                    None,
+                )
+            })?);
+            let sh = shader.0.as_ptr();
+            // SAFETY: `sh` is a live shader; glslang copies the entry point name, and the
+            // enumerations are glslang's own.
+            unsafe {
+                sys::glslang_shader_set_entry_point(sh, entry_c.as_ptr());
+                sys::glslang_shader_set_invert_y(sh, options.invert_y);
+                sys::glslang_shader_set_options(sh, shader_options.0);
+                let bases = options.binding_base.values();
+                for (kind, base) in [
+                    sys::glslang_resource_type_t::Image,
+                    sys::glslang_resource_type_t::Sampler,
+                    sys::glslang_resource_type_t::Texture,
+                    sys::glslang_resource_type_t::UBO,
+                    sys::glslang_resource_type_t::SSBO,
+                    sys::glslang_resource_type_t::UAV,
+                ]
+                .into_iter()
+                .zip(bases)
+                {
+                    sys::glslang_shader_shift_binding(sh, kind, base);
+                }
+            }
+            // SAFETY: `sh` is live and `input` (with the text it points at) outlives both
+            // calls; the log pointer is read before the shader changes again.
+            unsafe {
+                if sys::glslang_shader_preprocess(sh, &input) == 0
+                    || sys::glslang_shader_parse(sh, &input) == 0
+                {
+                    return Err(failed(&log(sys::glslang_shader_get_info_log(sh))));
+                }
+            }
+            // SAFETY: no arguments; the result is checked for null.
+            let raw = unsafe { sys::glslang_program_create() };
+            let program = ProgramHandle(NonNull::new(raw).ok_or_else(|| {
+                CompileError::new(
+                    CompilePhase::Panic,
+                    "glslang created no program".into(),
+                    None,
+                )
+            })?);
+            let pr = program.0.as_ptr();
+            // SAFETY: `pr` and `sh` are live, and the program is dropped before the shader
+            // (declared later); link takes glslang's own message bits; mapIO (bindings,
+            // shifts, locations) runs on the linked program, as glslangValidator runs it.
+            unsafe {
+                sys::glslang_program_add_shader(pr, sh);
+                if sys::glslang_program_link(pr, messages) == 0 {
+                    return Err(failed(&log(sys::glslang_program_get_info_log(pr))));
+                }
+                if sys::glslang_program_map_io(pr) == 0 {
+                    return Err(failed(&log(sys::glslang_program_get_info_log(pr))));
+                }
+            }
+            // kiln optimizes with SPIRV-Tools itself (`optimize`); glslang-sys is built without
+            // its optimizer anyway.
+            let mut spv = sys::glslang_spv_options_t {
+                generate_debug_info: options.generate_debug_info,
+                strip_debug_info: false,
+                disable_optimizer: true,
+                optimize_size: false,
+                optimize_performance: false,
+                disassemble: false,
+                validate: false,
+                emit_nonsemantic_shader_debug_info: false,
+                emit_nonsemantic_shader_debug_source: false,
+                compile_only: false,
+                optimize_allow_expanded_id_bound: false,
+                compiler_signature: std::ptr::null(),
+                command_line_arguments: std::ptr::null(),
+                current_working_directory: std::ptr::null(),
+            };
+            // SAFETY: `pr` is linked; `spv` lives across the call; the buffer has exactly the
+            // size glslang reports for the module it writes.
+            let words = unsafe {
+                sys::glslang_program_SPIRV_generate_with_options(pr, input.stage, &mut spv);
+                let size = sys::glslang_program_SPIRV_get_size(pr);
+                let mut words = vec![0u32; size];
+                sys::glslang_program_SPIRV_get(pr, words.as_mut_ptr());
+                words
+            };
+            drop(program);
+            drop(shader);
+            if words.len() < 5 {
+                return Err(CompileError::new(
+                    CompilePhase::Parse,
+                    "glslang wrote no SPIR-V module".into(),
+                    None,
+                ));
+            }
+            Ok(words)
+        })
+    }
+
+    /// SPIRV-Tools' optimizer on glslang's module: HLSL's legalization passes first (glslang
+    /// writes HLSL literally, e.g. resources in function-local variables, which only
+    /// legalization makes valid Vulkan SPIR-V; glslc runs them for HLSL at every level), then
+    /// the `performance` or `size` recipe. The optimizer validates its input first (relaxed
+    /// as before legalization for HLSL), so an invalid module is an error here, not an
+    /// artifact. Specialization constants stay specializable.
+    pub(super) fn optimize(
+        words: Vec<u32>,
+        language: SourceLanguage,
+        options: &GlslangOptions,
+        version: (u16, u16),
+    ) -> Result<Vec<u32>, CompileError> {
+        let hlsl = language == SourceLanguage::Hlsl;
+        if options.optimization == Optimization::Zero && !hlsl {
+            return Ok(words);
+        }
+        let env = tools_env(vulkan(options.target_env, version), version);
+        contain_native("spirv-opt", || {
+            let mut optimizer = spirv_tools::opt::create(Some(env));
+            if hlsl {
+                optimizer.register_hlsl_legalization_passes();
+            }
+            match options.optimization {
+                Optimization::Zero => {}
+                Optimization::Performance => {
+                    optimizer.register_performance_passes();
+                }
+                Optimization::Size => {
+                    optimizer.register_size_passes();
+                }
+            }
+            let mut messages = Vec::new();
+            let mut collect = |m: spirv_tools::error::Message| {
+                if matches!(
+                    m.level,
+                    spirv_tools::error::MessageLevel::Fatal
+                        | spirv_tools::error::MessageLevel::InternalError
+                        | spirv_tools::error::MessageLevel::Error
+                ) {
+                    messages.push(m.message);
+                }
+            };
+            let run = spirv_tools::opt::Options {
+                validator_options: Some(spirv_tools::val::ValidatorOptions {
+                    before_legalization: hlsl,
+                    ..Default::default()
+                }),
+                preserve_spec_constants: true,
+                ..Default::default()
+            };
+            let result = optimizer.optimize(&words, &mut collect, Some(run));
+            match result {
+                Ok(binary) => Ok(binary.as_words().to_vec()),
+                Err(e) => {
+                    let detail = if messages.is_empty() {
+                        e.to_string()
+                    } else {
+                        messages.join("; ")
                     };
-                    let (message, location) = first_error(&log);
-                    CompileError::new(CompilePhase::Parse, message, location)
-                })
+                    Err(CompileError::new(
+                        CompilePhase::Validate,
+                        format!("SPIRV-Tools rejected glslang's module: {detail}"),
+                        None,
+                    ))
+                }
+            }
         })
     }
 }
@@ -481,6 +743,15 @@ mod imp {
             None,
         ))
     }
+
+    pub(super) fn optimize(
+        words: Vec<u32>,
+        _language: SourceLanguage,
+        _options: &GlslangOptions,
+        _version: (u16, u16),
+    ) -> Result<Vec<u32>, CompileError> {
+        Ok(words)
+    }
 }
 
 #[cfg(test)]
@@ -489,12 +760,19 @@ mod tests {
 
     #[test]
     fn the_first_located_error_is_reported() {
-        let log = "kiln:7: error: 'foo' : undeclared identifier\nkiln:7: error: '' : compilation terminated\n2 errors generated.\n";
+        let log = "ERROR: 0:7: 'foo' : undeclared identifier\nERROR: 0:7: '' : compilation terminated\nERROR: 2 compilation errors.  No code generated.\n";
         let (message, location) = first_error(log);
         assert_eq!(message, "'foo' : undeclared identifier");
         assert_eq!(location.map(|l| l.line), Some(7));
         let (message, location) = first_error("something odd");
         assert_eq!(message, "something odd");
+        assert_eq!(location, None);
+        let link = "ERROR: Linking fragment stage: Missing entry point: Each stage requires one entry point\n";
+        let (message, location) = first_error(link);
+        assert!(
+            message.starts_with("Linking fragment stage: Missing entry point"),
+            "{message}"
+        );
         assert_eq!(location, None);
     }
 
