@@ -41,7 +41,8 @@ pub const VERSION: &str = "not linked";
 /// How to get glslang, for errors that need it.
 pub const HOW_TO_ENABLE: &str = "build kiln with its default features (the `glslang` feature, on by default, builds glslang and SPIRV-Tools from source with a C++ compiler; `--no-default-features` leaves them out)";
 
-/// glslang's optimisation level (glslc's `-O0`, `-Os`, `-O`).
+/// The optimisation level (glslc's `-O0`, `-Os`, `-O`): SPIRV-Tools' optimizer recipes run
+/// on glslang's module.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Optimization {
     /// No optimisation (glslc's default).
@@ -175,7 +176,8 @@ pub struct GlslangOptions {
     pub auto_map_locations: bool,
     /// `-fauto-bind-uniforms`: assign bindings to resources without them.
     pub auto_bind_uniforms: bool,
-    /// `-fhlsl-iomap`: HLSL register assignments become Vulkan bindings.
+    /// `-fhlsl-iomap`: HLSL register assignments become Vulkan bindings. Not in glslang's C
+    /// interface: `true` fails the shader (`Unsupported`).
     pub hlsl_iomap: bool,
     /// `-finvert-y`: flip the vertex Y output (Vulkan's clip space to GL's).
     pub invert_y: bool,
@@ -185,10 +187,12 @@ pub struct GlslangOptions {
     /// `-g`: debug information (source text, line numbers) in the SPIR-V.
     pub generate_debug_info: bool,
     /// `-fhlsl_functionality1`: HLSL semantics and counter buffers as SPIR-V decorations.
+    /// Not in glslang's C interface: `true` fails the shader (`Unsupported`).
     pub hlsl_functionality1: bool,
     /// `-fhlsl-offsets`: HLSL packing offsets for uniform and storage buffer members.
     pub hlsl_offsets: bool,
-    /// `-fnan-clamp`: `min`, `max` and `clamp` return the non-NaN operand.
+    /// `-fnan-clamp`: `min`, `max` and `clamp` return the non-NaN operand. Not in glslang's
+    /// C interface: `true` fails the shader (`Unsupported`).
     pub nan_clamp: bool,
     /// `-f*-binding-base`.
     pub binding_base: BindingBase,
