@@ -20,7 +20,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use kiln::preprocess::{preprocess, Dialect, DiskLoader, PreprocessRequest};
+use kiln::preprocess::{preprocess, Dialect, DiskLoader, PreprocessBudget, PreprocessRequest};
 
 const LONG_PUNCTUATORS: [&str; 25] = [
     "<<=", ">>=", "...", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "^^", "++", "--", "+=",
@@ -270,6 +270,7 @@ fn kiln(root: &Path, case: &Case) -> Result<String, String> {
             include_dirs: &include_dirs,
             keywords: &[],
             defines: &defines,
+            budget: PreprocessBudget::default(),
         },
         &DiskLoader::new(root),
     )

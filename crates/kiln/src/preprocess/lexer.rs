@@ -7,7 +7,9 @@
 //! `#include "a//b"`); neither WGSL nor GLSL has string literals otherwise. `\r\n` and `\n`
 //! endings read alike, and a leading UTF-8 byte-order mark is ignored.
 
+use super::directive::Directive;
 use super::error::{PreprocessError, SourceLocation};
+use super::guard::{guard_macro, GuardFinder, IncludeGuard};
 use super::loader::FileView;
 use super::macros::Identifiers;
 
@@ -43,6 +45,7 @@ pub(crate) struct LexedFile {
     /// Byte ranges of each code line's identifiers, found once so that every variant's
     /// macro substitution only looks at identifiers.
     identifiers: Vec<(u32, u32)>,
+    guard: Option<IncludeGuard>,
 }
 
 impl LexedFile {
@@ -54,6 +57,7 @@ impl LexedFile {
             lines: Vec::new(),
             cuts: Vec::new(),
             identifiers: Vec::new(),
+            guard: None,
         };
         // Where an open block comment started: (line, column).
         let mut open_comment: Option<(u32, u32)> = None;
@@ -71,6 +75,7 @@ impl LexedFile {
                 },
             });
         }
+        lexed.guard = lexed.find_guard();
         Ok(lexed)
     }
 
@@ -178,6 +183,27 @@ impl LexedFile {
         });
     }
 
+    fn find_guard(&self) -> Option<IncludeGuard> {
+        let mut finder = GuardFinder::new();
+        for line in &self.lines {
+            if !line.directive {
+                finder.code();
+                continue;
+            }
+            let directive = Directive::parse(self.text(line));
+            finder.directive(directive.name, || {
+                let words = words(directive.args);
+                guard_macro(directive.name, &words)
+            });
+        }
+        finder.finish()
+    }
+
+    /// The file's include guard, if it has one (see [`super::guard`]).
+    pub fn guard(&self) -> Option<&IncludeGuard> {
+        self.guard.as_ref()
+    }
+
     /// The surviving lines, in file order.
     pub fn lines(&self) -> &[LexLine] {
         &self.lines
@@ -226,6 +252,29 @@ impl LexedFile {
             None => stripped,
         }
     }
+}
+
+/// A directive's arguments as identifiers and single punctuation characters.
+fn words(args: &str) -> Vec<&str> {
+    let bytes = args.as_bytes();
+    let mut words = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let start = i;
+        if bytes[i].is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        if bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_' {
+            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                i += 1;
+            }
+        } else {
+            i += args[i..].chars().next().map_or(1, char::len_utf8);
+        }
+        words.push(&args[start..i]);
+    }
+    words
 }
 
 fn to_u32(n: usize) -> u32 {

@@ -7,7 +7,7 @@
 //! ```
 //! use std::path::Path;
 //! use kiln::compile::SourceLanguage;
-//! use kiln::preprocess::{preprocess, MemoryLoader, PreprocessRequest};
+//! use kiln::preprocess::{preprocess, MemoryLoader, PreprocessBudget, PreprocessRequest};
 //!
 //! let mut files = MemoryLoader::new();
 //! files.insert("shaders/lit.wgsl", "#include \"common.wgsl\"\n#ifdef FOG\nconst fog = 1;\n#endif\n");
@@ -19,6 +19,7 @@
 //!         include_dirs: &[],
 //!         keywords: &["FOG"],
 //!         defines: &[],
+//!         budget: PreprocessBudget::default(),
 //!     },
 //!     &files,
 //! )
@@ -100,6 +101,7 @@
 //! [`PreprocessError`] carries the root-relative file, 1-based line and byte columns of the
 //! offending directive ([`PreprocessError::span`]), for a codespan snippet.
 
+mod budget;
 mod cache;
 mod closure;
 mod cpp;
@@ -107,6 +109,7 @@ mod directive;
 mod driver;
 mod error;
 mod expr;
+mod guard;
 pub(crate) mod include_stack;
 mod lexer;
 mod line_map;
@@ -115,6 +118,10 @@ mod macros;
 mod path;
 
 pub use crate::compile::SourceLanguage;
+pub use budget::{
+    BudgetKind, PreprocessBudget, BYTES_READ_PER_SOURCE_BYTE, MIN_INCLUDES,
+    OUTPUT_BYTES_PER_SOURCE_BYTE, SOURCE_BYTES_PER_INCLUDE,
+};
 pub use cache::{CacheStats, Preprocessor};
 pub use closure::{include_closure, IncludeClosure, MissingInclude};
 pub use error::{PathProblem, PreprocessError, SourceLocation};
@@ -171,6 +178,9 @@ pub struct PreprocessRequest<'a> {
     pub keywords: &'a [&'a str],
     /// Further macros `(name, value)`, defined after the keywords.
     pub defines: &'a [(&'a str, &'a str)],
+    /// What the run may cost (`PreprocessBudget::default()`, or
+    /// [`PreprocessBudget::for_max_source_bytes`] of the project's cap).
+    pub budget: PreprocessBudget,
 }
 
 /// The text naga compiles, and where each of its lines came from.
@@ -231,7 +241,13 @@ fn preprocess_with(
         })?;
     let include_dirs = normalize_include_dirs(request.include_dirs)?;
     if request.language.is_c() {
-        let mut driver = cpp::CDriver::new(request.language, include_dirs, loader, cache);
+        let mut driver = cpp::CDriver::new(
+            request.language,
+            include_dirs,
+            loader,
+            cache,
+            request.budget,
+        );
         for keyword in request.keywords {
             driver.predefine(keyword, "1")?;
         }
@@ -240,7 +256,13 @@ fn preprocess_with(
         }
         return driver.run(entry);
     }
-    let mut driver = driver::Driver::new(request.language, include_dirs, loader, cache);
+    let mut driver = driver::Driver::new(
+        request.language,
+        include_dirs,
+        loader,
+        cache,
+        request.budget,
+    );
     for keyword in request.keywords {
         driver.predefine(keyword, "1")?;
     }

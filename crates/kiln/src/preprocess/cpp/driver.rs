@@ -9,6 +9,7 @@ use rustc_hash::FxHashMap;
 use super::expand::{Builtins, ExpandError, Expander, Macro, Macros, MAX_EXPANDED_TOKENS};
 use super::lexer::{would_merge, CLexed, Kind, LogicalLine, Token};
 use super::{include_spec, IncludeSpec};
+use crate::preprocess::budget::{self, BudgetKind, Meter, PreprocessBudget};
 use crate::preprocess::cache::{lex_c, Preprocessor};
 use crate::preprocess::error::{PreprocessError, SourceLocation};
 use crate::preprocess::expr;
@@ -31,6 +32,8 @@ const FILE_NAME_EXTENSIONS: [&str; 2] = [
 struct LoadedFile {
     path: Arc<str>,
     lexed: Arc<CLexed>,
+    /// The source's length, charged each time the file is entered.
+    bytes: usize,
     once: bool,
     /// The blocks found active in any of its includes (see [`FileView`]).
     active: Vec<u64>,
@@ -66,6 +69,7 @@ pub(crate) struct CDriver<'l> {
     file_names: bool,
     /// Tokens expansions may still make in this run (a bound on hostile input).
     budget: usize,
+    meter: Meter,
 }
 
 impl<'l> CDriver<'l> {
@@ -74,6 +78,7 @@ impl<'l> CDriver<'l> {
         include_dirs: Vec<String>,
         loader: &'l dyn SourceLoader,
         cache: Option<&'l Preprocessor>,
+        budget: PreprocessBudget,
     ) -> Self {
         Self {
             dialect,
@@ -89,6 +94,7 @@ impl<'l> CDriver<'l> {
             version: None,
             file_names: dialect == Dialect::Hlsl,
             budget: MAX_EXPANDED_TOKENS,
+            meter: Meter::new(budget),
         }
     }
 
@@ -143,6 +149,12 @@ impl<'l> CDriver<'l> {
             }
         })?;
         let entry = self.add_file(entry, &source)?;
+        let path = Arc::clone(&self.files[entry as usize].path);
+        self.meter.enter(source.len(), false, || SourceLocation {
+            file: PathBuf::from(&*path),
+            line: 1,
+            columns: 0..0,
+        })?;
         self.stack.push(Frame {
             file: entry,
             included_at: None,
@@ -182,6 +194,7 @@ impl<'l> CDriver<'l> {
         self.files.push(LoadedFile {
             path,
             lexed,
+            bytes: source.len(),
             once: false,
             active: Vec::new(),
         });
@@ -328,7 +341,7 @@ impl<'l> CDriver<'l> {
                 if args.len() == 1 && &*args[0].text == "once" {
                     self.files[file as usize].once = true;
                 }
-                self.emit_directive(file, name_token, args);
+                self.emit_directive(file, name_token, args)?;
             }
             "version" | "extension" if self.dialect == Dialect::Hlsl => {
                 // glslang's HLSL front end has neither: refused here, located, rather than
@@ -344,7 +357,7 @@ impl<'l> CDriver<'l> {
                     return Err(PreprocessError::VersionNotFirst { at: at(name_token) });
                 }
                 self.version = args.first().and_then(|t| t.text.parse().ok());
-                self.emit_directive(file, name_token, args);
+                self.emit_directive(file, name_token, args)?;
             }
             "extension" => {
                 let enabled = args.last().is_some_and(|t| &*t.text != "disable");
@@ -355,7 +368,7 @@ impl<'l> CDriver<'l> {
                 {
                     self.file_names = true;
                 }
-                self.emit_directive(file, name_token, args);
+                self.emit_directive(file, name_token, args)?;
             }
             "line" => self.line(file, line, name_token, args, state)?,
             // `#` alone is C's null directive.
@@ -398,10 +411,12 @@ impl<'l> CDriver<'l> {
         }
         let builtins = self.builtins(file, state);
         let path = Arc::clone(&self.files[file as usize].path);
-        let mut expander = Expander::new(&self.macros, &builtins, self.budget);
+        // One byte is left for the final newline the expander does not count.
+        let bytes = self.output_left().saturating_sub(1);
+        let mut expander = Expander::new(&self.macros, &builtins, self.budget, bytes);
         let expanded = expander
             .expand(std::mem::take(run))
-            .map_err(|err| expand_error(&path, &expander, err))?;
+            .map_err(|err| expand_error(&path, &expander, err, self.meter.budget()))?;
         self.budget = expander.budget();
         let mut current: Option<u32> = None;
         let mut previous: Option<Token> = None;
@@ -441,9 +456,34 @@ impl<'l> CDriver<'l> {
         Ok(())
     }
 
+    /// The bytes the output may still grow by.
+    fn output_left(&self) -> usize {
+        self.meter
+            .budget()
+            .output_limit()
+            .saturating_sub(self.out.len())
+    }
+
     /// A directive written to the output (`#version`, `#extension`, `#pragma`), its
     /// tokens as written (not expanded), white space normalised.
-    fn emit_directive(&mut self, file: u32, name: &Token, args: &[Token]) {
+    fn emit_directive(
+        &mut self,
+        file: u32,
+        name: &Token,
+        args: &[Token],
+    ) -> Result<(), PreprocessError> {
+        // `#`, the name, and each token with one separator, and the newline.
+        let length = args.iter().fold(name.text.len() + 2, |sum, t| {
+            sum.saturating_add(t.text.len() + 1)
+        });
+        if length > self.output_left() {
+            let at = location(&self.files[file as usize].path, name);
+            return Err(budget::exceeded(
+                at,
+                BudgetKind::OutputBytes,
+                self.meter.budget(),
+            ));
+        }
         self.out.push('#');
         self.out.push_str(&name.text);
         let mut previous: &Token = name;
@@ -456,6 +496,7 @@ impl<'l> CDriver<'l> {
         }
         self.out.push('\n');
         self.lines.push((file, name.line));
+        Ok(())
     }
 
     fn condition(
@@ -510,10 +551,10 @@ impl<'l> CDriver<'l> {
             return Err(invalid("expected an expression".into(), name_token));
         }
         let builtins = self.builtins(file, state);
-        let mut expander = Expander::new(&self.macros, &builtins, self.budget);
+        let mut expander = Expander::new(&self.macros, &builtins, self.budget, self.output_left());
         let expanded = expander
             .expand(tokens)
-            .map_err(|err| expand_error(path, &expander, err))?;
+            .map_err(|err| expand_error(path, &expander, err, self.meter.budget()))?;
         self.budget = expander.budget();
         if expanded.iter().any(|(_, t)| &*t.text == "defined") {
             return Err(invalid(
@@ -661,10 +702,10 @@ impl<'l> CDriver<'l> {
         let path = Arc::clone(&self.files[file as usize].path);
         let at = |token: &Token| location(&path, token);
         let builtins = self.builtins(file, state);
-        let mut expander = Expander::new(&self.macros, &builtins, self.budget);
+        let mut expander = Expander::new(&self.macros, &builtins, self.budget, self.output_left());
         let expanded: Vec<Token> = expander
             .expand(args.to_vec())
-            .map_err(|err| expand_error(&path, &expander, err))?
+            .map_err(|err| expand_error(&path, &expander, err, self.meter.budget()))?
             .into_iter()
             .map(|(_, t)| t)
             .collect();
@@ -753,11 +794,24 @@ impl<'l> CDriver<'l> {
         if self.files[child as usize].once {
             return Ok(());
         }
+        let skipped = self.files[child as usize]
+            .lexed
+            .guard()
+            .filter(|guard| self.is_defined(&guard.name))
+            .map(|guard| guard.last_block);
+        if let Some(last_block) = skipped {
+            let active = &mut self.files[child as usize].active;
+            FileView::mark(active, 0);
+            FileView::mark(active, last_block);
+            return Ok(());
+        }
         if self.stack.len() >= MAX_INCLUDE_DEPTH {
             return Err(include_stack::too_deep(&self.stack, child, at, |f| {
                 PathBuf::from(&*self.files[f as usize].path)
             }));
         }
+        self.meter
+            .enter(self.files[child as usize].bytes, true, || at.clone())?;
         self.stack.push(Frame {
             file: child,
             included_at: Some(at),
@@ -799,7 +853,12 @@ fn location(path: &str, token: &Token) -> SourceLocation {
     }
 }
 
-fn expand_error(path: &str, expander: &Expander<'_>, err: ExpandError) -> PreprocessError {
+fn expand_error(
+    path: &str,
+    expander: &Expander<'_>,
+    err: ExpandError,
+    budget: &PreprocessBudget,
+) -> PreprocessError {
     // A name from a replacement list is reported where the text being expanded was.
     let at = |token: &Token| {
         if token.from_body || token.line == 0 {
@@ -836,6 +895,9 @@ fn expand_error(path: &str, expander: &Expander<'_>, err: ExpandError) -> Prepro
             at: at(&name),
             name: name.text.to_string(),
         },
+        ExpandError::OverBudget { at: token } => {
+            budget::exceeded(at(&token), BudgetKind::OutputBytes, budget)
+        }
     }
 }
 
