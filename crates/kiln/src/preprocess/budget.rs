@@ -12,8 +12,11 @@ use super::error::{PreprocessError, SourceLocation};
 /// [`PreprocessBudget::for_max_source_bytes`] derives it from the project's per-file cap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PreprocessBudget {
-    /// Bytes of source scanned: each file's full size, each time it is entered (the entry
-    /// once, every `#include` that is not skipped by `#pragma once` or its include guard).
+    /// Bytes of source lines scanned, each time a file is entered: its directive lines and
+    /// the code lines of the blocks found active (comments excluded; an inactive block is
+    /// jumped over, and so costs nothing, like a file skipped by `#pragma once` or its
+    /// include guard). Only what the run's file views hold counts, so that an edit a
+    /// variant does not see cannot change whether it is over budget.
     pub max_bytes_read: u64,
     /// Files entered by `#include` (not counting the entry, nor includes skipped by
     /// `#pragma once` or a defined include guard).
@@ -78,20 +81,29 @@ impl std::fmt::Display for BudgetKind {
     }
 }
 
+/// What a run spent of its budget (for tests and fuzzing: a run never spends more than its
+/// budget, and a guarded header included again costs nothing).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Spent {
+    /// Bytes of lines scanned (see [`PreprocessBudget::max_bytes_read`]).
+    pub bytes_read: u64,
+    /// Files entered by `#include`.
+    pub includes: u64,
+}
+
 /// A run's spending so far against its budget.
 #[derive(Debug)]
 pub(crate) struct Meter {
     budget: PreprocessBudget,
-    bytes_read: u64,
-    includes: u64,
+    spent: Spent,
 }
 
 impl Meter {
     pub fn new(budget: PreprocessBudget) -> Self {
         Self {
             budget,
-            bytes_read: 0,
-            includes: 0,
+            spent: Spent::default(),
         }
     }
 
@@ -99,28 +111,81 @@ impl Meter {
         &self.budget
     }
 
-    /// Charges entering a file of `bytes` bytes, by an `#include` when `include` is true;
-    /// `at` (the directive, or the entry) is made only on failure.
-    pub fn enter(
-        &mut self,
-        bytes: usize,
-        include: bool,
-        at: impl FnOnce() -> SourceLocation,
-    ) -> Result<(), PreprocessError> {
-        if include {
-            self.includes += 1;
-            if self.includes > self.budget.max_includes {
-                return Err(exceeded(at(), BudgetKind::Includes, &self.budget));
-            }
+    pub fn spent(&self) -> Spent {
+        self.spent
+    }
+
+    /// Charges entering a file by `#include`; `at` (the directive) is made only on failure.
+    pub fn include(&mut self, at: impl FnOnce() -> SourceLocation) -> Result<(), PreprocessError> {
+        if self.spent.includes >= self.budget.max_includes {
+            return Err(exceeded(at(), BudgetKind::Includes, &self.budget));
         }
-        self.bytes_read = self
-            .bytes_read
-            .saturating_add(u64::try_from(bytes).unwrap_or(u64::MAX));
-        if self.bytes_read > self.budget.max_bytes_read {
-            return Err(exceeded(at(), BudgetKind::BytesRead, &self.budget));
-        }
+        self.spent.includes += 1;
         Ok(())
     }
+
+    /// Charges scanning a line of `bytes` bytes; `at` (the line) is made only on failure.
+    pub fn read(
+        &mut self,
+        bytes: usize,
+        at: impl FnOnce() -> SourceLocation,
+    ) -> Result<(), PreprocessError> {
+        let total = self
+            .spent
+            .bytes_read
+            .saturating_add(u64::try_from(bytes).unwrap_or(u64::MAX));
+        if total > self.budget.max_bytes_read {
+            return Err(exceeded(at(), BudgetKind::BytesRead, &self.budget));
+        }
+        self.spent.bytes_read = total;
+        Ok(())
+    }
+}
+
+/// The order in which a driver reads a file's lines: every line while the text is active,
+/// and only directive lines while it is not, so that an inactive block costs nothing however
+/// long it is (the file's view does not hold its lines, so its length must not matter).
+pub(crate) struct Walk<'a> {
+    /// Indices of the file's directive lines, ascending.
+    directives: &'a [u32],
+    /// The first of `directives` not returned yet.
+    next_directive: usize,
+    pos: usize,
+    len: usize,
+}
+
+impl<'a> Walk<'a> {
+    pub fn new(directives: &'a [u32], len: usize) -> Self {
+        Self {
+            directives,
+            next_directive: 0,
+            pos: 0,
+            len,
+        }
+    }
+
+    /// The index of the next line to read, given whether the text is active now.
+    pub fn next(&mut self, active: bool) -> Option<usize> {
+        if !active {
+            self.pos = self
+                .directives
+                .get(self.next_directive)
+                .map_or(self.len, |&d| d as usize);
+        }
+        if self.pos >= self.len {
+            return None;
+        }
+        let index = self.pos;
+        self.pos += 1;
+        if self.directives.get(self.next_directive) == Some(&to_u32(index)) {
+            self.next_directive += 1;
+        }
+        Some(index)
+    }
+}
+
+fn to_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// The error for going over `kind` at `at`.
@@ -165,6 +230,30 @@ mod tests {
     }
 
     #[test]
+    fn an_inactive_walk_visits_directives_only() {
+        // Lines 1, 4 and 5 are directives.
+        let directives = [1, 4, 5];
+        let mut walk = Walk::new(&directives, 8);
+        let mut seen = Vec::new();
+        let mut active = true;
+        while let Some(index) = walk.next(active) {
+            seen.push(index);
+            // Line 1 starts an inactive group, line 5 ends it.
+            active = match index {
+                1 => false,
+                5 => true,
+                _ => active,
+            };
+        }
+        assert_eq!(seen, [0, 1, 4, 5, 6, 7]);
+        let mut walk = Walk::new(&directives, 8);
+        assert_eq!(walk.next(false), Some(1));
+        assert_eq!(walk.next(false), Some(4));
+        assert_eq!(walk.next(false), Some(5));
+        assert_eq!(walk.next(false), None);
+    }
+
+    #[test]
     fn the_meter_stops_at_the_first_charge_over_a_limit() {
         let at = || SourceLocation {
             file: "a".into(),
@@ -176,9 +265,9 @@ mod tests {
             max_includes: 2,
             max_output_bytes: 0,
         });
-        meter.enter(4, false, at).unwrap();
-        meter.enter(4, true, at).unwrap();
-        let err = meter.enter(4, true, at).unwrap_err();
+        meter.read(4, at).unwrap();
+        meter.read(6, at).unwrap();
+        let err = meter.read(1, at).unwrap_err();
         assert!(matches!(
             err,
             PreprocessError::BudgetExceeded {
@@ -187,14 +276,18 @@ mod tests {
                 ..
             }
         ));
-        let mut meter = Meter::new(PreprocessBudget {
-            max_bytes_read: 100,
-            max_includes: 1,
-            max_output_bytes: 0,
-        });
-        meter.enter(1, true, at).unwrap();
-        let err = meter.enter(1, true, at).unwrap_err();
+        meter.include(at).unwrap();
+        meter.include(at).unwrap();
+        let err = meter.include(at).unwrap_err();
         assert_eq!(err.location().map(|l| l.line), Some(3));
         assert!(err.to_string().contains("include expansions"), "{err}");
+        // What failed was not spent.
+        assert_eq!(
+            meter.spent(),
+            Spent {
+                bytes_read: 10,
+                includes: 2
+            }
+        );
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use super::budget::{self, BudgetKind, Meter, PreprocessBudget};
+use super::budget::{self, BudgetKind, Meter, PreprocessBudget, Spent, Walk};
 use super::cache::{lex, Preprocessor};
 use super::directive::Directive;
 use super::error::{PreprocessError, SourceLocation};
@@ -24,8 +24,6 @@ use super::{Dialect, Preprocessed, MAX_INCLUDE_DEPTH};
 struct LoadedFile {
     path: Arc<str>,
     lexed: Arc<LexedFile>,
-    /// The source's length, charged each time the file is entered.
-    bytes: usize,
     /// `#pragma once` was seen: later includes of it are skipped.
     once: bool,
     /// The blocks found active in any of its includes (see [`FileView`]).
@@ -99,16 +97,14 @@ impl<'l> Driver<'l> {
             .map_err(|_| invalid("defined twice with different values"))
     }
 
-    /// Preprocesses the (normalised) entry file.
-    pub fn run(mut self, entry: String) -> Result<Preprocessed, PreprocessError> {
+    /// Preprocesses the (normalised) entry file; also says what the run spent.
+    pub fn run(mut self, entry: String) -> (Result<Preprocessed, PreprocessError>, Spent) {
+        let result = self.run_entry(entry);
+        (result, self.meter.spent())
+    }
+
+    fn run_entry(&mut self, entry: String) -> Result<Preprocessed, PreprocessError> {
         let entry = self.load(entry, None)?;
-        let entry_file = &self.files[entry as usize];
-        let (bytes, path) = (entry_file.bytes, Arc::clone(&entry_file.path));
-        self.meter.enter(bytes, false, || SourceLocation {
-            file: PathBuf::from(&*path),
-            line: 1,
-            columns: 0..0,
-        })?;
         self.stack.push(Frame {
             file: entry,
             included_at: None,
@@ -122,8 +118,8 @@ impl<'l> Driver<'l> {
         processed?;
         let files = self.files.iter().map(|f| PathBuf::from(&*f.path)).collect();
         Ok(Preprocessed {
-            text: self.out,
-            line_map: LineMap::new(files, self.lines),
+            text: std::mem::take(&mut self.out),
+            line_map: LineMap::new(files, std::mem::take(&mut self.lines)),
         })
     }
 
@@ -160,7 +156,6 @@ impl<'l> Driver<'l> {
         self.files.push(LoadedFile {
             path,
             lexed,
-            bytes: source.len(),
             once: false,
             active: Vec::new(),
         });
@@ -176,7 +171,14 @@ impl<'l> Driver<'l> {
         // when entered active, also when empty: a line added to it is then seen.
         let mut block = 0usize;
         FileView::mark(&mut self.files[file as usize].active, block);
-        for line in lexed.lines() {
+        let lines = lexed.lines();
+        let mut walk = Walk::new(lexed.directive_indices(), lines.len());
+        while let Some(index) = walk.next(active) {
+            let line = &lines[index];
+            let length = lexed.text(line).len();
+            self.meter.read(length + 1, || {
+                location(&path, &lexed, line, 0..to_u32(length))
+            })?;
             if !line.directive {
                 if active {
                     self.emit_code(file, &lexed, line)?;
@@ -492,8 +494,7 @@ impl<'l> Driver<'l> {
                 PathBuf::from(&*self.files[f as usize].path)
             }));
         }
-        self.meter
-            .enter(self.files[child as usize].bytes, true, || location.clone())?;
+        self.meter.include(|| location.clone())?;
         self.stack.push(Frame {
             file: child,
             included_at: Some(location),
@@ -643,4 +644,8 @@ fn unsupported(name: &str, reason: &str, at: SourceLocation) -> PreprocessError 
         name: name.to_owned(),
         reason: reason.to_owned(),
     }
+}
+
+fn to_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }

@@ -45,6 +45,8 @@ pub(crate) struct LexedFile {
     /// Byte ranges of each code line's identifiers, found once so that every variant's
     /// macro substitution only looks at identifiers.
     identifiers: Vec<(u32, u32)>,
+    /// Indices in `lines` of the directive lines.
+    directives: Vec<u32>,
     guard: Option<IncludeGuard>,
 }
 
@@ -57,6 +59,7 @@ impl LexedFile {
             lines: Vec::new(),
             cuts: Vec::new(),
             identifiers: Vec::new(),
+            directives: Vec::new(),
             guard: None,
         };
         // Where an open block comment started: (line, column).
@@ -75,6 +78,10 @@ impl LexedFile {
                 },
             });
         }
+        lexed.directives = (0..lexed.lines.len())
+            .filter(|&i| lexed.lines[i].directive)
+            .map(to_u32)
+            .collect();
         lexed.guard = lexed.find_guard();
         Ok(lexed)
     }
@@ -197,6 +204,11 @@ impl LexedFile {
             });
         }
         finder.finish()
+    }
+
+    /// The indices in [`Self::lines`] of the directive lines.
+    pub fn directive_indices(&self) -> &[u32] {
+        &self.directives
     }
 
     /// The file's include guard, if it has one (see [`super::guard`]).

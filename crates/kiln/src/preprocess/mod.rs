@@ -119,7 +119,7 @@ mod path;
 
 pub use crate::compile::SourceLanguage;
 pub use budget::{
-    BudgetKind, PreprocessBudget, BYTES_READ_PER_SOURCE_BYTE, MIN_INCLUDES,
+    BudgetKind, PreprocessBudget, Spent, BYTES_READ_PER_SOURCE_BYTE, MIN_INCLUDES,
     OUTPUT_BYTES_PER_SOURCE_BYTE, SOURCE_BYTES_PER_INCLUDE,
 };
 pub use cache::{CacheStats, Preprocessor};
@@ -226,6 +226,17 @@ pub fn preprocess(
     request: &PreprocessRequest<'_>,
     loader: &dyn SourceLoader,
 ) -> Result<Preprocessed, PreprocessError> {
+    preprocess_with(request, loader, None).0
+}
+
+/// [`preprocess`], also saying what the run spent of its budget: the entry point of the
+/// tests and fuzz targets that check a run's work (a guarded header included again is not
+/// entered, no run spends more than its budget).
+#[doc(hidden)]
+pub fn preprocess_spent(
+    request: &PreprocessRequest<'_>,
+    loader: &dyn SourceLoader,
+) -> (Result<Preprocessed, PreprocessError>, Spent) {
     preprocess_with(request, loader, None)
 }
 
@@ -233,13 +244,21 @@ fn preprocess_with(
     request: &PreprocessRequest<'_>,
     loader: &dyn SourceLoader,
     cache: Option<&Preprocessor>,
-) -> Result<Preprocessed, PreprocessError> {
-    let entry =
-        normalize_entry(request.entry).map_err(|problem| PreprocessError::InvalidEntryPath {
-            path: request.entry.to_path_buf(),
-            problem,
-        })?;
-    let include_dirs = normalize_include_dirs(request.include_dirs)?;
+) -> (Result<Preprocessed, PreprocessError>, Spent) {
+    let entry = match normalize_entry(request.entry) {
+        Ok(entry) => entry,
+        Err(problem) => {
+            let error = PreprocessError::InvalidEntryPath {
+                path: request.entry.to_path_buf(),
+                problem,
+            };
+            return (Err(error), Spent::default());
+        }
+    };
+    let include_dirs = match normalize_include_dirs(request.include_dirs) {
+        Ok(dirs) => dirs,
+        Err(error) => return (Err(error), Spent::default()),
+    };
     if request.language.is_c() {
         let mut driver = cpp::CDriver::new(
             request.language,
@@ -248,11 +267,14 @@ fn preprocess_with(
             cache,
             request.budget,
         );
-        for keyword in request.keywords {
-            driver.predefine(keyword, "1")?;
-        }
-        for (name, value) in request.defines {
-            driver.predefine(name, value)?;
+        let predefined = request
+            .keywords
+            .iter()
+            .map(|keyword| (*keyword, "1"))
+            .chain(request.defines.iter().copied())
+            .try_for_each(|(name, value)| driver.predefine(name, value));
+        if let Err(error) = predefined {
+            return (Err(error), Spent::default());
         }
         return driver.run(entry);
     }
@@ -263,11 +285,14 @@ fn preprocess_with(
         cache,
         request.budget,
     );
-    for keyword in request.keywords {
-        driver.predefine(keyword, "1")?;
-    }
-    for (name, value) in request.defines {
-        driver.predefine(name, value)?;
+    let predefined = request
+        .keywords
+        .iter()
+        .map(|keyword| (*keyword, "1"))
+        .chain(request.defines.iter().copied())
+        .try_for_each(|(name, value)| driver.predefine(name, value));
+    if let Err(error) = predefined {
+        return (Err(error), Spent::default());
     }
     driver.run(entry)
 }

@@ -9,7 +9,7 @@ use rustc_hash::FxHashMap;
 use super::expand::{Builtins, ExpandError, Expander, Macro, Macros, MAX_EXPANDED_TOKENS};
 use super::lexer::{would_merge, CLexed, Kind, LogicalLine, Token};
 use super::{include_spec, IncludeSpec};
-use crate::preprocess::budget::{self, BudgetKind, Meter, PreprocessBudget};
+use crate::preprocess::budget::{self, BudgetKind, Meter, PreprocessBudget, Spent, Walk};
 use crate::preprocess::cache::{lex_c, Preprocessor};
 use crate::preprocess::error::{PreprocessError, SourceLocation};
 use crate::preprocess::expr;
@@ -32,8 +32,6 @@ const FILE_NAME_EXTENSIONS: [&str; 2] = [
 struct LoadedFile {
     path: Arc<str>,
     lexed: Arc<CLexed>,
-    /// The source's length, charged each time the file is entered.
-    bytes: usize,
     once: bool,
     /// The blocks found active in any of its includes (see [`FileView`]).
     active: Vec<u64>,
@@ -140,8 +138,13 @@ impl<'l> CDriver<'l> {
         Ok(())
     }
 
-    /// Preprocesses the (normalised) entry file.
-    pub fn run(mut self, entry: String) -> Result<Preprocessed, PreprocessError> {
+    /// Preprocesses the (normalised) entry file; also says what the run spent.
+    pub fn run(mut self, entry: String) -> (Result<Preprocessed, PreprocessError>, Spent) {
+        let result = self.run_entry(entry);
+        (result, self.meter.spent())
+    }
+
+    fn run_entry(&mut self, entry: String) -> Result<Preprocessed, PreprocessError> {
         let source = self.loader.load_viewed(Path::new(&entry)).map_err(|err| {
             PreprocessError::EntryUnreadable {
                 file: PathBuf::from(&entry),
@@ -149,12 +152,6 @@ impl<'l> CDriver<'l> {
             }
         })?;
         let entry = self.add_file(entry, &source)?;
-        let path = Arc::clone(&self.files[entry as usize].path);
-        self.meter.enter(source.len(), false, || SourceLocation {
-            file: PathBuf::from(&*path),
-            line: 1,
-            columns: 0..0,
-        })?;
         self.stack.push(Frame {
             file: entry,
             included_at: None,
@@ -168,8 +165,8 @@ impl<'l> CDriver<'l> {
         processed?;
         let files = self.files.iter().map(|f| PathBuf::from(&*f.path)).collect();
         Ok(Preprocessed {
-            text: self.out,
-            line_map: LineMap::new(files, self.lines),
+            text: std::mem::take(&mut self.out),
+            line_map: LineMap::new(files, std::mem::take(&mut self.lines)),
         })
     }
 
@@ -194,7 +191,6 @@ impl<'l> CDriver<'l> {
         self.files.push(LoadedFile {
             path,
             lexed,
-            bytes: source.len(),
             once: false,
             active: Vec::new(),
         });
@@ -215,8 +211,13 @@ impl<'l> CDriver<'l> {
         // when entered active, also when empty: a line added to it is then seen.
         let mut block = 0usize;
         FileView::mark(&mut self.files[file as usize].active, block);
-        for line in lexed.lines() {
+        let lines = lexed.lines();
+        let mut walk = Walk::new(lexed.directive_indices(), lines.len());
+        while let Some(index) = walk.next(active) {
+            let line = &lines[index];
             let tokens = lexed.tokens(line);
+            self.meter
+                .read(lexed.line_len(line) + 1, || location(&path, &tokens[0]))?;
             if !line.directive {
                 if active {
                     run.extend(tokens.iter().cloned());
@@ -810,8 +811,7 @@ impl<'l> CDriver<'l> {
                 PathBuf::from(&*self.files[f as usize].path)
             }));
         }
-        self.meter
-            .enter(self.files[child as usize].bytes, true, || at.clone())?;
+        self.meter.include(|| at.clone())?;
         self.stack.push(Frame {
             file: child,
             included_at: Some(at),

@@ -93,6 +93,8 @@ pub(crate) struct CLexed {
     offsets: Vec<u32>,
     lines: Vec<LogicalLine>,
     spliced: String,
+    /// Indices in `lines` of the directive lines.
+    directives: Vec<u32>,
     guard: Option<IncludeGuard>,
 }
 
@@ -237,6 +239,10 @@ impl CLexed {
             space = false;
         }
         lexed.spliced = spliced;
+        lexed.directives = (0..lexed.lines.len())
+            .filter(|&i| lexed.lines[i].directive)
+            .map(to_u32)
+            .collect();
         lexed.guard = lexed.find_guard();
         Ok(lexed)
     }
@@ -259,6 +265,17 @@ impl CLexed {
             });
         }
         finder.finish()
+    }
+
+    /// The indices in [`Self::lines`] of the directive lines.
+    pub fn directive_indices(&self) -> &[u32] {
+        &self.directives
+    }
+
+    /// A logical line's length in the spliced text (comments included), as its view
+    /// holds it.
+    pub fn line_len(&self, line: &LogicalLine) -> usize {
+        (line.spliced.end - line.spliced.start) as usize
     }
 
     /// The file's include guard, if it has one (see [`crate::preprocess::guard`]).
