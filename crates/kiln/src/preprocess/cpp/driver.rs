@@ -91,7 +91,9 @@ impl<'l> CDriver<'l> {
             lines: Vec::new(),
             version: None,
             file_names: dialect == Dialect::Hlsl,
-            budget: MAX_EXPANDED_TOKENS,
+            // A token is at least a byte of output: a smaller output budget bounds the
+            // tokens (and their memory) too.
+            budget: MAX_EXPANDED_TOKENS.min(budget.output_limit()),
             meter: Meter::new(budget),
         }
     }
@@ -564,7 +566,7 @@ impl<'l> CDriver<'l> {
             ));
         }
         let text = join(&expanded.into_iter().map(|(_, t)| t).collect::<Vec<_>>());
-        expr::evaluate(&text, 0, &MacroTable::default())
+        expr::evaluate_as(&text, 0, &MacroTable::default(), expr::Flavor::Glslang)
             .map_err(|err| invalid(err.message, args.first().unwrap_or(name_token)))
     }
 
