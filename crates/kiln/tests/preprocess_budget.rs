@@ -362,3 +362,55 @@ fn a_variant_over_budget_fails_alone() {
     assert_eq!(report.failed, 0, "{:?}", report.diagnostics);
     assert!(out.join("Heavy/Main/MANY.spv").exists());
 }
+
+const GUARDED_MANIFEST: &str = r#"
+[project]
+targets = ["spirv"]
+
+[[shader]]
+name = "Main"
+source = "shaders/main.wgsl"
+axes = [["_", "H"]]
+
+[shader.passes.Main]
+stage = "compute"
+entry = "main"
+"#;
+
+const GUARDED: &str = "#ifndef H\n#define H\nfn f() -> i32 { return 1; }\n#endif\n";
+
+/// Item 4, staleness: the variant whose keyword is a header's guard macro skips the header
+/// without entering it, yet depends on the lines before its `#ifndef` and after its
+/// `#endif` (its view marks those blocks, as entering it would): once a line there makes
+/// the header unguarded, the variant preprocesses again and equals a clean build.
+#[test]
+fn a_header_skipped_for_its_guard_sees_lines_added_around_it() {
+    let mut live = TempProject::from_files([
+        ("kiln.toml", GUARDED_MANIFEST),
+        (
+            "shaders/main.wgsl",
+            "#include \"h.wgsl\"\n@compute @workgroup_size(1) fn main() { _ = f(); }\n",
+        ),
+        ("shaders/h.wgsl", GUARDED),
+    ])
+    .live();
+    // `H` skips h.wgsl and lacks `f`.
+    let first = live.build();
+    assert_eq!(first.failed, 1, "{:?}", first.diagnostics);
+    assert!(live.out_dir().join("Main/Main/_.spv").exists());
+    let redefined = "fn f() -> i32 { return 3; }\n";
+    for (what, text) in [
+        ("a line after #endif", format!("{GUARDED}{redefined}")),
+        ("a line before #ifndef", format!("{redefined}{GUARDED}")),
+    ] {
+        live.write("shaders/h.wgsl", &text);
+        // Now `H` reads the new `f`, and `_` both (and fails).
+        let report = live.build();
+        assert_eq!(report.failed, 1, "{what}: {:?}", report.diagnostics);
+        assert!(live.out_dir().join("Main/Main/H.spv").exists(), "{what}");
+        live.assert_same_as_clean(what);
+        live.write("shaders/h.wgsl", GUARDED);
+        live.build();
+        live.assert_same_as_clean(what);
+    }
+}
