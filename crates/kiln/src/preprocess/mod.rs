@@ -48,14 +48,15 @@
 //! macros and `#x` stringizing, and so does kiln (typed errors). HLSL differs as glslang's
 //! HLSL front end does: `##` pastes expanded arguments, and `{ }` group macro arguments.
 //! Expansion is bounded (`cpp::expand`): a recursive or exponential macro is an error.
+//! `#if` computes as glslang does, in 32-bit `int` (`expr.rs`).
 //!
 //! **WGSL** keeps kiln's smaller language: `#include "path"`, `#define NAME [value]`
 //! (object-like only), `#undef`, `#ifdef`, `#ifndef`, `#if`, `#elif`, `#else`, `#endif`,
 //! `#error`, `#pragma once`, and `#` alone; `#version`, `#extension`, other `#pragma`s,
 //! `#line` and function-like macros are errors. `#if` takes integer literals,
 //! `defined(X)` / `defined X`, identifiers (a macro's value, or 0), parentheses, `! - + ~`,
-//! `* / %`, `+ -`, comparisons, `== !=`, `&&` and `||` (short-circuiting), with C
-//! precedence. Macros are substituted at identifier boundaries in code lines (`FOG` never
+//! `* / %`, `+ -`, `<< >>`, comparisons, `== !=`, `&`, `^`, `|`, `&&` and `||`
+//! (short-circuiting), with C precedence, in 64 bits. Macros are substituted at identifier boundaries in code lines (`FOG` never
 //! inside `FOGGY`) and rescanned, C-style. Lines cannot be continued with `\`.
 //!
 //! In both, directives inside a false group are not checked, except for the nesting of
@@ -95,6 +96,15 @@
 //! lexed once however often it is included. A [`Preprocessor`] also keeps lexed files across
 //! calls (checked against the loader's text, so never stale), so that a shader's thousands of
 //! variants lex each file once.
+//!
+//! A header included again while its include guard is defined (`#ifndef X` / `#if
+//! !defined(X)` around the whole file, found when the file is lexed) is skipped without
+//! being scanned, as is one that said `#pragma once`; a block under a false condition is
+//! jumped over (its directive lines are still read). What is left is bounded by the
+//! request's [`PreprocessBudget`] (lines read, includes entered, output bytes, checked as
+//! macros expand): going over it is [`PreprocessError::BudgetExceeded`] at the offending
+//! line. Only what the run's file views hold is counted, so an edit a variant does not see
+//! never moves it over its budget.
 //!
 //! # Errors
 //!
