@@ -414,3 +414,34 @@ fn a_header_skipped_for_its_guard_sees_lines_added_around_it() {
         live.assert_same_as_clean(what);
     }
 }
+
+/// Item 4, errors: a skipped group still checks the nesting of its conditionals, so a
+/// header with a malformed one is entered even while its guard is defined, and the error is
+/// the one it always was.
+#[test]
+fn a_guarded_header_with_a_malformed_group_is_still_checked() {
+    for (language, main, header) in [
+        (Dialect::Wgsl, "main.wgsl", "h.wgsl"),
+        (Dialect::Glsl, "main.frag", "h.glsl"),
+    ] {
+        let mut files = MemoryLoader::new();
+        files.insert(main, format!("#include \"{header}\"\n"));
+        files.insert(header, "#ifndef H\n#if A\n#else\n#else\n#endif\n#endif\n");
+        let request = PreprocessRequest {
+            entry: Path::new(main),
+            language,
+            include_dirs: &[],
+            keywords: &["H"],
+            defines: &[],
+            budget: PreprocessBudget::default(),
+        };
+        let (result, _) = preprocess_spent(&request, &files);
+        assert!(
+            matches!(
+                &result,
+                Err(PreprocessError::UnbalancedConditional { at, .. }) if at.line == 4
+            ),
+            "{language:?}: {result:?}"
+        );
+    }
+}

@@ -482,6 +482,8 @@ impl<'l> Driver<'l> {
         if included.once {
             return Ok(());
         }
+        // Entering a guarded file while its guard is defined would skip every line of it:
+        // not entering gives the same run, and costs nothing (see `guard.rs`).
         if let Some(guard) = included.lexed.guard() {
             if self.macros.is_defined(&guard.name) {
                 FileView::mark(&mut included.active, 0);

@@ -3,9 +3,11 @@
 //!
 //! A file is guarded when its first line is `#ifndef X` (or `#if !defined(X)`,
 //! `#if !defined X`), the group it opens has no `#elif` or `#else`, and its `#endif` is the
-//! last line. While `X` is defined, entering such a file would skip every line of it (the
-//! directives of a skipped group do nothing, and its nesting was checked when the file was
-//! lexed or first entered), so not entering it gives the same text, line map and errors.
+//! last line. While `X` is defined, entering such a file would skip every line of it, so
+//! not entering it gives the same text, line map and errors: the only errors a skipped
+//! group can raise are in the nesting of its conditionals (`#else` after `#else`, `#elif`
+//! after `#else`, text after `#else` or `#endif`), and a file with one of those is not
+//! taken as guarded.
 //! Without this, a header that includes the next one twice still costs a scan of each
 //! re-inclusion, and only the scan's cost stands between a deep include graph and
 //! exponential work.
@@ -24,7 +26,10 @@ pub(crate) struct IncludeGuard {
 #[derive(Debug)]
 enum State {
     Start,
-    Open { depth: usize },
+    /// Inside the guard's group: for each open conditional, whether its `#else` was seen.
+    Open {
+        in_else: Vec<bool>,
+    },
     Closed,
     NotGuarded,
 }
@@ -53,25 +58,51 @@ impl GuardFinder {
         }
     }
 
-    /// A directive named `name`; `guard_name` reads the macro of an `#ifndef X` or
-    /// `#if !defined(X)` line (`None` for any other form).
-    pub fn directive<'a>(&mut self, name: &str, guard_name: impl FnOnce() -> Option<&'a str>) {
+    /// A directive named `name`, with text after its name when `args`; `guard_name` reads
+    /// the macro of an `#ifndef X` or `#if !defined(X)` line (`None` for any other form).
+    pub fn directive<'a>(
+        &mut self,
+        name: &str,
+        args: bool,
+        guard_name: impl FnOnce() -> Option<&'a str>,
+    ) {
         self.directives += 1;
         self.state = match std::mem::replace(&mut self.state, State::NotGuarded) {
             State::Start => match (name, guard_name()) {
                 ("ifndef" | "if", Some(macro_name)) => {
                     self.name = Some(macro_name.into());
-                    State::Open { depth: 1 }
+                    State::Open {
+                        in_else: vec![false],
+                    }
                 }
                 _ => State::NotGuarded,
             },
-            State::Open { depth } => match name {
-                "if" | "ifdef" | "ifndef" => State::Open { depth: depth + 1 },
-                "elif" | "else" if depth == 1 => State::NotGuarded,
-                "endif" if depth == 1 => State::Closed,
-                "endif" => State::Open { depth: depth - 1 },
-                _ => State::Open { depth },
-            },
+            State::Open { mut in_else } => {
+                let depth = in_else.len();
+                let after_else = in_else.last().copied().unwrap_or(true);
+                match name {
+                    "if" | "ifdef" | "ifndef" => {
+                        in_else.push(false);
+                        State::Open { in_else }
+                    }
+                    // The guard's own group has one branch; any group's branches must be
+                    // well formed even where skipped.
+                    "elif" | "else" if depth == 1 || after_else => State::NotGuarded,
+                    "else" if args => State::NotGuarded,
+                    "else" => {
+                        in_else.pop();
+                        in_else.push(true);
+                        State::Open { in_else }
+                    }
+                    "endif" if args => State::NotGuarded,
+                    "endif" if depth == 1 => State::Closed,
+                    "endif" => {
+                        in_else.pop();
+                        State::Open { in_else }
+                    }
+                    _ => State::Open { in_else },
+                }
+            }
             State::Closed | State::NotGuarded => State::NotGuarded,
         };
     }
@@ -116,7 +147,7 @@ mod tests {
                     let mut parts = rest.split_whitespace();
                     let name = parts.next().unwrap_or("");
                     let words: Vec<&str> = parts.collect();
-                    finder.directive(name, || guard_macro(name, &words));
+                    finder.directive(name, !words.is_empty(), || guard_macro(name, &words));
                 }
                 None => finder.code(),
             }
@@ -153,6 +184,21 @@ mod tests {
         assert_eq!(find(&["#if !defined(H) && 1", "#endif"]), None);
         assert_eq!(find(&["#ifndef H extra", "#endif"]), None);
         assert_eq!(find(&["#ifndef 1H", "#endif"]), None);
+        // What a skipped group still checks: such a file is entered, to report it.
+        assert_eq!(
+            find(&["#ifndef H", "#if A", "#else", "#else", "#endif", "#endif"]),
+            None
+        );
+        assert_eq!(
+            find(&["#ifndef H", "#if A", "#else", "#elif B", "#endif", "#endif"]),
+            None
+        );
+        assert_eq!(find(&["#ifndef H", "#if A", "#endif junk", "#endif"]), None);
+        assert_eq!(
+            find(&["#ifndef H", "#if A", "#else junk", "#endif", "#endif"]),
+            None
+        );
+        assert_eq!(find(&["#ifndef H", "#endif junk"]), None);
         assert_eq!(find(&[]), None);
     }
 }

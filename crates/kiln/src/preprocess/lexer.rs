@@ -198,7 +198,7 @@ impl LexedFile {
                 continue;
             }
             let directive = Directive::parse(self.text(line));
-            finder.directive(directive.name, || {
+            finder.directive(directive.name, !directive.args.is_empty(), || {
                 let words = words(directive.args);
                 guard_macro(directive.name, &words)
             });

@@ -797,6 +797,8 @@ impl<'l> CDriver<'l> {
         if self.files[child as usize].once {
             return Ok(());
         }
+        // Entering a guarded file while its guard is defined would skip every line of it:
+        // not entering gives the same run, and costs nothing (see `guard.rs`).
         let skipped = self.files[child as usize]
             .lexed
             .guard()

@@ -259,7 +259,7 @@ impl CLexed {
                 Some(t) if t.kind == Kind::Ident => &*t.text,
                 _ => "",
             };
-            finder.directive(name, || {
+            finder.directive(name, tokens.len() > 2, || {
                 let words: Vec<&str> = tokens.iter().skip(2).map(|t| &*t.text).collect();
                 guard_macro(name, &words)
             });
