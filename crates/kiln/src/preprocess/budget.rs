@@ -13,9 +13,10 @@ use super::error::{PreprocessError, SourceLocation};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PreprocessBudget {
     /// Bytes of source lines scanned, each time a file is entered: its directive lines and
-    /// the code lines of the blocks found active (comments excluded; an inactive block is
-    /// jumped over, and so costs nothing, like a file skipped by `#pragma once` or its
-    /// include guard). Only what the run's file views hold counts, so that an edit a
+    /// the code lines of the blocks found active, each with its newline (WGSL's without
+    /// comments, GLSL's and HLSL's as spliced, comments included). An inactive block is
+    /// jumped over and costs nothing, like a file skipped by `#pragma once` or its include
+    /// guard. Only what the run's file views hold counts, so that an edit a
     /// variant does not see cannot change whether it is over budget.
     pub max_bytes_read: u64,
     /// Files entered by `#include` (not counting the entry, nor includes skipped by
@@ -74,7 +75,9 @@ pub enum BudgetKind {
 impl std::fmt::Display for BudgetKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Self::BytesRead => "bytes of source read (each file counted each time it is entered)",
+            Self::BytesRead => {
+                "bytes of source lines read (directive lines and active blocks, each time a file is entered)"
+            }
             Self::Includes => "include expansions",
             Self::OutputBytes => "bytes of preprocessed text (macro expansions included)",
         })
