@@ -8,7 +8,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use kiln::preprocess::{preprocess_spent, Dialect, MemoryLoader, PreprocessBudget, PreprocessRequest};
+use kiln::preprocess::{
+    preprocess_spent, Dialect, MemoryLoader, PreprocessBudget, PreprocessRequest,
+};
 use libfuzzer_sys::fuzz_target;
 
 /// Counts the bytes held, and the most held since the last reset.
