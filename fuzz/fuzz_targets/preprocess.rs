@@ -2,10 +2,10 @@
 //! include each other. Any input is a text or a typed error, never a panic or a hang.
 #![no_main]
 
-use kiln::preprocess::{preprocess, Dialect, MemoryLoader, PreprocessRequest};
-use std::path::PathBuf;
+use kiln::preprocess::{preprocess, Dialect, MemoryLoader, PreprocessBudget, PreprocessRequest};
 use libfuzzer_sys::fuzz_target;
 use std::path::Path;
+use std::path::PathBuf;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
@@ -48,6 +48,7 @@ fuzz_target!(|data: &[u8]| {
         include_dirs: &include_dirs,
         keywords: &keywords,
         defines: &[("N", "3")],
+        budget: PreprocessBudget::default(),
     };
     if let Ok(out) = preprocess(&request, &loader) {
         // Every output line maps back to a file that was read.

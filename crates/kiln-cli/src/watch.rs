@@ -2,7 +2,7 @@
 
 use crate::build::{project_error, report_json, ProjectArgs};
 use crate::render;
-use kiln::pipeline::{BuildReport, Project};
+use kiln::pipeline::{BuildReport, Project, ProjectError};
 use notify_debouncer_full::notify::event::{AccessKind, AccessMode};
 use notify_debouncer_full::notify::{EventKind, RecursiveMode};
 use notify_debouncer_full::{new_debouncer, DebounceEventResult, DebouncedEvent};
@@ -66,15 +66,13 @@ pub fn run(args: &WatchArgs) -> ExitCode {
         Ok(started) => started,
         Err(code) => return code,
     };
-    // The watches hang on the root directory's inode, from now on: once it is removed, or
-    // replaced by a new directory of the same name, no event will ever come again.
-    let root = RootHandle::open(&dirs.root);
     let mut session = Session {
         project,
         dirs,
         json: args.project.json,
         report_batches: args.report_batches,
         manifest_error: None,
+        root_gone: false,
     };
     session.rebuild(None);
     if !session.json {
@@ -84,12 +82,11 @@ pub fn run(args: &WatchArgs) -> ExitCode {
     // the index are written atomically, and nothing is left half written.
     loop {
         let message = rx.recv_timeout(ROOT_CHECK_INTERVAL);
-        // Before the events are handled: a rebuild in a removed project would make its
-        // output directory, and so the project directory, again.
-        if root
-            .as_ref()
-            .is_some_and(|root| root.gone(&session.dirs.root))
-        {
+        // The watches hang on the root directory's inode: once it is removed, or replaced by
+        // a new directory of the same name, no event will ever come again. Looked at before
+        // the events are handled (a rebuild there would make the project directory again),
+        // and by every build before it makes anything.
+        if session.project.root_gone() || session.root_gone {
             say!(
                 "error: the project directory {} was removed or replaced while watching; \
                  nothing there can be watched any more: start `kiln watch` again",
@@ -117,49 +114,6 @@ pub fn run(args: &WatchArgs) -> ExitCode {
 /// How often the project root is looked at when no event comes (its removal may send none
 /// the watcher passes on).
 const ROOT_CHECK_INTERVAL: Duration = Duration::from_secs(1);
-
-/// The project root as the watches hold it: its directory kept open. Removed, its link
-/// count drops to zero (its inode number may be reused at once by a directory made again at
-/// the same path, so numbers alone cannot tell); renamed away and replaced, the path names
-/// another inode while the open one still exists.
-struct RootHandle {
-    #[cfg(unix)]
-    dir: std::fs::File,
-}
-
-impl RootHandle {
-    fn open(root: &Path) -> Option<Self> {
-        #[cfg(unix)]
-        {
-            std::fs::File::open(root).ok().map(|dir| RootHandle { dir })
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = root;
-            None
-        }
-    }
-
-    /// Whether `root` is no longer the directory opened.
-    fn gone(&self, root: &Path) -> bool {
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::MetadataExt;
-            let Ok(open) = self.dir.metadata() else {
-                return true;
-            };
-            let elsewhere = std::fs::metadata(root).map_or(true, |now| {
-                (now.dev(), now.ino()) != (open.dev(), open.ino())
-            });
-            open.nlink() == 0 || elsewhere
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = root;
-            false
-        }
-    }
-}
 
 /// The directories a watch session tells apart, absolute.
 struct Dirs {
@@ -223,6 +177,8 @@ struct Session {
     report_batches: bool,
     /// The manifest's error, while it is broken: said once, not once per event.
     manifest_error: Option<String>,
+    /// A build found the project directory gone.
+    root_gone: bool,
 }
 
 impl Session {
@@ -269,6 +225,8 @@ impl Session {
                 });
                 print_rebuild(&self.project, &report, latency, self.json)
             }
+            // Said once, by the loop, which stops.
+            Err(ProjectError::RootGone { .. }) => self.root_gone = true,
             Err(e) => {
                 project_error(&e);
             }

@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use kiln::compile::{self, CompileError, Target, TargetConfig};
 use kiln::manifest::{Manifest, PassSpec, ShaderSpec};
-use kiln::preprocess::{preprocess, DiskLoader, PreprocessRequest, Preprocessed, SourceLoader};
+use kiln::preprocess::{
+    preprocess, DiskLoader, PreprocessBudget, PreprocessRequest, Preprocessed, SourceLoader,
+};
 
 /// The floor for the demo's size.
 const MIN_VARIANTS: usize = 200;
@@ -40,6 +42,7 @@ fn run_preprocess(
             include_dirs: &shader.include_dirs,
             keywords: &keywords,
             defines: &defines,
+            budget: PreprocessBudget::default(),
         },
         loader,
     )

@@ -416,3 +416,54 @@ fn a_stage_naga_lacks_builds_spirv_and_fails_only_its_other_pairs() {
         msl[0]
     );
 }
+
+/// Issue 26: HLSL named by stage, as the public Vulkan samples name it, is read as HLSL
+/// when the manifest says `language = "hlsl"`: no file renamed.
+#[test]
+fn hlsl_named_by_stage_builds_with_its_language_said() {
+    if !require_glslang() {
+        return;
+    }
+    let manifest = r#"
+[project]
+targets = ["spirv"]
+
+[[shader]]
+name = "Surface"
+language = "hlsl"
+axes = [["_", "_FOG"]]
+
+[shader.passes.Vertex]
+stage = "vertex"
+entry = "VSMain"
+source = "shaders/surface.vert"
+
+[shader.passes.Pixel]
+stage = "fragment"
+entry = "PSMain"
+source = "shaders/surface.frag"
+"#;
+    let hlsl = test_shader("surface.hlsl");
+    let dir = TempProject::from_files([
+        ("kiln.toml", manifest),
+        ("shaders/surface.vert", hlsl.as_str()),
+        ("shaders/surface.frag", hlsl.as_str()),
+    ]);
+    let report = dir.build();
+    assert_eq!(report.failed, 0, "{:#?}", report.diagnostics);
+    assert_eq!(report.compiled, 4);
+    for output in ["Vertex/_", "Vertex/_FOG", "Pixel/_", "Pixel/_FOG"] {
+        let path = dir.path(&format!("out/Surface/{output}.spv"));
+        spirv_val(&std::fs::read(&path).expect("read output"), output);
+    }
+    // Without the field, the same files are GLSL to glslang, and fail as such.
+    let glsl = TempProject::from_files([
+        (
+            "kiln.toml".to_owned(),
+            manifest.replace("language = \"hlsl\"\n", ""),
+        ),
+        ("shaders/surface.vert".to_owned(), hlsl.clone()),
+        ("shaders/surface.frag".to_owned(), hlsl),
+    ]);
+    assert_eq!(glsl.build().failed, 4);
+}

@@ -5,7 +5,9 @@ mod preprocess_support;
 use std::path::Path;
 use std::sync::Barrier;
 
-use kiln::preprocess::{CacheStats, Dialect, PreprocessRequest, Preprocessor, SourceLanguage};
+use kiln::preprocess::{
+    CacheStats, Dialect, PreprocessBudget, PreprocessRequest, Preprocessor, SourceLanguage,
+};
 use preprocess_support::{wgsl, Files};
 
 fn request<'a>(keywords: &'a [&'a str]) -> PreprocessRequest<'a> {
@@ -15,6 +17,7 @@ fn request<'a>(keywords: &'a [&'a str]) -> PreprocessRequest<'a> {
         include_dirs: &[],
         keywords,
         defines: &[],
+        budget: PreprocessBudget::default(),
     }
 }
 

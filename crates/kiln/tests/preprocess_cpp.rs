@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use kiln::preprocess::{
-    include_closure, preprocess, Dialect, PathProblem, PreprocessError, PreprocessRequest,
-    Preprocessed,
+    include_closure, preprocess, Dialect, PathProblem, PreprocessBudget, PreprocessError,
+    PreprocessRequest, Preprocessed,
 };
 use preprocess_support::{origins, place, Files};
 
@@ -28,6 +28,7 @@ fn run_in(
             include_dirs: &dirs,
             keywords: &[],
             defines,
+            budget: PreprocessBudget::default(),
         },
         files,
     )

@@ -227,7 +227,7 @@ fn unbalanced_conditionals_are_errors_with_locations() {
 fn malformed_directives_and_expressions_point_at_the_problem() {
     let cases: [(&str, u32, std::ops::Range<u32>); 6] = [
         ("#if 1 +\n#endif\n", 1, 7..7),
-        ("#if FOG & 1\n#endif\n", 1, 8..9),
+        ("#if FOG @ 1\n#endif\n", 1, 8..9),
         ("#ifdef\n#endif\n", 1, 0..6),
         ("#ifdef A B\n#endif\n", 1, 9..10),
         ("/* a comment */ #include nope\n", 1, 25..29),

@@ -20,7 +20,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use kiln::preprocess::{preprocess, Dialect, DiskLoader, PreprocessRequest};
+use kiln::preprocess::{preprocess, Dialect, DiskLoader, PreprocessBudget, PreprocessRequest};
 
 const LONG_PUNCTUATORS: [&str; 25] = [
     "<<=", ">>=", "...", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "^^", "++", "--", "+=",
@@ -270,6 +270,7 @@ fn kiln(root: &Path, case: &Case) -> Result<String, String> {
             include_dirs: &include_dirs,
             keywords: &[],
             defines: &defines,
+            budget: PreprocessBudget::default(),
         },
         &DiskLoader::new(root),
     )
@@ -345,4 +346,226 @@ fn glsl_and_hlsl_preprocess_token_for_token_as_glslang_does() {
         equal >= 20 && both_failed >= 5,
         "the corpus shrank: {equal} equal, {both_failed} failed"
     );
+}
+
+/// SplitMix64: a fixed seed gives the same expressions on every machine.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len())]
+    }
+}
+
+/// The macros every generated file defines before its `#if`.
+const EXPR_PRELUDE: &str =
+    "#version 450\n#define A 5\n#define B 0\n#define C (A + 1)\n#define D -3\n#define E 0x10\n";
+
+const BINARY: [&str; 18] = [
+    "*", "/", "%", "+", "-", "<<", ">>", "<", ">", "<=", ">=", "==", "!=", "&", "^", "|", "&&",
+    "||",
+];
+
+/// An operand: a literal (decimal, hex or octal, some at or past the 32-bit edges, a few
+/// with a suffix), a macro (defined or not), or `defined`.
+fn expr_atom(rng: &mut Rng) -> String {
+    match rng.below(12) {
+        0..=3 => rng.below(20).to_string(),
+        4 => rng
+            .pick(&[
+                "2147483647",
+                "2147483648",
+                "4294967295",
+                "4294967296",
+                "65536",
+            ])
+            .to_owned(),
+        5 => format!("0x{:x}", rng.next() >> (31 + rng.below(33))),
+        6 => format!("0{:o}", rng.below(64)),
+        7 => rng
+            .pick(&[
+                "037777777777",
+                "040000000000",
+                "0xffffffff",
+                "0x7fffffff",
+                "08",
+                "1u",
+            ])
+            .to_owned(),
+        8 | 9 => rng.pick(&["A", "B", "C", "D", "E", "UNDEFINED"]).to_owned(),
+        _ => rng
+            .pick(&[
+                "defined(A)",
+                "defined B",
+                "defined(UNDEFINED)",
+                "defined UNDEFINED",
+            ])
+            .to_owned(),
+    }
+}
+
+/// An expression of at most `depth` levels, with `top` as its operator when given, and
+/// whether it holds a shift. A shift's count is a literal below 32 or `(... & 31)`, and an
+/// operand holding a shift is parenthesised, so that no count is out of range (undefined
+/// behaviour in glslang's C++).
+fn expr(rng: &mut Rng, depth: u32, top: Option<&str>) -> (String, bool) {
+    if depth == 0 || (top.is_none() && rng.below(4) == 0) {
+        return (expr_atom(rng), false);
+    }
+    let operand = |rng: &mut Rng| {
+        let (text, shift) = expr(rng, depth - 1, None);
+        let atomic = !text.contains(' ');
+        if shift || (!atomic && rng.below(2) == 0) {
+            (format!("({text})"), shift)
+        } else {
+            (text, false)
+        }
+    };
+    let op = match top {
+        Some(op) => op,
+        None if rng.below(5) == 0 => {
+            let (text, shift) = operand(rng);
+            let unary = rng.pick(&["-", "+", "~", "!"]);
+            // `- -1` stays two operators (`--` would be a decrement).
+            return (format!("{unary} {text}"), shift);
+        }
+        None => rng.pick(&BINARY),
+    };
+    let (lhs, lhs_shift) = operand(rng);
+    if op == "<<" || op == ">>" {
+        let count = if rng.below(2) == 0 {
+            rng.below(32).to_string()
+        } else {
+            let (inner, _) = expr(rng, depth - 1, None);
+            format!("(({inner}) & 31)")
+        };
+        return (format!("{lhs} {op} {count}"), true);
+    }
+    let (rhs, rhs_shift) = operand(rng);
+    (format!("{lhs} {op} {rhs}"), lhs_shift || rhs_shift)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    Taken,
+    NotTaken,
+    Error,
+}
+
+/// `#if` expressions generated over every operator glslang's preprocessor has (unary
+/// `- + ~ !`, binary `* / % + - << >> < > <= >= == != & ^ | && ||`, parentheses, `defined`,
+/// decimal, hex and octal literals, macros), compared with glslangValidator's verdict: which
+/// branch it takes, or that it refuses the file. glslang has no `?:`; both must refuse it.
+/// All files go to one glslangValidator call.
+#[test]
+fn generated_if_expressions_take_the_branch_glslang_takes() {
+    if !glslang_available() {
+        return;
+    }
+    let mut rng = Rng(0x6b69_6c6e_2025);
+    let mut expressions: Vec<String> = vec![
+        "(1 << 2) == 4".into(),
+        "1 ? 2 : 0".into(),
+        "A ? B : C".into(),
+        "(0 ? 1 : 1) == 1".into(),
+    ];
+    for i in 0..400 {
+        // Each operator is the top one of some expressions.
+        let (text, _) = expr(&mut rng, 3, Some(BINARY[i % BINARY.len()]));
+        expressions.push(text);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut loader = kiln::preprocess::MemoryLoader::new();
+    let mut names = Vec::new();
+    for (i, expression) in expressions.iter().enumerate() {
+        let name = format!("e{i}.frag");
+        let text = format!("{EXPR_PRELUDE}#if {expression}\nt{i}\n#else\nf{i}\n#endif\n");
+        std::fs::write(dir.path().join(&name), &text).unwrap();
+        loader.insert(name.clone(), text);
+        names.push(name);
+    }
+    let output = Command::new("glslangValidator")
+        .current_dir(dir.path())
+        .arg("-E")
+        .args(&names)
+        .output()
+        .unwrap();
+    let all = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut reference = vec![None; expressions.len()];
+    for word in all.split(|c: char| !c.is_ascii_alphanumeric() && c != '.') {
+        let verdict = match word.as_bytes().first() {
+            Some(b't') => Verdict::Taken,
+            Some(b'f') => Verdict::NotTaken,
+            _ => continue,
+        };
+        if let Ok(i) = word[1..].parse::<usize>() {
+            reference[i] = Some(verdict);
+        }
+    }
+    for line in all.lines() {
+        let file = line
+            .strip_prefix("ERROR: e")
+            .and_then(|rest| rest.split_once(".frag:"))
+            .and_then(|(i, _)| i.parse::<usize>().ok());
+        if let Some(i) = file {
+            reference[i] = Some(Verdict::Error);
+        }
+    }
+    let mut counts = [0usize; 3];
+    let mut failures = Vec::new();
+    for (i, expression) in expressions.iter().enumerate() {
+        let Some(expected) = reference[i] else {
+            failures.push(format!(
+                "#if {expression}: no verdict from glslangValidator"
+            ));
+            continue;
+        };
+        let ours = match preprocess(
+            &PreprocessRequest {
+                entry: Path::new(&names[i]),
+                language: Dialect::Glsl,
+                include_dirs: &[],
+                keywords: &[],
+                defines: &[],
+                budget: PreprocessBudget::default(),
+            },
+            &loader,
+        ) {
+            Ok(out) if out.text.contains(&format!("t{i}")) => Verdict::Taken,
+            Ok(_) => Verdict::NotTaken,
+            Err(_) => Verdict::Error,
+        };
+        counts[expected as usize] += 1;
+        if ours != expected {
+            failures.push(format!(
+                "#if {expression}: glslang {expected:?}, kiln {ours:?}"
+            ));
+        }
+    }
+    println!(
+        "{} expressions: {} taken, {} not taken, {} refused by both",
+        expressions.len(),
+        counts[0],
+        counts[1],
+        counts[2]
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // The generator must keep producing all three outcomes.
+    assert!(counts.iter().all(|&n| n >= 40), "{counts:?}");
 }

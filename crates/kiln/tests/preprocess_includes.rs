@@ -5,7 +5,7 @@ mod preprocess_support;
 
 use std::path::{Path, PathBuf};
 
-use kiln::preprocess::{include_closure, Dialect, PathProblem, PreprocessError};
+use kiln::preprocess::{include_closure, Dialect, PathProblem, PreprocessBudget, PreprocessError};
 use preprocess_support::{origins, place, wgsl, Files};
 
 fn paths(list: &[PathBuf]) -> Vec<&str> {
@@ -353,6 +353,7 @@ fn disk_loader_reads_under_its_root_only() {
         include_dirs: &[],
         keywords: &[],
         defines: &[],
+        budget: PreprocessBudget::default(),
     };
     let out = preprocess(&request("shaders/main.wgsl"), &loader).unwrap();
     assert_eq!(out.text, "const A = 1;\nfn main() {}\n");
@@ -395,6 +396,7 @@ fn wgsl_includes_search_the_include_directories_after_the_including_directory() 
                 include_dirs: &dirs,
                 keywords: &[],
                 defines: &[],
+                budget: PreprocessBudget::default(),
             },
             &files,
         )

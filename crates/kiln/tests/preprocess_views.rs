@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kiln::preprocess::{
-    FileView, PreprocessRequest, Preprocessed, Preprocessor, SourceLanguage, SourceLoader,
+    FileView, PreprocessBudget, PreprocessRequest, Preprocessed, Preprocessor, SourceLanguage,
+    SourceLoader,
 };
 use proptest::prelude::*;
 
@@ -153,6 +154,7 @@ fn run(
         include_dirs: &[],
         keywords,
         defines: &[],
+        budget: PreprocessBudget::default(),
     };
     pre.preprocess(&request, rec).map_err(|e| e.to_string())
 }

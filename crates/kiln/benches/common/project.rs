@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use kiln::compile::{SourceLanguage, Stage};
-use kiln::preprocess::{self, PreprocessRequest, SourceLoader};
+use kiln::preprocess::{self, PreprocessBudget, PreprocessRequest, SourceLoader};
 
 /// How big a project to generate.
 #[derive(Clone, Copy, Debug)]
@@ -87,6 +87,7 @@ impl Variant {
             include_dirs: &[],
             keywords: &keywords,
             defines: &[],
+            budget: PreprocessBudget::default(),
         };
         preprocess::preprocess(&request, loader)
             .map(|pre| pre.text)

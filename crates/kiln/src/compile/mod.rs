@@ -39,7 +39,7 @@ pub use target::{
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-/// The source language of a shader, decided by its file extension.
+/// The source language of a shader: the manifest's `language`, else its file extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum SourceLanguage {
     /// WebGPU Shading Language (`.wgsl`).
@@ -76,6 +76,16 @@ impl SourceLanguage {
             Self::Glsl => "glsl",
             Self::Hlsl => "hlsl",
         }
+    }
+
+    /// Every language, by [`SourceLanguage::name`].
+    pub const ALL: [SourceLanguage; 3] = [Self::Wgsl, Self::Glsl, Self::Hlsl];
+
+    /// The language the manifest's `language` names (its [`SourceLanguage::name`]).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|language| language.name() == name)
     }
 
     /// The compiler a source of this language uses when the manifest does not say: glslang

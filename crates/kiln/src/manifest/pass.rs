@@ -23,7 +23,7 @@ pub struct PassSpec {
     pub entry: String,
     /// Source file, relative to the project root, `/`-separated.
     pub source: PathBuf,
-    /// Language, from the source's extension.
+    /// Language: the pass's `language`, else the shader's, else the source's extension.
     pub language: SourceLanguage,
     /// Specialization constant values for this pass (over the shader's).
     pub constants: Constants,
@@ -58,6 +58,7 @@ pub(super) struct RawPass {
     constants: BTreeMap<String, Spanned<toml::Value>>,
     compiler: Option<Spanned<String>>,
     shader_model: Option<Spanned<String>>,
+    language: Option<Spanned<String>>,
 }
 
 impl Context<'_> {
@@ -149,13 +150,33 @@ impl Context<'_> {
                     format!("source `{}`: {why}", source.get_ref()),
                 )
             })?;
+        // The manifest's word first: projects name HLSL files by stage (`mesh.vert`).
+        if let Some(language) = pass.language.as_ref().or(shader.language.as_ref()) {
+            return Ok((relative, self.language(language)?));
+        }
         let language = SourceLanguage::from_path(&relative).ok_or_else(|| {
             self.error(
                 Some(source.span()),
-                format!("cannot tell the language of `{}` (expected .wgsl, .hlsl, .glsl or a GLSL stage extension: .{})", source.get_ref(), SourceLanguage::GLSL_EXTENSIONS.join(", .")),
+                format!("cannot tell the language of `{}` (expected .wgsl, .hlsl, .glsl or a GLSL stage extension: .{}; or say it with `language = \"hlsl\"`)", source.get_ref(), SourceLanguage::GLSL_EXTENSIONS.join(", .")),
             )
         })?;
         Ok((relative, language))
+    }
+
+    /// A `language` field's language.
+    fn language(&self, language: &Spanned<String>) -> Result<SourceLanguage, ManifestError> {
+        let name = language.get_ref();
+        SourceLanguage::from_name(name).ok_or_else(|| {
+            let known: Vec<&str> = SourceLanguage::ALL.iter().map(|l| l.name()).collect();
+            let message = match name.as_str() {
+                "slang" => "language `slang`: this kiln does not compile Slang yet".to_owned(),
+                _ => format!(
+                    "unknown language `{name}` (expected one of {})",
+                    known.join(", ")
+                ),
+            };
+            self.error(Some(language.span()), message)
+        })
     }
 
     /// The pass's compiler (the pass's `compiler`, else the shader's, else the language's
@@ -266,6 +287,45 @@ mod tests {
         );
         let m = parse(&one_pass("", "a.hlsl", "")).unwrap();
         assert_eq!(m.shaders[0].passes[0].language, SourceLanguage::Hlsl);
+    }
+
+    /// Issue 26: HLSL named by stage (`mesh.vert`, as the public Vulkan samples name 308
+    /// files) is HLSL when the manifest says so, on the shader or on the pass.
+    #[test]
+    fn the_language_field_overrides_the_extension() {
+        let language = |shader: &str, source: &str, pass: &str| {
+            parse(&one_pass(shader, source, pass)).map(|m| m.shaders[0].passes[0].language)
+        };
+        let hlsl = "language = \"hlsl\"";
+        assert_eq!(language("", "mesh.vert", ""), Ok(SourceLanguage::Glsl));
+        assert_eq!(language(hlsl, "mesh.vert", ""), Ok(SourceLanguage::Hlsl));
+        assert_eq!(language("", "mesh.frag", hlsl), Ok(SourceLanguage::Hlsl));
+        // The pass's word wins over its shader's; the default compiler follows the language.
+        let m = parse(&one_pass(hlsl, "mesh.vert", "language = \"glsl\"")).unwrap();
+        assert_eq!(m.shaders[0].passes[0].language, SourceLanguage::Glsl);
+        // An extension nobody knows is fine once the language is said.
+        assert_eq!(
+            language(hlsl, "shaders/mesh.fx", ""),
+            Ok(SourceLanguage::Hlsl)
+        );
+        assert_eq!(
+            language("language = \"wgsl\"", "a.shader", ""),
+            Ok(SourceLanguage::Wgsl)
+        );
+        let e = parse(&one_pass("", "shaders/mesh.fx", "")).unwrap_err();
+        assert!(e.message.contains("language = \"hlsl\""), "{e}");
+        // Unknown, or not yet compiled, languages are errors at their line.
+        let e = parse(&one_pass("language = \"cg\"", "a.vert", "")).unwrap_err();
+        assert!(
+            e.message
+                .contains("unknown language `cg` (expected one of wgsl, glsl, hlsl)"),
+            "{e}"
+        );
+        assert_eq!(e.line, 7, "{e}");
+        let e = parse(&one_pass("", "a.slang", "language = \"slang\"")).unwrap_err();
+        assert!(e.message.contains("does not compile Slang yet"), "{e}");
+        // `shader_model` follows the language, not the extension.
+        assert!(parse(&one_pass(hlsl, "a.frag", "shader_model = \"6.0\"")).is_ok());
     }
 
     #[test]

@@ -72,6 +72,8 @@ pub(super) struct RawShader {
     #[serde(default)]
     pub(super) passes: BTreeMap<String, Spanned<RawPass>>,
     pub(super) compiler: Option<Spanned<String>>,
+    /// The language of the shader's passes, where the extension does not say it.
+    pub(super) language: Option<Spanned<String>>,
     pub(super) glslang: Option<Spanned<RawGlslang>>,
     #[serde(default)]
     include_dirs: Vec<Spanned<String>>,

@@ -138,6 +138,13 @@ pub enum ProjectError {
         /// Its path.
         path: PathBuf,
     },
+    /// The project directory was removed, or replaced by another at its path, since the
+    /// project was opened.
+    #[error("the project directory {} was removed or replaced since it was opened; nothing there is built (open the project again)", root.display())]
+    RootGone {
+        /// The project root.
+        root: PathBuf,
+    },
     /// The output directory or its index could not be written.
     #[error("cannot write outputs in {}: {source}", path.display())]
     Output {
@@ -170,4 +177,6 @@ pub struct Project {
     /// The spare files outputs are swapped with (`recycle`); emptied after each build's
     /// output writes.
     spares: out_dir::recycle::Spares,
+    /// The project directory, held open to tell when it is gone.
+    root: project::ProjectRoot,
 }

@@ -104,6 +104,7 @@ impl Project {
         let events = Arc::new(EventCounts::default());
         let listener = events.clone();
         db.set_event_listener(move |event| listener.record(event));
+        let root = ProjectRoot::open(&manifest.root);
         let manifest = Arc::new(manifest);
         db.set_input::<ManifestInput>((), manifest.clone(), Durability::Medium);
         Ok(Self {
@@ -120,6 +121,7 @@ impl Project {
             events,
             shard: options.shard,
             spares: Spares::default(),
+            root,
         })
     }
 
@@ -289,5 +291,59 @@ impl Project {
             }
         }
         out
+    }
+}
+
+/// The project directory as it was when the project was opened, held open: removed, its
+/// link count drops to zero (its inode number may be reused at once by a directory made
+/// again at the same path, so numbers alone cannot tell); moved away and replaced, the path
+/// names another inode while the open one still exists. Either way a build there would
+/// make its output directory, and so the project directory, again.
+pub(super) struct ProjectRoot {
+    #[cfg(unix)]
+    dir: Option<std::fs::File>,
+}
+
+impl ProjectRoot {
+    fn open(root: &Path) -> Self {
+        #[cfg(unix)]
+        {
+            ProjectRoot {
+                dir: std::fs::File::open(root).ok(),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = root;
+            ProjectRoot {}
+        }
+    }
+
+    /// Whether `root` is no longer the directory opened.
+    pub(super) fn gone(&self, root: &Path) -> bool {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let Some(Ok(open)) = self.dir.as_ref().map(std::fs::File::metadata) else {
+                return false;
+            };
+            let elsewhere = std::fs::metadata(root).map_or(true, |now| {
+                (now.dev(), now.ino()) != (open.dev(), open.ino())
+            });
+            open.nlink() == 0 || elsewhere
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = root;
+            false
+        }
+    }
+}
+
+impl Project {
+    /// Whether the project directory was removed, or replaced by another at its path, since
+    /// the project was opened: nothing there can be built any more (see [`ProjectRoot`]).
+    pub fn root_gone(&self) -> bool {
+        self.root.gone(&self.manifest.root)
     }
 }

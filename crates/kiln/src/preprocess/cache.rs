@@ -70,7 +70,7 @@ impl Preprocessor {
         request: &PreprocessRequest<'_>,
         loader: &dyn SourceLoader,
     ) -> Result<Preprocessed, PreprocessError> {
-        super::preprocess_with(request, loader, Some(self))
+        super::preprocess_with(request, loader, Some(self)).0
     }
 
     /// [`super::include_closure`], with this cache.

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+use super::budget::{self, BudgetKind, Meter, PreprocessBudget, Spent, Walk};
 use super::cache::{lex, Preprocessor};
 use super::directive::Directive;
 use super::error::{PreprocessError, SourceLocation};
@@ -15,7 +16,7 @@ use super::include_stack::{self, Frame};
 use super::lexer::{LexLine, LexedFile};
 use super::line_map::LineMap;
 use super::loader::{FileView, SourceLoader};
-use super::macros::{macro_name_len, MacroOrigin, MacroTable};
+use super::macros::{macro_name_len, ExpansionTooLarge, MacroOrigin, MacroTable};
 use super::path::include_candidates;
 use super::{Dialect, Preprocessed, MAX_INCLUDE_DEPTH};
 
@@ -53,6 +54,7 @@ pub(crate) struct Driver<'l> {
     stack: Vec<Frame>,
     out: String,
     lines: Vec<(u32, u32)>,
+    meter: Meter,
 }
 
 impl<'l> Driver<'l> {
@@ -61,6 +63,7 @@ impl<'l> Driver<'l> {
         include_dirs: Vec<String>,
         loader: &'l dyn SourceLoader,
         cache: Option<&'l Preprocessor>,
+        budget: PreprocessBudget,
     ) -> Self {
         Self {
             language,
@@ -73,6 +76,7 @@ impl<'l> Driver<'l> {
             stack: Vec::new(),
             out: String::new(),
             lines: Vec::new(),
+            meter: Meter::new(budget),
         }
     }
 
@@ -93,8 +97,13 @@ impl<'l> Driver<'l> {
             .map_err(|_| invalid("defined twice with different values"))
     }
 
-    /// Preprocesses the (normalised) entry file.
-    pub fn run(mut self, entry: String) -> Result<Preprocessed, PreprocessError> {
+    /// Preprocesses the (normalised) entry file; also says what the run spent.
+    pub fn run(mut self, entry: String) -> (Result<Preprocessed, PreprocessError>, Spent) {
+        let result = self.run_entry(entry);
+        (result, self.meter.spent())
+    }
+
+    fn run_entry(&mut self, entry: String) -> Result<Preprocessed, PreprocessError> {
         let entry = self.load(entry, None)?;
         self.stack.push(Frame {
             file: entry,
@@ -109,8 +118,8 @@ impl<'l> Driver<'l> {
         processed?;
         let files = self.files.iter().map(|f| PathBuf::from(&*f.path)).collect();
         Ok(Preprocessed {
-            text: self.out,
-            line_map: LineMap::new(files, self.lines),
+            text: std::mem::take(&mut self.out),
+            line_map: LineMap::new(files, std::mem::take(&mut self.lines)),
         })
     }
 
@@ -162,7 +171,14 @@ impl<'l> Driver<'l> {
         // when entered active, also when empty: a line added to it is then seen.
         let mut block = 0usize;
         FileView::mark(&mut self.files[file as usize].active, block);
-        for line in lexed.lines() {
+        let lines = lexed.lines();
+        let mut walk = Walk::new(lexed.directive_indices(), lines.len());
+        while let Some(index) = walk.next(active) {
+            let line = &lines[index];
+            let length = lexed.text(line).len();
+            self.meter.read(length + 1, || {
+                location(&path, &lexed, line, 0..to_u32(length))
+            })?;
             if !line.directive {
                 if active {
                     self.emit_code(file, &lexed, line)?;
@@ -286,7 +302,7 @@ impl<'l> Driver<'l> {
                     self.files[file as usize].once = true;
                 } else if self.language != Dialect::Wgsl {
                     // GLSL and HLSL pragmas are the compiler's (`pack_matrix`, `optimize`).
-                    self.emit_verbatim(file, line, text);
+                    self.emit_verbatim(file, lexed, line, text)?;
                 } else {
                     return Err(unsupported(
                         "pragma",
@@ -308,7 +324,7 @@ impl<'l> Driver<'l> {
                         at: at(directive.span.clone()),
                     });
                 }
-                self.emit_verbatim(file, line, text);
+                self.emit_verbatim(file, lexed, line, text)?;
             }
             "line" => {
                 return Err(unsupported(
@@ -462,14 +478,25 @@ impl<'l> Driver<'l> {
                 &std::io::Error::from(std::io::ErrorKind::NotFound),
             ));
         };
-        if self.files[child as usize].once {
+        let included = &mut self.files[child as usize];
+        if included.once {
             return Ok(());
+        }
+        // Entering a guarded file while its guard is defined would skip every line of it:
+        // not entering gives the same run, and costs nothing (see `guard.rs`).
+        if let Some(guard) = included.lexed.guard() {
+            if self.macros.is_defined(&guard.name) {
+                FileView::mark(&mut included.active, 0);
+                FileView::mark(&mut included.active, guard.last_block);
+                return Ok(());
+            }
         }
         if self.stack.len() >= MAX_INCLUDE_DEPTH {
             return Err(include_stack::too_deep(&self.stack, child, location, |f| {
                 PathBuf::from(&*self.files[f as usize].path)
             }));
         }
+        self.meter.include(|| location.clone())?;
         self.stack.push(Frame {
             file: child,
             included_at: Some(location),
@@ -486,14 +513,22 @@ impl<'l> Driver<'l> {
         line: &LexLine,
     ) -> Result<(), PreprocessError> {
         let start = self.out.len();
-        if let Err(too_large) =
-            self.macros
-                .expand_line(lexed.text(line), lexed.identifiers(line), &mut self.out)
-        {
+        let max_len = self.meter.budget().output_limit();
+        if let Err(too_large) = self.macros.expand_line(
+            lexed.text(line),
+            lexed.identifiers(line),
+            &mut self.out,
+            max_len,
+        ) {
             let span = 0..u32::try_from(lexed.text(line).len()).unwrap_or(u32::MAX);
-            return Err(PreprocessError::MacroExpansionTooLarge {
-                at: location(&self.files[file as usize].path, lexed, line, span),
-                name: too_large.name,
+            let at = location(&self.files[file as usize].path, lexed, line, span);
+            return Err(match too_large {
+                ExpansionTooLarge::Budget => {
+                    budget::exceeded(at, BudgetKind::OutputBytes, self.meter.budget())
+                }
+                ExpansionTooLarge::Macro { name } => {
+                    PreprocessError::MacroExpansionTooLarge { at, name }
+                }
             });
         }
         // A line can expand to nothing (`EMPTY_MACRO`); it must vanish like a blank line.
@@ -509,10 +544,27 @@ impl<'l> Driver<'l> {
     }
 
     /// A GLSL directive passed to naga as written (`#version`, `#extension`, `#pragma`).
-    fn emit_verbatim(&mut self, file: u32, line: &LexLine, text: &str) {
-        self.out.push_str(text.trim());
+    fn emit_verbatim(
+        &mut self,
+        file: u32,
+        lexed: &LexedFile,
+        line: &LexLine,
+        text: &str,
+    ) -> Result<(), PreprocessError> {
+        let text = text.trim();
+        if self.out.len() + text.len() + 1 > self.meter.budget().output_limit() {
+            let span = 0..u32::try_from(text.len()).unwrap_or(u32::MAX);
+            let at = location(&self.files[file as usize].path, lexed, line, span);
+            return Err(budget::exceeded(
+                at,
+                BudgetKind::OutputBytes,
+                self.meter.budget(),
+            ));
+        }
+        self.out.push_str(text);
         self.out.push('\n');
         self.lines.push((file, line.number));
+        Ok(())
     }
 }
 
@@ -594,4 +646,8 @@ fn unsupported(name: &str, reason: &str, at: SourceLocation) -> PreprocessError 
         name: name.to_owned(),
         reason: reason.to_owned(),
     }
+}
+
+fn to_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }

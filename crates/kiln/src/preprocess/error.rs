@@ -274,6 +274,17 @@ pub enum PreprocessError {
         /// The `#version` directive.
         at: SourceLocation,
     },
+    /// The variant's preprocessing went over its [`super::PreprocessBudget`] (includes that
+    /// multiply, a macro that expands to too much text).
+    #[error("{at}: this variant's preprocessing goes over its budget of {limit} {budget} (the budgets are multiples of `max_source_bytes` in `[project]`; see the README's limits)")]
+    BudgetExceeded {
+        /// The `#include` that went over, or the line whose expansion did.
+        at: SourceLocation,
+        /// Which budget.
+        budget: super::BudgetKind,
+        /// Its limit.
+        limit: u64,
+    },
 }
 
 fn display_cycle(cycle: &[PathBuf]) -> String {
@@ -310,7 +321,8 @@ impl PreprocessError {
             | Self::UnterminatedConditional { at, .. }
             | Self::UnterminatedComment { at }
             | Self::ErrorDirective { at, .. }
-            | Self::VersionNotFirst { at } => Some(at),
+            | Self::VersionNotFirst { at }
+            | Self::BudgetExceeded { at, .. } => Some(at),
         }
     }
 

@@ -1,9 +1,16 @@
 //! Evaluating the expression of `#if` / `#elif`.
 //!
-//! Supported: integer literals (decimal, `0x` hex, leading-`0` octal, `u`/`l` suffixes),
-//! `defined(X)` / `defined X`, identifiers (a macro's value, rescanned; an undefined name is
-//! 0, as in C), parentheses, unary `! - + ~`, and binary `* / %  + -  < > <= >=  == !=  &&  ||`
-//! with C precedence and short-circuiting (`0 && 1/0` is fine). Arithmetic is 64-bit and wraps.
+//! Supported: integer literals (decimal, `0x` hex, leading-`0` octal), `defined(X)` /
+//! `defined X`, identifiers (a macro's value, rescanned; an undefined name is 0, as in C),
+//! parentheses, unary `! - + ~`, and binary `* / %  + -  << >>  < > <= >=  == !=  &  ^  |
+//! &&  ||` with C precedence. There is no `?:`, as in glslang. A shift's count is taken
+//! modulo the width (what glslang's compiled `a << b` does on x86 and ARM64).
+//!
+//! Two arithmetics ([`Flavor`]): kiln's WGSL directives compute in 64 bits, accept `u`/`l`
+//! suffixes and short-circuit (`0 && 1/0` is fine); GLSL and HLSL compute as glslang does,
+//! in 32-bit `int`: a literal must fit in 32 bits (above `INT_MAX` it wraps) and takes no
+//! suffix, a division by zero is an error even where `&&` or `||` would not evaluate it,
+//! and `INT_MIN / -1` is 0.
 
 use std::ops::Range;
 
@@ -19,6 +26,32 @@ pub(crate) struct ExprError {
     pub span: Range<u32>,
 }
 
+/// Whose arithmetic an expression is evaluated with (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Flavor {
+    /// kiln's WGSL directives: 64-bit, suffixes allowed, short-circuiting.
+    Wgsl,
+    /// glslang's preprocessor (GLSL, HLSL): 32-bit `int`.
+    Glslang,
+}
+
+impl Flavor {
+    /// `value` as this arithmetic holds it.
+    fn wrap(self, value: i64) -> i64 {
+        match self {
+            Self::Wgsl => value,
+            Self::Glslang => i64::from(value as i32),
+        }
+    }
+
+    fn bits(self) -> u32 {
+        match self {
+            Self::Wgsl => 64,
+            Self::Glslang => 32,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Op {
     Not,
@@ -32,6 +65,11 @@ enum Op {
     Greater,
     LessEq,
     GreaterEq,
+    Shl,
+    Shr,
+    Amp,
+    Caret,
+    Pipe,
     EqEq,
     NotEq,
     AndAnd,
@@ -53,12 +91,23 @@ struct Token<'a> {
     span: Range<u32>,
 }
 
-/// Evaluates `expr`, which starts at byte `offset` of the directive's text; true if non-zero.
+/// Evaluates `expr`, which starts at byte `offset` of the directive's text, with WGSL's
+/// arithmetic; true if non-zero.
 pub(crate) fn evaluate(expr: &str, offset: u32, macros: &MacroTable) -> Result<bool, ExprError> {
-    let tokens = tokenize(expr, offset, None)?;
+    evaluate_as(expr, offset, macros, Flavor::Wgsl)
+}
+
+/// [`evaluate`] with the given arithmetic.
+pub(crate) fn evaluate_as(
+    expr: &str,
+    offset: u32,
+    macros: &MacroTable,
+    flavor: Flavor,
+) -> Result<bool, ExprError> {
+    let tokens = tokenize(expr, offset, None, flavor)?;
     let mut expanded = Vec::with_capacity(tokens.len());
     let mut active = Vec::new();
-    expand(&tokens, macros, &mut active, None, &mut expanded)?;
+    expand(&tokens, macros, &mut active, None, &mut expanded, flavor)?;
     let whole = offset..offset + u32::try_from(expr.len()).unwrap_or(u32::MAX);
     if expanded.is_empty() {
         return Err(ExprError {
@@ -72,6 +121,7 @@ pub(crate) fn evaluate(expr: &str, offset: u32, macros: &MacroTable) -> Result<b
         depth: 0,
         macros,
         end: whole.end..whole.end,
+        flavor,
     };
     let value = parser.binary(1, true)?;
     if let Some(extra) = parser.tokens.get(parser.pos) {
@@ -88,6 +138,7 @@ fn tokenize<'a>(
     text: &'a str,
     offset: u32,
     fixed: Option<&Range<u32>>,
+    flavor: Flavor,
 ) -> Result<Vec<Token<'a>>, ExprError> {
     let bytes = text.as_bytes();
     let mut tokens = Vec::new();
@@ -112,7 +163,7 @@ fn tokenize<'a>(
             while i < bytes.len() && (is_ident_continue(bytes[i]) || bytes[i] == b'.') {
                 i += 1;
             }
-            let value = parse_int(&text[start..i]).ok_or_else(|| ExprError {
+            let value = parse_int(&text[start..i], flavor).ok_or_else(|| ExprError {
                 message: format!("`{}` is not an integer literal", &text[start..i]),
                 span: span_of(start, i),
             })?;
@@ -122,6 +173,8 @@ fn tokenize<'a>(
             let (op, len) = match (b, next) {
                 (b'&', Some(b'&')) => (Op::AndAnd, 2),
                 (b'|', Some(b'|')) => (Op::OrOr, 2),
+                (b'<', Some(b'<')) => (Op::Shl, 2),
+                (b'>', Some(b'>')) => (Op::Shr, 2),
                 (b'=', Some(b'=')) => (Op::EqEq, 2),
                 (b'!', Some(b'=')) => (Op::NotEq, 2),
                 (b'<', Some(b'=')) => (Op::LessEq, 2),
@@ -135,6 +188,9 @@ fn tokenize<'a>(
                 (b'-', _) => (Op::Minus, 1),
                 (b'<', _) => (Op::Less, 1),
                 (b'>', _) => (Op::Greater, 1),
+                (b'&', _) => (Op::Amp, 1),
+                (b'^', _) => (Op::Caret, 1),
+                (b'|', _) => (Op::Pipe, 1),
                 (b'(', _) => (Op::LParen, 1),
                 (b')', _) => (Op::RParen, 1),
                 _ => {
@@ -156,9 +212,13 @@ fn tokenize<'a>(
     Ok(tokens)
 }
 
-/// Parses a C integer literal with optional `u`/`l` suffixes.
-fn parse_int(literal: &str) -> Option<i64> {
-    let digits = literal.trim_end_matches(['u', 'U', 'l', 'L']);
+/// Parses a C integer literal: with optional `u`/`l` suffixes for WGSL, within 32 bits and
+/// without a suffix for glslang.
+fn parse_int(literal: &str, flavor: Flavor) -> Option<i64> {
+    let digits = match flavor {
+        Flavor::Wgsl => literal.trim_end_matches(['u', 'U', 'l', 'L']),
+        Flavor::Glslang => literal,
+    };
     let (digits, radix) = if let Some(hex) = digits
         .strip_prefix("0x")
         .or_else(|| digits.strip_prefix("0X"))
@@ -172,8 +232,12 @@ fn parse_int(literal: &str) -> Option<i64> {
     if digits.is_empty() {
         return None;
     }
-    // Literals above i64::MAX (unsigned in C) wrap, as the arithmetic does.
-    u64::from_str_radix(digits, radix).ok().map(|v| v as i64)
+    let value = u64::from_str_radix(digits, radix).ok()?;
+    if flavor == Flavor::Glslang && value > u64::from(u32::MAX) {
+        return None;
+    }
+    // Literals above the signed maximum (unsigned in C) wrap, as the arithmetic does.
+    Some(flavor.wrap(value as i64))
 }
 
 /// Replaces macros by their values' tokens, leaving the operand of `defined` alone.
@@ -184,6 +248,7 @@ fn expand<'a>(
     active: &mut Vec<&'a str>,
     outer: Option<&Range<u32>>,
     out: &mut Vec<Token<'a>>,
+    flavor: Flavor,
 ) -> Result<(), ExprError> {
     let mut i = 0;
     while i < tokens.len() {
@@ -225,12 +290,13 @@ fn expand<'a>(
                             span: span.clone(),
                         });
                     }
-                    let value_tokens = tokenize(value, 0, Some(span)).map_err(|e| ExprError {
-                        message: format!("in the value of `{name}`: {}", e.message),
-                        span: e.span,
-                    })?;
+                    let value_tokens =
+                        tokenize(value, 0, Some(span), flavor).map_err(|e| ExprError {
+                            message: format!("in the value of `{name}`: {}", e.message),
+                            span: e.span,
+                        })?;
                     active.push(name);
-                    expand(&value_tokens, macros, active, Some(span), out)?;
+                    expand(&value_tokens, macros, active, Some(span), out, flavor)?;
                     active.pop();
                 }
                 _ => out.push(Token {
@@ -254,6 +320,7 @@ struct Parser<'t, 'a> {
     macros: &'a MacroTable,
     /// Where "end of expression" errors point.
     end: Range<u32>,
+    flavor: Flavor,
 }
 
 /// Binding strength of a binary operator (higher binds tighter).
@@ -261,10 +328,14 @@ fn precedence(op: Op) -> Option<u8> {
     Some(match op {
         Op::OrOr => 1,
         Op::AndAnd => 2,
-        Op::EqEq | Op::NotEq => 3,
-        Op::Less | Op::Greater | Op::LessEq | Op::GreaterEq => 4,
-        Op::Plus | Op::Minus => 5,
-        Op::Star | Op::Slash | Op::Percent => 6,
+        Op::Pipe => 3,
+        Op::Caret => 4,
+        Op::Amp => 5,
+        Op::EqEq | Op::NotEq => 6,
+        Op::Less | Op::Greater | Op::LessEq | Op::GreaterEq => 7,
+        Op::Shl | Op::Shr => 8,
+        Op::Plus | Op::Minus => 9,
+        Op::Star | Op::Slash | Op::Percent => 10,
         Op::Not | Op::Tilde | Op::LParen | Op::RParen => return None,
     })
 }
@@ -311,7 +382,7 @@ impl<'a> Parser<'_, 'a> {
                 }
                 _ => {
                     let rhs = self.binary(precedence + 1, live)?;
-                    apply(op, lhs, rhs, live).ok_or(ExprError {
+                    apply(op, lhs, rhs, live, self.flavor).ok_or(ExprError {
                         message: "division by zero".into(),
                         span,
                     })?
@@ -381,12 +452,12 @@ impl<'a> Parser<'_, 'a> {
             Tok::Op(op @ (Op::Not | Op::Minus | Op::Plus | Op::Tilde)) => {
                 self.pos += 1;
                 let value = self.unary(live)?;
-                Ok(match op {
+                Ok(self.flavor.wrap(match op {
                     Op::Not => i64::from(value == 0),
                     Op::Minus => value.wrapping_neg(),
                     Op::Tilde => !value,
                     _ => value,
-                })
+                }))
             }
             Tok::Op(_) => self.error("expected a value"),
         }
@@ -406,20 +477,33 @@ impl<'a> Parser<'_, 'a> {
     }
 }
 
-/// A non-logical binary operator; `None` for a division by zero that is evaluated.
-fn apply(op: Op, lhs: i64, rhs: i64, live: bool) -> Option<i64> {
-    Some(match op {
+/// A non-logical binary operator; `None` for a division by zero that is an error (one
+/// that is evaluated, or any in glslang's arithmetic).
+fn apply(op: Op, lhs: i64, rhs: i64, live: bool, flavor: Flavor) -> Option<i64> {
+    let shift = |rhs: i64| (rhs as u32) % flavor.bits();
+    let value = match op {
         Op::Star => lhs.wrapping_mul(rhs),
         Op::Slash | Op::Percent if rhs == 0 => {
-            if live {
+            if live || flavor == Flavor::Glslang {
                 return None;
             }
+            0
+        }
+        // The one quotient that overflows: glslang defines it as 0.
+        Op::Slash | Op::Percent
+            if flavor == Flavor::Glslang && lhs == i64::from(i32::MIN) && rhs == -1 =>
+        {
             0
         }
         Op::Slash => lhs.wrapping_div(rhs),
         Op::Percent => lhs.wrapping_rem(rhs),
         Op::Plus => lhs.wrapping_add(rhs),
         Op::Minus => lhs.wrapping_sub(rhs),
+        Op::Shl => lhs.wrapping_shl(shift(rhs)),
+        Op::Shr => lhs.wrapping_shr(shift(rhs)),
+        Op::Amp => lhs & rhs,
+        Op::Caret => lhs ^ rhs,
+        Op::Pipe => lhs | rhs,
         Op::Less => i64::from(lhs < rhs),
         Op::Greater => i64::from(lhs > rhs),
         Op::LessEq => i64::from(lhs <= rhs),
@@ -429,7 +513,8 @@ fn apply(op: Op, lhs: i64, rhs: i64, live: bool) -> Option<i64> {
         Op::AndAnd => i64::from(lhs != 0 && rhs != 0),
         Op::OrOr => i64::from(lhs != 0 || rhs != 0),
         Op::Not | Op::Tilde | Op::LParen | Op::RParen => 0,
-    })
+    };
+    Some(flavor.wrap(value))
 }
 
 fn to_u32(n: usize) -> u32 {
@@ -468,6 +553,55 @@ mod tests {
         assert_eq!(eval("1 - 1 - 1 == -1", &d), Ok(true));
     }
 
+    fn glsl(expr: &str) -> Result<bool, String> {
+        evaluate_as(expr, 0, &MacroTable::default(), Flavor::Glslang)
+            .map_err(|e| format!("{} @{:?}", e.message, e.span))
+    }
+
+    #[test]
+    fn shifts_and_bitwise_operators_bind_as_in_c() {
+        // Issue 25: `<<` was read as two `<` ("expected a value").
+        assert_eq!(eval("(1 << 2) == 4", &[]), Ok(true));
+        assert_eq!(glsl("(1 << 2) == 4"), Ok(true));
+        assert_eq!(eval("1 << 2 + 1 == 8", &[]), Ok(true));
+        assert_eq!(eval("-16 >> 2 == -4", &[]), Ok(true));
+        assert_eq!(
+            eval("(6 & 3) == 2 && (6 | 3) == 7 && (6 ^ 3) == 5", &[]),
+            Ok(true)
+        );
+        // `==` binds tighter than `&`, `&` than `^`, `^` than `|`.
+        assert_eq!(eval("1 ^ 3 == 2", &[]), Ok(true));
+        assert_eq!(eval("2 & 3 == 3", &[]), Ok(false));
+        assert_eq!(eval("1 | 2 ^ 3 & 4", &[]), Ok(true));
+        assert_eq!(
+            eval("(1 | 2 ^ 3 & 4) == (1 | (2 ^ (3 & 4)))", &[]),
+            Ok(true)
+        );
+        assert_eq!(eval("1 < 2 << 1", &[]), Ok(true));
+        assert!(eval("1 <<= 2", &[]).is_err());
+    }
+
+    #[test]
+    fn glslang_arithmetic_is_32_bit() {
+        assert_eq!(glsl("0x7fffffff + 1 < 0"), Ok(true));
+        assert_eq!(eval("0x7fffffff + 1 < 0", &[]), Ok(false));
+        assert_eq!(glsl("4294967295 == -1"), Ok(true));
+        assert_eq!(glsl("037777777777 == -1"), Ok(true));
+        assert_eq!(glsl("(-2147483647 - 1) / -1 == 0"), Ok(true));
+        assert_eq!(glsl("(-2147483647 - 1) % -1 == 0"), Ok(true));
+        assert_eq!(glsl("-(-2147483647 - 1) < 0"), Ok(true));
+        assert_eq!(glsl("65536 * 65536 == 0"), Ok(true));
+        assert_eq!(glsl("1 << 33 == 2"), Ok(true));
+        assert!(glsl("4294967296").is_err());
+        assert!(glsl("0x100000000").is_err());
+        assert!(glsl("1u").is_err());
+        assert!(eval("1u", &[]).is_ok());
+        // glslang reports a division by zero even where `&&` would not evaluate it.
+        assert!(glsl("0 && 1 / 0").is_err());
+        assert!(glsl("1 || 1 % 0").is_err());
+        assert_eq!(eval("0 && 1 / 0", &[]), Ok(false));
+    }
+
     #[test]
     fn reports_errors_with_spans() {
         assert_eq!(eval("1 / 0", &[]), Err("division by zero @2..3".into()));
@@ -480,7 +614,8 @@ mod tests {
             eval("1.5", &[]),
             Err("`1.5` is not an integer literal @0..3".into())
         );
-        assert_eq!(eval("1 & 2", &[]), Err("unexpected `&` @2..3".into()));
+        assert_eq!(eval("1 @ 2", &[]), Err("unexpected `@` @2..3".into()));
+        assert_eq!(eval("1 ? 2 : 3", &[]), Err("unexpected `?` @2..3".into()));
         assert!(eval("", &[]).is_err());
         let deep = format!("{}1{}", "(".repeat(1000), ")".repeat(1000));
         assert!(eval(&deep, &[]).is_err());

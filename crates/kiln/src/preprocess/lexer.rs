@@ -7,7 +7,9 @@
 //! `#include "a//b"`); neither WGSL nor GLSL has string literals otherwise. `\r\n` and `\n`
 //! endings read alike, and a leading UTF-8 byte-order mark is ignored.
 
+use super::directive::Directive;
 use super::error::{PreprocessError, SourceLocation};
+use super::guard::{guard_macro, GuardFinder, IncludeGuard};
 use super::loader::FileView;
 use super::macros::Identifiers;
 
@@ -43,6 +45,9 @@ pub(crate) struct LexedFile {
     /// Byte ranges of each code line's identifiers, found once so that every variant's
     /// macro substitution only looks at identifiers.
     identifiers: Vec<(u32, u32)>,
+    /// Indices in `lines` of the directive lines.
+    directives: Vec<u32>,
+    guard: Option<IncludeGuard>,
 }
 
 impl LexedFile {
@@ -54,6 +59,8 @@ impl LexedFile {
             lines: Vec::new(),
             cuts: Vec::new(),
             identifiers: Vec::new(),
+            directives: Vec::new(),
+            guard: None,
         };
         // Where an open block comment started: (line, column).
         let mut open_comment: Option<(u32, u32)> = None;
@@ -71,6 +78,11 @@ impl LexedFile {
                 },
             });
         }
+        lexed.directives = (0..lexed.lines.len())
+            .filter(|&i| lexed.lines[i].directive)
+            .map(to_u32)
+            .collect();
+        lexed.guard = lexed.find_guard();
         Ok(lexed)
     }
 
@@ -178,6 +190,32 @@ impl LexedFile {
         });
     }
 
+    fn find_guard(&self) -> Option<IncludeGuard> {
+        let mut finder = GuardFinder::new();
+        for line in &self.lines {
+            if !line.directive {
+                finder.code();
+                continue;
+            }
+            let directive = Directive::parse(self.text(line));
+            finder.directive(directive.name, !directive.args.is_empty(), || {
+                let words = words(directive.args);
+                guard_macro(directive.name, &words)
+            });
+        }
+        finder.finish()
+    }
+
+    /// The indices in [`Self::lines`] of the directive lines.
+    pub fn directive_indices(&self) -> &[u32] {
+        &self.directives
+    }
+
+    /// The file's include guard, if it has one (see [`super::guard`]).
+    pub fn guard(&self) -> Option<&IncludeGuard> {
+        self.guard.as_ref()
+    }
+
     /// The surviving lines, in file order.
     pub fn lines(&self) -> &[LexLine] {
         &self.lines
@@ -226,6 +264,29 @@ impl LexedFile {
             None => stripped,
         }
     }
+}
+
+/// A directive's arguments as identifiers and single punctuation characters.
+fn words(args: &str) -> Vec<&str> {
+    let bytes = args.as_bytes();
+    let mut words = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let start = i;
+        if bytes[i].is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        if bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_' {
+            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                i += 1;
+            }
+        } else {
+            i += args[i..].chars().next().map_or(1, char::len_utf8);
+        }
+        words.push(&args[start..i]);
+    }
+    words
 }
 
 fn to_u32(n: usize) -> u32 {

@@ -42,10 +42,13 @@ pub(crate) struct MacroTable {
     longest_name: usize,
 }
 
-/// A macro's expansion nested or grew past the limits.
+/// Why a line's expansion stopped.
 #[derive(Debug)]
-pub(crate) struct ExpansionTooLarge {
-    pub name: String,
+pub(crate) enum ExpansionTooLarge {
+    /// A macro nested too deeply, or grew its line by more than the per-line limit.
+    Macro { name: String },
+    /// The output would pass the run's budget.
+    Budget,
 }
 
 impl MacroTable {
@@ -107,19 +110,28 @@ impl MacroTable {
     }
 
     /// Appends `line` to `out` with every macro substituted; `identifiers` are the byte
-    /// ranges of `line`'s identifiers (from [`Identifiers`], computed once per file).
+    /// ranges of `line`'s identifiers (from [`Identifiers`], computed once per file). `out`
+    /// never grows past `max_len` (the run's output budget): each piece is checked before
+    /// it is copied, so a huge expansion fails before its memory is taken.
     pub fn expand_line(
         &self,
         line: &str,
         identifiers: &[(u32, u32)],
         out: &mut String,
+        max_len: usize,
     ) -> Result<(), ExpansionTooLarge> {
         let mut active = Vec::new();
-        let limit = out.len() + line.len() + MAX_EXPANSION_GROWTH;
+        let limits = Limits {
+            growth: out
+                .len()
+                .saturating_add(line.len())
+                .saturating_add(MAX_EXPANSION_GROWTH),
+            budget: max_len,
+        };
         let spans = identifiers
             .iter()
             .map(|&(start, end)| start as usize..end as usize);
-        self.expand_into(line, spans, out, &mut active, limit)
+        self.expand_into(line, spans, out, &mut active, &limits)
     }
 
     fn expand_into<'s>(
@@ -128,7 +140,7 @@ impl MacroTable {
         identifiers: impl Iterator<Item = Range<usize>>,
         out: &mut String,
         active: &mut Vec<&'s str>,
-        limit: usize,
+        limits: &Limits,
     ) -> Result<(), ExpansionTooLarge> {
         let mut copied = 0;
         for span in identifiers {
@@ -141,18 +153,35 @@ impl MacroTable {
             if active.contains(&name) {
                 continue;
             }
-            if active.len() >= MAX_EXPANSION_DEPTH || out.len() > limit {
-                return Err(ExpansionTooLarge {
+            if active.len() >= MAX_EXPANSION_DEPTH || out.len() > limits.growth {
+                return Err(ExpansionTooLarge::Macro {
                     name: name.to_owned(),
                 });
             }
-            out.push_str(&text[copied..span.start]);
+            limits.push(out, &text[copied..span.start])?;
             active.push(name);
-            self.expand_into(value, Identifiers::new(value), out, active, limit)?;
+            self.expand_into(value, Identifiers::new(value), out, active, limits)?;
             active.pop();
             copied = span.end;
         }
-        out.push_str(&text[copied..]);
+        limits.push(out, &text[copied..])
+    }
+}
+
+/// How long the output may get while one line expands.
+struct Limits {
+    /// The per-line growth limit (reported as the macro being too large).
+    growth: usize,
+    /// The run's output budget.
+    budget: usize,
+}
+
+impl Limits {
+    fn push(&self, out: &mut String, piece: &str) -> Result<(), ExpansionTooLarge> {
+        if out.len().saturating_add(piece.len()) > self.budget {
+            return Err(ExpansionTooLarge::Budget);
+        }
+        out.push_str(piece);
         Ok(())
     }
 }
@@ -283,7 +312,9 @@ mod tests {
 
     fn expand(table: &MacroTable, line: &str) -> String {
         let mut out = String::new();
-        table.expand_line(line, &spans(line), &mut out).unwrap();
+        table
+            .expand_line(line, &spans(line), &mut out, usize::MAX)
+            .unwrap();
         out
     }
 
@@ -318,7 +349,26 @@ mod tests {
                 .unwrap();
         }
         let mut out = String::new();
-        assert!(table.expand_line("M0", &spans("M0"), &mut out).is_err());
+        assert!(matches!(
+            table.expand_line("M0", &spans("M0"), &mut out, usize::MAX),
+            Err(ExpansionTooLarge::Macro { .. })
+        ));
+    }
+
+    #[test]
+    fn the_output_budget_is_checked_before_each_piece_is_copied() {
+        let mut table = MacroTable::default();
+        table.define("BIG", &"x".repeat(1000), None).unwrap();
+        let mut out = "a".repeat(100);
+        let line = "BIG BIG";
+        let result = table.expand_line(line, &spans(line), &mut out, 1500);
+        assert!(matches!(result, Err(ExpansionTooLarge::Budget)));
+        assert!(out.len() <= 1500, "{}", out.len());
+        let mut out = String::new();
+        table
+            .expand_line("BIG", &spans("BIG"), &mut out, 1000)
+            .unwrap();
+        assert_eq!(out.len(), 1000);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! ```
 //! use std::path::Path;
 //! use kiln::compile::SourceLanguage;
-//! use kiln::preprocess::{preprocess, MemoryLoader, PreprocessRequest};
+//! use kiln::preprocess::{preprocess, MemoryLoader, PreprocessBudget, PreprocessRequest};
 //!
 //! let mut files = MemoryLoader::new();
 //! files.insert("shaders/lit.wgsl", "#include \"common.wgsl\"\n#ifdef FOG\nconst fog = 1;\n#endif\n");
@@ -19,6 +19,7 @@
 //!         include_dirs: &[],
 //!         keywords: &["FOG"],
 //!         defines: &[],
+//!         budget: PreprocessBudget::default(),
 //!     },
 //!     &files,
 //! )
@@ -47,14 +48,15 @@
 //! macros and `#x` stringizing, and so does kiln (typed errors). HLSL differs as glslang's
 //! HLSL front end does: `##` pastes expanded arguments, and `{ }` group macro arguments.
 //! Expansion is bounded (`cpp::expand`): a recursive or exponential macro is an error.
+//! `#if` computes as glslang does, in 32-bit `int` (`expr.rs`).
 //!
 //! **WGSL** keeps kiln's smaller language: `#include "path"`, `#define NAME [value]`
 //! (object-like only), `#undef`, `#ifdef`, `#ifndef`, `#if`, `#elif`, `#else`, `#endif`,
 //! `#error`, `#pragma once`, and `#` alone; `#version`, `#extension`, other `#pragma`s,
 //! `#line` and function-like macros are errors. `#if` takes integer literals,
 //! `defined(X)` / `defined X`, identifiers (a macro's value, or 0), parentheses, `! - + ~`,
-//! `* / %`, `+ -`, comparisons, `== !=`, `&&` and `||` (short-circuiting), with C
-//! precedence. Macros are substituted at identifier boundaries in code lines (`FOG` never
+//! `* / %`, `+ -`, `<< >>`, comparisons, `== !=`, `&`, `^`, `|`, `&&` and `||`
+//! (short-circuiting), with C precedence, in 64 bits. Macros are substituted at identifier boundaries in code lines (`FOG` never
 //! inside `FOGGY`) and rescanned, C-style. Lines cannot be continued with `\`.
 //!
 //! In both, directives inside a false group are not checked, except for the nesting of
@@ -95,11 +97,21 @@
 //! calls (checked against the loader's text, so never stale), so that a shader's thousands of
 //! variants lex each file once.
 //!
+//! A header included again while its include guard is defined (`#ifndef X` / `#if
+//! !defined(X)` around the whole file, found when the file is lexed) is skipped without
+//! being scanned, as is one that said `#pragma once`; a block under a false condition is
+//! jumped over (its directive lines are still read). What is left is bounded by the
+//! request's [`PreprocessBudget`] (lines read, includes entered, output bytes, checked as
+//! macros expand): going over it is [`PreprocessError::BudgetExceeded`] at the offending
+//! line. Only what the run's file views hold is counted, so an edit a variant does not see
+//! never moves it over its budget.
+//!
 //! # Errors
 //!
 //! [`PreprocessError`] carries the root-relative file, 1-based line and byte columns of the
 //! offending directive ([`PreprocessError::span`]), for a codespan snippet.
 
+mod budget;
 mod cache;
 mod closure;
 mod cpp;
@@ -107,6 +119,7 @@ mod directive;
 mod driver;
 mod error;
 mod expr;
+mod guard;
 pub(crate) mod include_stack;
 mod lexer;
 mod line_map;
@@ -115,6 +128,10 @@ mod macros;
 mod path;
 
 pub use crate::compile::SourceLanguage;
+pub use budget::{
+    BudgetKind, PreprocessBudget, Spent, BYTES_READ_PER_SOURCE_BYTE, MIN_INCLUDES,
+    OUTPUT_BYTES_PER_SOURCE_BYTE, SOURCE_BYTES_PER_INCLUDE,
+};
 pub use cache::{CacheStats, Preprocessor};
 pub use closure::{include_closure, IncludeClosure, MissingInclude};
 pub use error::{PathProblem, PreprocessError, SourceLocation};
@@ -171,6 +188,9 @@ pub struct PreprocessRequest<'a> {
     pub keywords: &'a [&'a str],
     /// Further macros `(name, value)`, defined after the keywords.
     pub defines: &'a [(&'a str, &'a str)],
+    /// What the run may cost (`PreprocessBudget::default()`, or
+    /// [`PreprocessBudget::for_max_source_bytes`] of the project's cap).
+    pub budget: PreprocessBudget,
 }
 
 /// The text naga compiles, and where each of its lines came from.
@@ -216,6 +236,17 @@ pub fn preprocess(
     request: &PreprocessRequest<'_>,
     loader: &dyn SourceLoader,
 ) -> Result<Preprocessed, PreprocessError> {
+    preprocess_with(request, loader, None).0
+}
+
+/// [`preprocess`], also saying what the run spent of its budget: the entry point of the
+/// tests and fuzz targets that check a run's work (a guarded header included again is not
+/// entered, no run spends more than its budget).
+#[doc(hidden)]
+pub fn preprocess_spent(
+    request: &PreprocessRequest<'_>,
+    loader: &dyn SourceLoader,
+) -> (Result<Preprocessed, PreprocessError>, Spent) {
     preprocess_with(request, loader, None)
 }
 
@@ -223,29 +254,55 @@ fn preprocess_with(
     request: &PreprocessRequest<'_>,
     loader: &dyn SourceLoader,
     cache: Option<&Preprocessor>,
-) -> Result<Preprocessed, PreprocessError> {
-    let entry =
-        normalize_entry(request.entry).map_err(|problem| PreprocessError::InvalidEntryPath {
-            path: request.entry.to_path_buf(),
-            problem,
-        })?;
-    let include_dirs = normalize_include_dirs(request.include_dirs)?;
-    if request.language.is_c() {
-        let mut driver = cpp::CDriver::new(request.language, include_dirs, loader, cache);
-        for keyword in request.keywords {
-            driver.predefine(keyword, "1")?;
+) -> (Result<Preprocessed, PreprocessError>, Spent) {
+    let entry = match normalize_entry(request.entry) {
+        Ok(entry) => entry,
+        Err(problem) => {
+            let error = PreprocessError::InvalidEntryPath {
+                path: request.entry.to_path_buf(),
+                problem,
+            };
+            return (Err(error), Spent::default());
         }
-        for (name, value) in request.defines {
-            driver.predefine(name, value)?;
+    };
+    let include_dirs = match normalize_include_dirs(request.include_dirs) {
+        Ok(dirs) => dirs,
+        Err(error) => return (Err(error), Spent::default()),
+    };
+    if request.language.is_c() {
+        let mut driver = cpp::CDriver::new(
+            request.language,
+            include_dirs,
+            loader,
+            cache,
+            request.budget,
+        );
+        let predefined = request
+            .keywords
+            .iter()
+            .map(|keyword| (*keyword, "1"))
+            .chain(request.defines.iter().copied())
+            .try_for_each(|(name, value)| driver.predefine(name, value));
+        if let Err(error) = predefined {
+            return (Err(error), Spent::default());
         }
         return driver.run(entry);
     }
-    let mut driver = driver::Driver::new(request.language, include_dirs, loader, cache);
-    for keyword in request.keywords {
-        driver.predefine(keyword, "1")?;
-    }
-    for (name, value) in request.defines {
-        driver.predefine(name, value)?;
+    let mut driver = driver::Driver::new(
+        request.language,
+        include_dirs,
+        loader,
+        cache,
+        request.budget,
+    );
+    let predefined = request
+        .keywords
+        .iter()
+        .map(|keyword| (*keyword, "1"))
+        .chain(request.defines.iter().copied())
+        .try_for_each(|(name, value)| driver.predefine(name, value));
+    if let Err(error) = predefined {
+        return (Err(error), Spent::default());
     }
     driver.run(entry)
 }

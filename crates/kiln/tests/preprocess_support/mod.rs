@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use kiln::preprocess::{
-    preprocess, PreprocessError, PreprocessRequest, Preprocessed, SourceLanguage, SourceLoader,
+    preprocess, PreprocessBudget, PreprocessError, PreprocessRequest, Preprocessed, SourceLanguage,
+    SourceLoader,
 };
 
 /// Source files in memory; every `load` is recorded, in order.
@@ -73,6 +74,7 @@ pub fn run(
             include_dirs: &[],
             keywords,
             defines,
+            budget: PreprocessBudget::default(),
         },
         files,
     )

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! SourceFile(path), ManifestInput        inputs
-//!   -> ShaderSpecQ(shader), TargetsQ      the manifest, per shader (backdated)
+//!   -> ShaderSpecQ(shader), TargetsQ, LimitsQ   the manifest, per shader (backdated)
 //!   -> ClosureQ(source) -> RevisionQ(shader)      include closure, content hash
 //!   -> PreprocessQ(variant)               text + line map, through FileViewQ(file, blocks)
 //!   -> CompileTextQ(variant)              text only: a comment edit stops here (backdated)
@@ -17,10 +17,11 @@ use super::services::{CompileInput, Outcome, Services};
 use crate::compile::{Constants, Target, TargetConfig};
 use crate::identity::{self, Revision};
 use crate::key::VariantKey;
-use crate::manifest::{Manifest, PassSpec, ShaderSpec};
+use crate::manifest::{Limits, Manifest, PassSpec, ShaderSpec};
 use crate::pipeline::{Diagnostic, VariantId};
 use crate::preprocess::{
-    Dialect, FileView, IncludeClosure, PreprocessRequest, Preprocessed, SourceLoader,
+    Dialect, FileView, IncludeClosure, PreprocessBudget, PreprocessRequest, Preprocessed,
+    SourceLoader,
 };
 use crate::store::ContentKey;
 use kiln_incr::{Database, Input, Query, QueryError};
@@ -96,6 +97,18 @@ impl Query<Services> for TargetsQ {
     const NAME: &'static str = "targets";
     fn execute(db: &Db, _: &()) -> Result<Self::Value, QueryError> {
         Ok(Arc::from(manifest(db).targets.clone()))
+    }
+}
+
+/// The project's limits: one value for every variant's preprocessing budget, backdated, so
+/// that an edit elsewhere in the manifest re-executes no variant through it.
+pub(crate) struct LimitsQ;
+impl Query<Services> for LimitsQ {
+    type Key = ();
+    type Value = Limits;
+    const NAME: &'static str = "limits";
+    fn execute(db: &Db, _: &()) -> Result<Self::Value, QueryError> {
+        Ok(manifest(db).limits)
     }
 }
 
@@ -272,6 +285,7 @@ impl Query<Services> for PreprocessQ {
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .chain(pass_defines.iter().map(|(k, v)| (*k, v.as_str())))
             .collect();
+        let limits = db.get::<LimitsQ>(&())?;
         let loader = ViewLoader {
             db,
             failed: Default::default(),
@@ -282,6 +296,7 @@ impl Query<Services> for PreprocessQ {
             include_dirs: &spec.include_dirs,
             keywords: &keywords,
             defines: &defines,
+            budget: PreprocessBudget::for_max_source_bytes(limits.max_source_bytes),
         };
         let preprocessed = db.context().preprocessor.preprocess(&request, &loader);
         if let Some(error) = loader.failed.into_inner() {

@@ -9,6 +9,7 @@ use rustc_hash::FxHashMap;
 use super::expand::{Builtins, ExpandError, Expander, Macro, Macros, MAX_EXPANDED_TOKENS};
 use super::lexer::{would_merge, CLexed, Kind, LogicalLine, Token};
 use super::{include_spec, IncludeSpec};
+use crate::preprocess::budget::{self, BudgetKind, Meter, PreprocessBudget, Spent, Walk};
 use crate::preprocess::cache::{lex_c, Preprocessor};
 use crate::preprocess::error::{PreprocessError, SourceLocation};
 use crate::preprocess::expr;
@@ -66,6 +67,7 @@ pub(crate) struct CDriver<'l> {
     file_names: bool,
     /// Tokens expansions may still make in this run (a bound on hostile input).
     budget: usize,
+    meter: Meter,
 }
 
 impl<'l> CDriver<'l> {
@@ -74,6 +76,7 @@ impl<'l> CDriver<'l> {
         include_dirs: Vec<String>,
         loader: &'l dyn SourceLoader,
         cache: Option<&'l Preprocessor>,
+        budget: PreprocessBudget,
     ) -> Self {
         Self {
             dialect,
@@ -88,7 +91,10 @@ impl<'l> CDriver<'l> {
             lines: Vec::new(),
             version: None,
             file_names: dialect == Dialect::Hlsl,
-            budget: MAX_EXPANDED_TOKENS,
+            // A token is at least a byte of output: a smaller output budget bounds the
+            // tokens (and their memory) too.
+            budget: MAX_EXPANDED_TOKENS.min(budget.output_limit()),
+            meter: Meter::new(budget),
         }
     }
 
@@ -134,8 +140,13 @@ impl<'l> CDriver<'l> {
         Ok(())
     }
 
-    /// Preprocesses the (normalised) entry file.
-    pub fn run(mut self, entry: String) -> Result<Preprocessed, PreprocessError> {
+    /// Preprocesses the (normalised) entry file; also says what the run spent.
+    pub fn run(mut self, entry: String) -> (Result<Preprocessed, PreprocessError>, Spent) {
+        let result = self.run_entry(entry);
+        (result, self.meter.spent())
+    }
+
+    fn run_entry(&mut self, entry: String) -> Result<Preprocessed, PreprocessError> {
         let source = self.loader.load_viewed(Path::new(&entry)).map_err(|err| {
             PreprocessError::EntryUnreadable {
                 file: PathBuf::from(&entry),
@@ -156,8 +167,8 @@ impl<'l> CDriver<'l> {
         processed?;
         let files = self.files.iter().map(|f| PathBuf::from(&*f.path)).collect();
         Ok(Preprocessed {
-            text: self.out,
-            line_map: LineMap::new(files, self.lines),
+            text: std::mem::take(&mut self.out),
+            line_map: LineMap::new(files, std::mem::take(&mut self.lines)),
         })
     }
 
@@ -202,8 +213,13 @@ impl<'l> CDriver<'l> {
         // when entered active, also when empty: a line added to it is then seen.
         let mut block = 0usize;
         FileView::mark(&mut self.files[file as usize].active, block);
-        for line in lexed.lines() {
+        let lines = lexed.lines();
+        let mut walk = Walk::new(lexed.directive_indices(), lines.len());
+        while let Some(index) = walk.next(active) {
+            let line = &lines[index];
             let tokens = lexed.tokens(line);
+            self.meter
+                .read(lexed.line_len(line) + 1, || location(&path, &tokens[0]))?;
             if !line.directive {
                 if active {
                     run.extend(tokens.iter().cloned());
@@ -328,7 +344,7 @@ impl<'l> CDriver<'l> {
                 if args.len() == 1 && &*args[0].text == "once" {
                     self.files[file as usize].once = true;
                 }
-                self.emit_directive(file, name_token, args);
+                self.emit_directive(file, name_token, args)?;
             }
             "version" | "extension" if self.dialect == Dialect::Hlsl => {
                 // glslang's HLSL front end has neither: refused here, located, rather than
@@ -344,7 +360,7 @@ impl<'l> CDriver<'l> {
                     return Err(PreprocessError::VersionNotFirst { at: at(name_token) });
                 }
                 self.version = args.first().and_then(|t| t.text.parse().ok());
-                self.emit_directive(file, name_token, args);
+                self.emit_directive(file, name_token, args)?;
             }
             "extension" => {
                 let enabled = args.last().is_some_and(|t| &*t.text != "disable");
@@ -355,7 +371,7 @@ impl<'l> CDriver<'l> {
                 {
                     self.file_names = true;
                 }
-                self.emit_directive(file, name_token, args);
+                self.emit_directive(file, name_token, args)?;
             }
             "line" => self.line(file, line, name_token, args, state)?,
             // `#` alone is C's null directive.
@@ -398,10 +414,12 @@ impl<'l> CDriver<'l> {
         }
         let builtins = self.builtins(file, state);
         let path = Arc::clone(&self.files[file as usize].path);
-        let mut expander = Expander::new(&self.macros, &builtins, self.budget);
+        // One byte is left for the final newline the expander does not count.
+        let bytes = self.output_left().saturating_sub(1);
+        let mut expander = Expander::new(&self.macros, &builtins, self.budget, bytes);
         let expanded = expander
             .expand(std::mem::take(run))
-            .map_err(|err| expand_error(&path, &expander, err))?;
+            .map_err(|err| expand_error(&path, &expander, err, self.meter.budget()))?;
         self.budget = expander.budget();
         let mut current: Option<u32> = None;
         let mut previous: Option<Token> = None;
@@ -441,9 +459,34 @@ impl<'l> CDriver<'l> {
         Ok(())
     }
 
+    /// The bytes the output may still grow by.
+    fn output_left(&self) -> usize {
+        self.meter
+            .budget()
+            .output_limit()
+            .saturating_sub(self.out.len())
+    }
+
     /// A directive written to the output (`#version`, `#extension`, `#pragma`), its
     /// tokens as written (not expanded), white space normalised.
-    fn emit_directive(&mut self, file: u32, name: &Token, args: &[Token]) {
+    fn emit_directive(
+        &mut self,
+        file: u32,
+        name: &Token,
+        args: &[Token],
+    ) -> Result<(), PreprocessError> {
+        // `#`, the name, and each token with one separator, and the newline.
+        let length = args.iter().fold(name.text.len() + 2, |sum, t| {
+            sum.saturating_add(t.text.len() + 1)
+        });
+        if length > self.output_left() {
+            let at = location(&self.files[file as usize].path, name);
+            return Err(budget::exceeded(
+                at,
+                BudgetKind::OutputBytes,
+                self.meter.budget(),
+            ));
+        }
         self.out.push('#');
         self.out.push_str(&name.text);
         let mut previous: &Token = name;
@@ -456,6 +499,7 @@ impl<'l> CDriver<'l> {
         }
         self.out.push('\n');
         self.lines.push((file, name.line));
+        Ok(())
     }
 
     fn condition(
@@ -510,10 +554,10 @@ impl<'l> CDriver<'l> {
             return Err(invalid("expected an expression".into(), name_token));
         }
         let builtins = self.builtins(file, state);
-        let mut expander = Expander::new(&self.macros, &builtins, self.budget);
+        let mut expander = Expander::new(&self.macros, &builtins, self.budget, self.output_left());
         let expanded = expander
             .expand(tokens)
-            .map_err(|err| expand_error(path, &expander, err))?;
+            .map_err(|err| expand_error(path, &expander, err, self.meter.budget()))?;
         self.budget = expander.budget();
         if expanded.iter().any(|(_, t)| &*t.text == "defined") {
             return Err(invalid(
@@ -522,7 +566,7 @@ impl<'l> CDriver<'l> {
             ));
         }
         let text = join(&expanded.into_iter().map(|(_, t)| t).collect::<Vec<_>>());
-        expr::evaluate(&text, 0, &MacroTable::default())
+        expr::evaluate_as(&text, 0, &MacroTable::default(), expr::Flavor::Glslang)
             .map_err(|err| invalid(err.message, args.first().unwrap_or(name_token)))
     }
 
@@ -661,10 +705,10 @@ impl<'l> CDriver<'l> {
         let path = Arc::clone(&self.files[file as usize].path);
         let at = |token: &Token| location(&path, token);
         let builtins = self.builtins(file, state);
-        let mut expander = Expander::new(&self.macros, &builtins, self.budget);
+        let mut expander = Expander::new(&self.macros, &builtins, self.budget, self.output_left());
         let expanded: Vec<Token> = expander
             .expand(args.to_vec())
-            .map_err(|err| expand_error(&path, &expander, err))?
+            .map_err(|err| expand_error(&path, &expander, err, self.meter.budget()))?
             .into_iter()
             .map(|(_, t)| t)
             .collect();
@@ -753,11 +797,25 @@ impl<'l> CDriver<'l> {
         if self.files[child as usize].once {
             return Ok(());
         }
+        // Entering a guarded file while its guard is defined would skip every line of it:
+        // not entering gives the same run, and costs nothing (see `guard.rs`).
+        let skipped = self.files[child as usize]
+            .lexed
+            .guard()
+            .filter(|guard| self.is_defined(&guard.name))
+            .map(|guard| guard.last_block);
+        if let Some(last_block) = skipped {
+            let active = &mut self.files[child as usize].active;
+            FileView::mark(active, 0);
+            FileView::mark(active, last_block);
+            return Ok(());
+        }
         if self.stack.len() >= MAX_INCLUDE_DEPTH {
             return Err(include_stack::too_deep(&self.stack, child, at, |f| {
                 PathBuf::from(&*self.files[f as usize].path)
             }));
         }
+        self.meter.include(|| at.clone())?;
         self.stack.push(Frame {
             file: child,
             included_at: Some(at),
@@ -799,7 +857,12 @@ fn location(path: &str, token: &Token) -> SourceLocation {
     }
 }
 
-fn expand_error(path: &str, expander: &Expander<'_>, err: ExpandError) -> PreprocessError {
+fn expand_error(
+    path: &str,
+    expander: &Expander<'_>,
+    err: ExpandError,
+    budget: &PreprocessBudget,
+) -> PreprocessError {
     // A name from a replacement list is reported where the text being expanded was.
     let at = |token: &Token| {
         if token.from_body || token.line == 0 {
@@ -836,6 +899,9 @@ fn expand_error(path: &str, expander: &Expander<'_>, err: ExpandError) -> Prepro
             at: at(&name),
             name: name.text.to_string(),
         },
+        ExpandError::OverBudget { at: token } => {
+            budget::exceeded(at(&token), BudgetKind::OutputBytes, budget)
+        }
     }
 }
 

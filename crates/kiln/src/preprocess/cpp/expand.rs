@@ -12,7 +12,10 @@
 //! Hostile input cannot hang or exhaust memory: expansions nest at most
 //! [`MAX_NESTING`] deep and one preprocessing run (a variant, all its files) may make at
 //! most [`MAX_EXPANDED_TOKENS`] tokens by expansion (counting those made while expanding
-//! arguments), after which expansion stops with an error naming the macro.
+//! arguments), after which expansion stops with an error naming the macro. Bytes are
+//! bounded too, since one token can be long (a 1 MiB identifier, or `##` joining long ones):
+//! an expander is given the bytes its output may still take (the run's output budget) and
+//! charges every token it outputs and every token `##` makes before making it.
 
 use std::sync::Arc;
 
@@ -100,6 +103,9 @@ pub(crate) enum ExpandError {
     BadPaste { at: Token, message: String },
     /// Nesting or output over the limits.
     TooLarge { name: Token },
+    /// The output (or a token `##` would make) would pass the run's output budget; `at` is
+    /// the token being output, or the macro whose `##` it was.
+    OverBudget { at: Token },
 }
 
 /// A sequence of tokens being read; a macro's replacement keeps the macro busy.
@@ -117,6 +123,8 @@ pub(crate) struct Expander<'m> {
     macros: &'m Macros,
     builtins: &'m Builtins,
     budget: usize,
+    /// Bytes the output may still take (each token counted with one separator).
+    bytes: usize,
     busy: Vec<Arc<str>>,
     depth: usize,
     /// The physical line of the last token read from the text.
@@ -124,12 +132,14 @@ pub(crate) struct Expander<'m> {
 }
 
 impl<'m> Expander<'m> {
-    /// An expander that may make `budget` tokens (see [`Self::budget`]).
-    pub fn new(macros: &'m Macros, builtins: &'m Builtins, budget: usize) -> Self {
+    /// An expander that may make `budget` tokens (see [`Self::budget`]) and output `bytes`
+    /// bytes.
+    pub fn new(macros: &'m Macros, builtins: &'m Builtins, budget: usize, bytes: usize) -> Self {
         Self {
             macros,
             builtins,
             budget,
+            bytes,
             busy: Vec::new(),
             depth: 0,
             current_line: 0,
@@ -163,10 +173,19 @@ impl<'m> Expander<'m> {
                 anchor = token.line;
             }
             if let Some(token) = self.step(&mut stack, token)? {
+                self.spend_bytes(token.text.len().saturating_add(1), &token)?;
                 out.push((anchor, token));
             }
         }
         Ok(out)
+    }
+
+    fn spend_bytes(&mut self, bytes: usize, at: &Token) -> Result<(), ExpandError> {
+        self.bytes = self
+            .bytes
+            .checked_sub(bytes)
+            .ok_or_else(|| ExpandError::OverBudget { at: at.clone() })?;
+        Ok(())
     }
 
     /// Expands an argument on its own stack (what `)` closes can not reach past it).
@@ -405,6 +424,7 @@ impl<'m> Expander<'m> {
                     return Err(bad_paste(name, "`##` has an empty argument on its right"));
                 }
                 let first = right.remove(0);
+                self.spend_bytes(left.text.len().saturating_add(first.text.len()), name)?;
                 out.push(paste(&left, &first, name)?);
                 out.extend(right);
                 i += 2;

@@ -11,6 +11,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::preprocess::error::{PreprocessError, SourceLocation};
+use crate::preprocess::guard::{guard_macro, GuardFinder, IncludeGuard};
 use crate::preprocess::loader::FileView;
 
 /// What a preprocessing token is.
@@ -92,6 +93,9 @@ pub(crate) struct CLexed {
     offsets: Vec<u32>,
     lines: Vec<LogicalLine>,
     spliced: String,
+    /// Indices in `lines` of the directive lines.
+    directives: Vec<u32>,
+    guard: Option<IncludeGuard>,
 }
 
 impl CLexed {
@@ -235,7 +239,48 @@ impl CLexed {
             space = false;
         }
         lexed.spliced = spliced;
+        lexed.directives = (0..lexed.lines.len())
+            .filter(|&i| lexed.lines[i].directive)
+            .map(to_u32)
+            .collect();
+        lexed.guard = lexed.find_guard();
         Ok(lexed)
+    }
+
+    fn find_guard(&self) -> Option<IncludeGuard> {
+        let mut finder = GuardFinder::new();
+        for line in &self.lines {
+            if !line.directive {
+                finder.code();
+                continue;
+            }
+            let tokens = self.tokens(line);
+            let name = match tokens.get(1) {
+                Some(t) if t.kind == Kind::Ident => &*t.text,
+                _ => "",
+            };
+            finder.directive(name, tokens.len() > 2, || {
+                let words: Vec<&str> = tokens.iter().skip(2).map(|t| &*t.text).collect();
+                guard_macro(name, &words)
+            });
+        }
+        finder.finish()
+    }
+
+    /// The indices in [`Self::lines`] of the directive lines.
+    pub fn directive_indices(&self) -> &[u32] {
+        &self.directives
+    }
+
+    /// A logical line's length in the spliced text (comments included), as its view
+    /// holds it.
+    pub fn line_len(&self, line: &LogicalLine) -> usize {
+        (line.spliced.end - line.spliced.start) as usize
+    }
+
+    /// The file's include guard, if it has one (see [`crate::preprocess::guard`]).
+    pub fn guard(&self) -> Option<&IncludeGuard> {
+        self.guard.as_ref()
     }
 
     fn end_line(&mut self, first_token: usize, line_start: usize, end: usize, last_line: u32) {

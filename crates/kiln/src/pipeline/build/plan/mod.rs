@@ -76,6 +76,12 @@ pub(in crate::pipeline) struct Outputs {
 impl Project {
     /// The plan of the next build (see [`Plan`]).
     pub(super) fn plan(&mut self) -> Result<Plan, ProjectError> {
+        // Before anything is made at the project's paths (the output directory first).
+        if self.root_gone() {
+            return Err(ProjectError::RootGone {
+                root: self.manifest.root.clone(),
+            });
+        }
         self.db.context().start_build();
         let evicted_before = self.events.take().evicted;
         self.discover_files();
