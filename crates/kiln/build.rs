@@ -41,7 +41,73 @@ fn main() {
             "cargo:rustc-env=KILN_SPIRV_CROSS_VERSION={}",
             version("spirv-cross-sys")
         );
+        #[cfg(feature = "glslang")]
+        glslang_options(&version("glslang-sys"));
     }
+}
+
+/// Builds `native/glslang_options.cpp`, which sets `hlsl_iomap`, `hlsl_functionality1` and
+/// `nan_clamp` through glslang's C++ API: glslang's C interface has no switch for them, but
+/// glslang-sys compiles the whole of glslang into its static library and ships its headers.
+///
+/// glslang-sys publishes no include path (its build script prints no `cargo:include`), so
+/// its source directory is found where cargo unpacks registry crates, for the locked version
+/// (the headers must be the ones the library was built from). `KILN_GLSLANG_SYS_DIR` names it
+/// instead for a vendored or patched glslang-sys.
+#[cfg(feature = "glslang")]
+fn glslang_options(locked: &str) {
+    println!("cargo:rerun-if-env-changed=KILN_GLSLANG_SYS_DIR");
+    println!("cargo:rerun-if-changed=native/glslang_options.cpp");
+    let dir = match std::env::var_os("KILN_GLSLANG_SYS_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => match registry_crate(&format!("glslang-sys-{locked}")) {
+            Some(dir) => dir,
+            None => fail(&format!(
+                "cannot find glslang-sys {locked}'s sources under $CARGO_HOME/registry/src; set KILN_GLSLANG_SYS_DIR to its directory"
+            )),
+        },
+    };
+    let include = dir.join("native/glslang");
+    if !include.join("glslang/Public/ShaderLang.h").is_file() {
+        fail(&format!(
+            "{} holds no glslang/Public/ShaderLang.h",
+            include.display()
+        ));
+    }
+    let mut build = cc::Build::new();
+    build
+        .cpp(true)
+        .std("c++17")
+        // As glslang-sys builds glslang: the TShader declarations must match the library's.
+        .define("ENABLE_SPIRV", "ON")
+        .define("ENABLE_HLSL", "ON")
+        .include(&include)
+        .file("native/glslang_options.cpp");
+    if build.get_compiler().is_like_msvc() {
+        build.flag("/EHs-c-").define("_HAS_EXCEPTIONS", "0");
+    } else {
+        build.flag("-fno-exceptions");
+    }
+    build.compile("kiln_glslang_options");
+}
+
+/// `<CARGO_HOME>/registry/src/<index>/<name>`, the first index that has it.
+#[cfg(feature = "glslang")]
+fn registry_crate(name: &str) -> Option<PathBuf> {
+    let home = match std::env::var_os("CARGO_HOME") {
+        Some(home) => PathBuf::from(home),
+        None => PathBuf::from(std::env::var_os("HOME")?).join(".cargo"),
+    };
+    let mut indexes: Vec<PathBuf> = std::fs::read_dir(home.join("registry/src"))
+        .ok()?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .collect();
+    // A fixed order, so that two indexes holding the crate resolve the same way every build.
+    indexes.sort();
+    indexes
+        .into_iter()
+        .map(|index| index.join(name))
+        .find(|dir| dir.is_dir())
 }
 
 fn fail(message: &str) -> ! {

@@ -8,8 +8,8 @@
 //! [`CompilePhase::Unsupported`] and a message saying how to build.
 //!
 //! glslang's C interface has no switch for glslc's `-fhlsl-iomap`, `-fhlsl_functionality1`
-//! and `-fnan-clamp`: a shader that sets `hlsl_iomap`, `hlsl_functionality1` or `nan_clamp`
-//! fails with [`CompilePhase::Unsupported`] naming the option.
+//! and `-fnan-clamp`: `native/glslang_options.cpp`, built by build.rs against glslang-sys's
+//! headers, sets them through glslang's C++ API on the C interface's shader.
 //!
 //! glslang sees kiln's preprocessed text (includes expanded, keywords and defines applied),
 //! so identity, deduplication and early cutoff work as for naga; its error lines are lines of
@@ -176,8 +176,8 @@ pub struct GlslangOptions {
     pub auto_map_locations: bool,
     /// `-fauto-bind-uniforms`: assign bindings to resources without them.
     pub auto_bind_uniforms: bool,
-    /// `-fhlsl-iomap`: HLSL register assignments become Vulkan bindings. Not in glslang's C
-    /// interface: `true` fails the shader (`Unsupported`).
+    /// `-fhlsl-iomap`: HLSL register assignments become Vulkan bindings, each register class
+    /// shifted by its own base. Set through glslang's C++ API (`native/glslang_options.cpp`).
     pub hlsl_iomap: bool,
     /// `-finvert-y`: flip the vertex Y output (Vulkan's clip space to GL's).
     pub invert_y: bool,
@@ -187,12 +187,12 @@ pub struct GlslangOptions {
     /// `-g`: debug information (source text, line numbers) in the SPIR-V.
     pub generate_debug_info: bool,
     /// `-fhlsl_functionality1`: HLSL semantics and counter buffers as SPIR-V decorations.
-    /// Not in glslang's C interface: `true` fails the shader (`Unsupported`).
+    /// Set through glslang's C++ API (`native/glslang_options.cpp`).
     pub hlsl_functionality1: bool,
     /// `-fhlsl-offsets`: HLSL packing offsets for uniform and storage buffer members.
     pub hlsl_offsets: bool,
-    /// `-fnan-clamp`: `min`, `max` and `clamp` return the non-NaN operand. Not in glslang's
-    /// C interface: `true` fails the shader (`Unsupported`).
+    /// `-fnan-clamp`: `min`, `max` and `clamp` return the non-NaN operand (GLSL.std.450's
+    /// `NMin`/`NMax`/`NClamp`). Set through glslang's C++ API (`native/glslang_options.cpp`).
     pub nan_clamp: bool,
     /// `-f*-binding-base`.
     pub binding_base: BindingBase,
@@ -350,7 +350,7 @@ mod imp {
     use crate::compile::{contain_native, CompileError, CompilePhase, SourceLanguage, Stage};
     use glslang_sys as sys;
     use spirv_tools::opt::Optimizer as _;
-    use std::ffi::{c_char, CStr, CString};
+    use std::ffi::{c_char, c_int, c_void, CStr, CString};
     use std::ptr::NonNull;
 
     /// glslang's default resource limits (what glslangValidator and glslc assume), from the
@@ -470,6 +470,18 @@ mod imp {
         CompileError::new(CompilePhase::Parse, message, location)
     }
 
+    extern "C" {
+        /// native/glslang_options.cpp (built by build.rs): sets glslc's `-fhlsl-iomap`,
+        /// `-fhlsl_functionality1` and `-fnan-clamp` on a C-interface shader through glslang's
+        /// C++ API, which the C interface has no switch for; 0 when the handle holds no shader.
+        fn kiln_glslang_shader_set_extra_options(
+            shader: *mut c_void,
+            hlsl_iomap: c_int,
+            hlsl_functionality1: c_int,
+            nan_clamp: c_int,
+        ) -> c_int;
+    }
+
     pub(super) fn compile(
         language: SourceLanguage,
         text: &str,
@@ -478,24 +490,6 @@ mod imp {
         options: &GlslangOptions,
         version: (u16, u16),
     ) -> Result<Vec<u32>, CompileError> {
-        // glslang's C interface (the only one the vendored crates build) has no switch for
-        // these glslc options; failing is honest where ignoring would change the SPIR-V
-        // behind the manifest's back.
-        for (set, name) in [
-            (options.hlsl_iomap, "hlsl_iomap"),
-            (options.hlsl_functionality1, "hlsl_functionality1"),
-            (options.nan_clamp, "nan_clamp"),
-        ] {
-            if set {
-                return Err(CompileError::new(
-                    CompilePhase::Unsupported,
-                    format!(
-                        "`{name}` in [shader.glslang] is not available in this build: glslang's C interface, which kiln's vendored glslang exposes, has no such switch"
-                    ),
-                    None,
-                ));
-            }
-        }
         started()?;
         let env = vulkan(options.target_env, version);
         // NULs were refused by the caller; a failure here is still an error, not a panic.
@@ -569,6 +563,28 @@ mod imp {
                 sys::glslang_shader_set_entry_point(sh, entry_c.as_ptr());
                 sys::glslang_shader_set_invert_y(sh, options.invert_y);
                 sys::glslang_shader_set_options(sh, shader_options.0);
+            }
+            if options.hlsl_iomap || options.hlsl_functionality1 || options.nan_clamp {
+                // SAFETY: `sh` is a live shader made by glslang_shader_create, the handle
+                // native/glslang_options.cpp reads the TShader from; it keeps no pointer.
+                let set = unsafe {
+                    kiln_glslang_shader_set_extra_options(
+                        sh.cast(),
+                        c_int::from(options.hlsl_iomap),
+                        c_int::from(options.hlsl_functionality1),
+                        c_int::from(options.nan_clamp),
+                    )
+                };
+                if set == 0 {
+                    return Err(CompileError::new(
+                        CompilePhase::Panic,
+                        "glslang's shader handle held no shader".into(),
+                        None,
+                    ));
+                }
+            }
+            // SAFETY: `sh` is a live shader; the enumerations are glslang's own.
+            unsafe {
                 let bases = options.binding_base.values();
                 for (kind, base) in [
                     sys::glslang_resource_type_t::Image,
