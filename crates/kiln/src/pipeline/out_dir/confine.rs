@@ -53,10 +53,13 @@ pub(crate) fn check_out_dir(
         // Outside the project: none of its files can be in it.
         return Ok(());
     }
-    // Every file by its name under the resolved root; those the manifest names also as
-    // resolved, for a source that is a link into the output directory (one look each: the
-    // files the engine read can be thousands, and this runs before every build).
-    let resolved = |file: &PathBuf| std::fs::canonicalize(file).is_ok_and(|r| r.starts_with(&out));
+    // Every file by its name under the resolved root; those the manifest names that are
+    // links also as resolved, for a source that is a link into the output directory (one
+    // `lstat` each, no more: this runs before every build, a no-op one too).
+    let resolved = |file: &PathBuf| {
+        let linked = std::fs::symlink_metadata(file).is_ok_and(|m| m.file_type().is_symlink());
+        linked && std::fs::canonicalize(file).is_ok_and(|r| r.starts_with(&out))
+    };
     let lexical = files.named.iter().chain(&files.read);
     let inside = lexical
         .filter(|file| file.starts_with(&out))
@@ -143,6 +146,28 @@ impl ProjectFiles {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_source_that_is_a_link_into_the_output_directory_is_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(root.join("out/A")).unwrap();
+        std::fs::write(root.join("out/A/_.wgsl"), "fn f() {}").unwrap();
+        std::os::unix::fs::symlink(root.join("out/A/_.wgsl"), root.join("a.wgsl")).unwrap();
+        let files = |named: &[&str]| ProjectFiles {
+            named: named.iter().map(|n| root.join(n)).collect(),
+            read: Vec::new(),
+        };
+        let out = root.join("out");
+        let refused = check_out_dir(&root, &out, &files(&["kiln.toml", "a.wgsl"]));
+        assert!(
+            matches!(&refused, Err(ProjectError::UnsafeDir { problem, .. }) if problem.contains("a.wgsl")),
+            "{refused:?}"
+        );
+        assert!(check_out_dir(&root, &out, &files(&["kiln.toml"])).is_ok());
+        // Lexically inside, whether or not it exists yet.
+        assert!(check_out_dir(&root, &out, &files(&["out/B/b.wgsl"])).is_err());
+    }
 
     #[test]
     fn a_link_under_the_output_directory_is_refused_once_checked() {
