@@ -269,6 +269,12 @@ fn preprocess_with(
         Ok(dirs) => dirs,
         Err(error) => return (Err(error), Spent::default()),
     };
+    // Each keyword is defined as `1`, then the shader's `defines`.
+    let predefines = || {
+        let keywords = request.keywords.iter().map(|keyword| (*keyword, "1"));
+        keywords.chain(request.defines.iter().copied())
+    };
+    let failed = |error| (Err(error), Spent::default());
     if request.language.is_c() {
         let mut driver = cpp::CDriver::new(
             request.language,
@@ -277,14 +283,8 @@ fn preprocess_with(
             cache,
             request.budget,
         );
-        let predefined = request
-            .keywords
-            .iter()
-            .map(|keyword| (*keyword, "1"))
-            .chain(request.defines.iter().copied())
-            .try_for_each(|(name, value)| driver.predefine(name, value));
-        if let Err(error) = predefined {
-            return (Err(error), Spent::default());
+        if let Err(error) = predefines().try_for_each(|(n, v)| driver.predefine(n, v)) {
+            return failed(error);
         }
         return driver.run(entry);
     }
@@ -295,14 +295,8 @@ fn preprocess_with(
         cache,
         request.budget,
     );
-    let predefined = request
-        .keywords
-        .iter()
-        .map(|keyword| (*keyword, "1"))
-        .chain(request.defines.iter().copied())
-        .try_for_each(|(name, value)| driver.predefine(name, value));
-    if let Err(error) = predefined {
-        return (Err(error), Spent::default());
+    if let Err(error) = predefines().try_for_each(|(n, v)| driver.predefine(n, v)) {
+        return failed(error);
     }
     driver.run(entry)
 }

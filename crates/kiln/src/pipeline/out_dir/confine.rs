@@ -20,6 +20,7 @@
 use crate::boundary::{project_link_on, resolved_as_far_as_exists, UnsafePath};
 use crate::pipeline::ProjectError;
 use rustc_hash::FxHashSet;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -53,15 +54,26 @@ pub(crate) fn check_out_dir(
         // Outside the project: none of its files can be in it.
         return Ok(());
     }
-    // Every file by its name under the resolved root; those the manifest names also as
-    // resolved, for a source that is a link into the output directory (one look each: the
-    // files the engine read can be thousands, and this runs before every build).
-    let resolved = |file: &PathBuf| std::fs::canonicalize(file).is_ok_and(|r| r.starts_with(&out));
-    let lexical = files.named.iter().chain(&files.read);
-    let inside = lexical
-        .filter(|file| file.starts_with(&out))
-        .chain(files.named.iter().filter(|file| resolved(file)))
-        .next();
+    // Those the manifest names by their names under the resolved root, and those that are
+    // links also as resolved, for a source that is a link into the output directory (one
+    // `lstat` each); the files the engine read, which can be thousands, by one look in
+    // their sorted set. This runs before every build, a no-op one too.
+    let resolved = |file: &&PathBuf| {
+        let linked = std::fs::symlink_metadata(file).is_ok_and(|m| m.file_type().is_symlink());
+        linked && std::fs::canonicalize(file).is_ok_and(|r| r.starts_with(&out))
+    };
+    let named = files.named.iter();
+    let read = out.strip_prefix(&root).ok().and_then(|out| {
+        // Paths order component by component: those under `out` follow it at once.
+        let first = files.read.range(out.to_path_buf()..).next()?;
+        first.starts_with(out).then(|| root.join(first))
+    });
+    let inside = named
+        .clone()
+        .find(|file| file.starts_with(&out))
+        .or_else(|| named.clone().find(resolved))
+        .cloned()
+        .or(read);
     match inside {
         Some(file) => Err(refuse(format!(
             "it holds {}, a file of the project; outputs must go to a directory of their own",
@@ -114,19 +126,16 @@ impl RealDirs {
 }
 
 /// The project's own files, which an output directory may not hold.
-pub(crate) struct ProjectFiles {
+pub(crate) struct ProjectFiles<'a> {
     /// The manifest, and the sources and include directories it names.
     pub named: Vec<PathBuf>,
-    /// Every file the engine read (includes), under the root.
-    pub read: Vec<PathBuf>,
+    /// Every file the engine read (includes), relative to the root.
+    pub read: &'a BTreeSet<PathBuf>,
 }
 
-impl ProjectFiles {
+impl<'a> ProjectFiles<'a> {
     /// The files of `manifest`'s project, and `known` (root-relative) ones the engine read.
-    pub fn of(
-        manifest: &crate::manifest::Manifest,
-        known: &std::collections::BTreeSet<PathBuf>,
-    ) -> Self {
+    pub fn of(manifest: &crate::manifest::Manifest, known: &'a BTreeSet<PathBuf>) -> Self {
         let root = &manifest.root;
         let mut named = vec![manifest.path.clone()];
         for shader in &manifest.shaders {
@@ -135,14 +144,53 @@ impl ProjectFiles {
         }
         named.sort_unstable();
         named.dedup();
-        let read = known.iter().map(|relative| root.join(relative)).collect();
-        Self { named, read }
+        Self { named, read: known }
     }
 }
 
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_source_that_is_a_link_into_the_output_directory_is_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(root.join("out/A")).unwrap();
+        std::fs::write(root.join("out/A/_.wgsl"), "fn f() {}").unwrap();
+        std::os::unix::fs::symlink(root.join("out/A/_.wgsl"), root.join("a.wgsl")).unwrap();
+        let read = BTreeSet::new();
+        let files = |named: &[&str]| ProjectFiles {
+            named: named.iter().map(|n| root.join(n)).collect(),
+            read: &read,
+        };
+        let out = root.join("out");
+        let refused = check_out_dir(&root, &out, &files(&["kiln.toml", "a.wgsl"]));
+        assert!(
+            matches!(&refused, Err(ProjectError::UnsafeDir { problem, .. }) if problem.contains("a.wgsl")),
+            "{refused:?}"
+        );
+        assert!(check_out_dir(&root, &out, &files(&["kiln.toml"])).is_ok());
+        // Lexically inside, whether or not it exists yet.
+        assert!(check_out_dir(&root, &out, &files(&["out/B/b.wgsl"])).is_err());
+        // A file the engine read (an include), found in the sorted set; `outer/` is not in
+        // `out/`.
+        let read: BTreeSet<PathBuf> = ["a.wgsl", "out/inc/x.wgsl", "outer/y.wgsl"]
+            .map(PathBuf::from)
+            .into();
+        let with = |read: &BTreeSet<PathBuf>| {
+            let files = ProjectFiles {
+                named: Vec::new(),
+                read,
+            };
+            check_out_dir(&root, &out, &files).map_err(|e| e.to_string())
+        };
+        let refused = with(&read).unwrap_err();
+        assert!(refused.contains("out/inc/x.wgsl"), "{refused}");
+        let mut others = read.clone();
+        others.remove(Path::new("out/inc/x.wgsl"));
+        assert_eq!(with(&others), Ok(()));
+    }
 
     #[test]
     fn a_link_under_the_output_directory_is_refused_once_checked() {
