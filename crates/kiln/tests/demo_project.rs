@@ -150,24 +150,33 @@ fn every_demo_variant_compiles_for_every_target() {
                     }
                 };
                 distinct_texts.insert((pass.language, pass.stage, text.text.clone()));
-                let module = match compile::parse_and_validate(
-                    pass.language,
-                    &text.text,
-                    pass.stage,
-                    &pass.entry,
-                    compile::common_capabilities(&manifest.targets),
-                ) {
-                    Ok(module) => module,
+                // Each pass through its own compiler (naga or glslang), as a build runs it.
+                let targets: Vec<Option<&TargetConfig>> =
+                    manifest.targets.iter().map(Some).collect();
+                let constants = shader.constants_for(pass, keywords.iter().map(String::as_str));
+                let request = compile::CompileRequest {
+                    language: pass.language,
+                    text: &text.text,
+                    stage: pass.stage,
+                    entry: &pass.entry,
+                    constants: &constants,
+                };
+                let results = match compile::compile_with(&pass.front_end, &request, &targets) {
+                    Ok(results) => results,
                     Err(e) => {
                         failures.push(format!("{label}: {}", describe(&e, &text)));
                         continue;
                     }
                 };
-                for target in &manifest.targets {
-                    let bytes = match compile::emit(&module, target) {
-                        Ok(bytes) => bytes,
-                        Err(e) => {
+                for (target, result) in manifest.targets.iter().zip(results) {
+                    let bytes = match result {
+                        Some(Ok(bytes)) => bytes,
+                        Some(Err(e)) => {
                             failures.push(format!("{label} -> {}: {e}", target.target()));
+                            continue;
+                        }
+                        None => {
+                            failures.push(format!("{label} -> {}: no result", target.target()));
                             continue;
                         }
                     };
