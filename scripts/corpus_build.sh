@@ -8,9 +8,9 @@
 # SHADER_DIR is copied into each project (kiln reads sources only inside its project);
 # each kiln.toml is generated; KILN is the kiln binary (default: `cargo run --release
 # -p kiln-cli --`). As in scripts/cross_corpus.sh, a directory named
-# `hlsl` anywhere in a path marks HLSL. Two projects, as scripts/cross_corpus.sh uses two
-# environments: PROJECT_DIR/raster (SPIR-V 1.0, Vulkan 1.0: vertex to compute) and
-# PROJECT_DIR/rt (SPIR-V 1.4, Vulkan 1.2: ray tracing, mesh and task, which need it).
+# `hlsl` anywhere in a path marks HLSL (said by `language = "hlsl"`: no file is renamed).
+# Two projects, as scripts/cross_corpus.sh uses two environments: PROJECT_DIR/raster
+# (SPIR-V 1.0, Vulkan 1.0: vertex to compute) and PROJECT_DIR/rt (SPIR-V 1.4, Vulkan 1.2: ray tracing, mesh and task, which need it).
 # Nothing is written outside PROJECT_DIR.
 set -euo pipefail
 
@@ -48,14 +48,13 @@ for group in raster rt; do
                 [ "$group" = rt ] || continue ;;
             *) [ "$group" = raster ] || continue ;;
         esac
-        if [[ "/$rel" == */hlsl/* ]]; then
-            # kiln picks the language by extension: HLSL sources get a `.hlsl` copy.
-            cp "$file" "$file.hlsl"
-            rel="$rel.hlsl"
-        fi
+        language=glsl
+        # HLSL named by stage (`mesh.vert`), as the public Vulkan samples name it: the
+        # manifest says its language, no file is renamed.
+        [[ "/$rel" == */hlsl/* ]] && language=hlsl
         count=$((count + 1))
-        printf '\n[[shader]]\nname = "s%d"\nsource = "%s"\n\n[shader.passes.main]\nstage = "%s"\nentry = "main"\n' \
-            "$count" "$rel" "$stage" >>"$manifest"
+        printf '\n[[shader]]\nname = "s%d"\nsource = "%s"\nlanguage = "%s"\n\n[shader.passes.main]\nstage = "%s"\nentry = "main"\n' \
+            "$count" "$rel" "$language" "$stage" >>"$manifest"
     done < <(find "$project/shaders" -type f -print0 | sort -z)
     status=0
     if [ "$#" -eq 3 ]; then
@@ -74,7 +73,7 @@ language, entries, failures = {}, [], []
 for group in ("raster", "rt"):
     manifest = tomllib.load(open(f"{top}/{group}/kiln.toml", "rb"))
     for s in manifest.get("shader", []):
-        language[(group, s["name"])] = "hlsl" if s["source"].endswith(".hlsl") else "glsl"
+        language[(group, s["name"])] = s["language"]
     index = json.load(open(f"{top}/{group}/out/index.json"))
     entries += [(group, e) for e in index["entries"]]
     failures += [(group, f) for f in index.get("failures", [])]

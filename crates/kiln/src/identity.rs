@@ -19,7 +19,8 @@
 
 use crate::base::{hex_lower, ContentKey, KILN_VERSION};
 use crate::compile::{
-    self, CompilerKind, Constants, FrontEnd, GlslangOptions, SourceLanguage, Stage, TargetConfig,
+    self, CompilerKind, Constants, FrontEnd, GlslangOptions, SlangOptions, SourceLanguage, Stage,
+    TargetConfig,
 };
 use crate::manifest::{PassSpec, ShaderSpec};
 use std::collections::{BTreeMap, BTreeSet};
@@ -55,6 +56,11 @@ impl Compiler {
         match kind {
             CompilerKind::Naga => NAGA,
             CompilerKind::Glslang => GLSLANG,
+            // The library this process found: its build tag, or why there is none.
+            CompilerKind::Slang => Compiler {
+                name: "slang",
+                version: compile::slang::version(),
+            },
         }
     }
 
@@ -130,6 +136,7 @@ impl Encoder {
             SourceLanguage::Wgsl => "wgsl",
             SourceLanguage::Glsl => "glsl",
             SourceLanguage::Hlsl => "hlsl",
+            SourceLanguage::Slang => "slang",
         })
     }
 
@@ -171,6 +178,13 @@ impl Encoder {
                     self.0.update(&base.to_le_bytes());
                 }
                 self
+            }
+            FrontEnd::Slang(options) => {
+                let SlangOptions {
+                    matrix_layout,
+                    optimization,
+                } = options;
+                self.str(matrix_layout.name()).str(optimization.name())
             }
         }
     }
@@ -448,8 +462,8 @@ pub fn namespace(compiler: CompilerKind, target: &TargetConfig) -> Namespace {
         .with_capability(capabilities(target));
     match compiler {
         CompilerKind::Naga => namespace,
-        // glslang writes SPIR-V; every other target is the translator's work too.
-        CompilerKind::Glslang => {
+        // glslang and Slang write SPIR-V; every other target is the translator's work too.
+        CompilerKind::Glslang | CompilerKind::Slang => {
             namespace.with_option("translator", compile::cross::version(target.target()))
         }
     }
@@ -467,7 +481,7 @@ pub fn shader_revision<'a>(
     let translated = shader
         .passes
         .iter()
-        .any(|pass| matches!(pass.front_end, FrontEnd::Glslang(_)));
+        .any(|pass| matches!(pass.front_end, FrontEnd::Glslang(_) | FrontEnd::Slang(_)));
     for target in targets {
         e.target(target);
         if translated {

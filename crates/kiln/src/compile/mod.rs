@@ -1,8 +1,10 @@
 //! Compilation: preprocessed source text in, bytes out per target.
 //!
-//! Two front ends: naga (WGSL, and the GLSL subset naga accepts), parsed and validated into a
-//! naga module emitted by naga's back ends; and Khronos glslang (GLSL and HLSL, module
-//! [`glslang`], behind the cargo feature `glslang`), compiled to SPIR-V. A pass picks one in
+//! Three front ends: naga (WGSL, and the GLSL subset naga accepts), parsed and validated into
+//! a naga module emitted by naga's back ends; Khronos glslang (GLSL and HLSL, module
+//! [`glslang`], behind the default cargo feature `glslang`), compiled to SPIR-V; and the Slang
+//! compiler library (module [`slang`]), loaded at run time and run in worker processes,
+//! compiled to SPIR-V. A pass picks one in
 //! the manifest ([`FrontEnd`]); [`compile_with`] is the pipeline's one call whichever it is.
 //!
 //! A variant is parsed once, validated once per distinct capability set among its targets
@@ -26,11 +28,13 @@ mod constants;
 pub mod cross;
 mod error;
 pub mod glslang;
+pub mod slang;
 mod target;
 
 pub use constants::{ConstantValue, Constants};
 pub use error::{CompileError, CompilePhase, TextLocation};
 pub use glslang::{BindingBase, GlslangOptions, Optimization, VulkanVersion};
+pub use slang::{MatrixLayout, SlangOptimization, SlangOptions};
 pub use naga::valid::Capabilities;
 pub use target::{
     capability_names, parse_capability, supported_capabilities, Stage, Target, TargetConfig,
@@ -49,6 +53,8 @@ pub enum SourceLanguage {
     Glsl,
     /// HLSL (`.hlsl`), several entry points per file.
     Hlsl,
+    /// Slang (`.slang`): modules, `import`, several entry points per file.
+    Slang,
 }
 
 impl SourceLanguage {
@@ -64,6 +70,7 @@ impl SourceLanguage {
             "wgsl" => Some(Self::Wgsl),
             "hlsl" => Some(Self::Hlsl),
             "glsl" => Some(Self::Glsl),
+            "slang" => Some(Self::Slang),
             ext if Self::GLSL_EXTENSIONS.contains(&ext) => Some(Self::Glsl),
             _ => None,
         }
@@ -75,11 +82,12 @@ impl SourceLanguage {
             Self::Wgsl => "wgsl",
             Self::Glsl => "glsl",
             Self::Hlsl => "hlsl",
+            Self::Slang => "slang",
         }
     }
 
     /// Every language, by [`SourceLanguage::name`].
-    pub const ALL: [SourceLanguage; 3] = [Self::Wgsl, Self::Glsl, Self::Hlsl];
+    pub const ALL: [SourceLanguage; 4] = [Self::Wgsl, Self::Glsl, Self::Hlsl, Self::Slang];
 
     /// The language the manifest's `language` names (its [`SourceLanguage::name`]).
     pub fn from_name(name: &str) -> Option<Self> {
@@ -90,11 +98,12 @@ impl SourceLanguage {
 
     /// The compiler a source of this language uses when the manifest does not say: glslang
     /// for GLSL and HLSL (the reference front end: it builds 294 of 297 public Vulkan GLSL
-    /// samples where naga builds 125), naga for WGSL.
+    /// samples where naga builds 125), naga for WGSL, the Slang library for Slang.
     pub fn default_compiler(self) -> CompilerKind {
         match self {
             Self::Wgsl => CompilerKind::Naga,
             Self::Glsl | Self::Hlsl => CompilerKind::Glslang,
+            Self::Slang => CompilerKind::Slang,
         }
     }
 }
@@ -106,6 +115,8 @@ pub enum CompilerKind {
     Naga,
     /// Khronos glslang (feature `glslang`): GLSL and HLSL to SPIR-V.
     Glslang,
+    /// The Slang compiler library, loaded at run time, in worker processes: Slang to SPIR-V.
+    Slang,
 }
 
 impl CompilerKind {
@@ -114,6 +125,7 @@ impl CompilerKind {
         match name {
             "naga" => Some(Self::Naga),
             "glslang" => Some(Self::Glslang),
+            "slang" => Some(Self::Slang),
             _ => None,
         }
     }
@@ -123,22 +135,26 @@ impl CompilerKind {
         match self {
             Self::Naga => "naga",
             Self::Glslang => "glslang",
+            Self::Slang => "slang",
         }
     }
 
     /// Whether this compiler reads `language`.
     pub fn reads(self, language: SourceLanguage) -> bool {
         match self {
-            Self::Naga => language != SourceLanguage::Hlsl,
-            Self::Glslang => language != SourceLanguage::Wgsl,
+            Self::Naga => matches!(language, SourceLanguage::Wgsl | SourceLanguage::Glsl),
+            Self::Glslang => matches!(language, SourceLanguage::Glsl | SourceLanguage::Hlsl),
+            Self::Slang => language == SourceLanguage::Slang,
         }
     }
 
-    /// The exact version of the compiler linked into this build.
+    /// The exact version of the compiler linked into this build (for Slang, of the library
+    /// this process found; see [`slang::version`]).
     pub fn version(self) -> &'static str {
         match self {
             Self::Naga => NAGA_VERSION,
             Self::Glslang => glslang::VERSION,
+            Self::Slang => slang::version(),
         }
     }
 }
@@ -151,6 +167,8 @@ pub enum FrontEnd {
     Naga,
     /// glslang, with the shader's `[shader.glslang]` options.
     Glslang(GlslangOptions),
+    /// Slang, with the shader's `[shader.slang]` options.
+    Slang(SlangOptions),
 }
 
 impl FrontEnd {
@@ -159,6 +177,7 @@ impl FrontEnd {
         match self {
             Self::Naga => CompilerKind::Naga,
             Self::Glslang(_) => CompilerKind::Glslang,
+            Self::Slang(_) => CompilerKind::Slang,
         }
     }
 }
@@ -342,6 +361,7 @@ pub fn compile_with(
     match front_end {
         FrontEnd::Naga => compile_targets(request, targets),
         FrontEnd::Glslang(options) => glslang::compile_targets(options, request, targets),
+        FrontEnd::Slang(options) => slang::compile_targets(options, request, targets),
     }
 }
 
@@ -351,7 +371,8 @@ pub fn compile_with(
 pub fn refused(front_end: &FrontEnd, stage: Stage, target: Target) -> Option<CompileError> {
     match front_end {
         FrontEnd::Naga => None,
-        FrontEnd::Glslang(_) => glslang::refused(stage, target),
+        // Both write SPIR-V that the translator takes to the other targets.
+        FrontEnd::Glslang(_) | FrontEnd::Slang(_) => glslang::refused(stage, target),
     }
 }
 

@@ -8,6 +8,7 @@
 mod constants;
 mod error;
 mod glslang;
+mod slang;
 mod keywords;
 mod pass;
 mod project;

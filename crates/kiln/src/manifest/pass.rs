@@ -75,6 +75,7 @@ impl Context<'_> {
             passes.push(self.pass(shader, pass_name, pass)?);
         }
         self.check_glslang_options_used(shader, &passes)?;
+        self.check_slang_options_used(shader, &passes)?;
         Ok(passes)
     }
 
@@ -157,7 +158,7 @@ impl Context<'_> {
         let language = SourceLanguage::from_path(&relative).ok_or_else(|| {
             self.error(
                 Some(source.span()),
-                format!("cannot tell the language of `{}` (expected .wgsl, .hlsl, .glsl or a GLSL stage extension: .{}; or say it with `language = \"hlsl\"`)", source.get_ref(), SourceLanguage::GLSL_EXTENSIONS.join(", .")),
+                format!("cannot tell the language of `{}` (expected .wgsl, .hlsl, .slang, .glsl or a GLSL stage extension: .{}; or say it with `language = \"hlsl\"`)", source.get_ref(), SourceLanguage::GLSL_EXTENSIONS.join(", .")),
             )
         })?;
         Ok((relative, language))
@@ -168,14 +169,13 @@ impl Context<'_> {
         let name = language.get_ref();
         SourceLanguage::from_name(name).ok_or_else(|| {
             let known: Vec<&str> = SourceLanguage::ALL.iter().map(|l| l.name()).collect();
-            let message = match name.as_str() {
-                "slang" => "language `slang`: this kiln does not compile Slang yet".to_owned(),
-                _ => format!(
+            self.error(
+                Some(language.span()),
+                format!(
                     "unknown language `{name}` (expected one of {})",
                     known.join(", ")
                 ),
-            };
-            self.error(Some(language.span()), message)
+            )
         })
     }
 
@@ -195,7 +195,7 @@ impl Context<'_> {
                 self.error(
                     Some(name.span()),
                     format!(
-                        "unknown compiler `{}` (expected naga or glslang)",
+                        "unknown compiler `{}` (expected naga, glslang or slang)",
                         name.get_ref()
                     ),
                 )
@@ -227,6 +227,7 @@ impl Context<'_> {
         Ok(match kind {
             CompilerKind::Naga => FrontEnd::Naga,
             CompilerKind::Glslang => FrontEnd::Glslang(self.glslang_options(shader)?),
+            CompilerKind::Slang => FrontEnd::Slang(self.slang_options(shader)?),
         })
     }
 
@@ -314,16 +315,14 @@ mod tests {
         );
         let e = parse(&one_pass("", "shaders/mesh.fx", "")).unwrap_err();
         assert!(e.message.contains("language = \"hlsl\""), "{e}");
-        // Unknown, or not yet compiled, languages are errors at their line.
+        // Unknown languages are errors at their line.
         let e = parse(&one_pass("language = \"cg\"", "a.vert", "")).unwrap_err();
         assert!(
             e.message
-                .contains("unknown language `cg` (expected one of wgsl, glsl, hlsl)"),
+                .contains("unknown language `cg` (expected one of wgsl, glsl, hlsl, slang)"),
             "{e}"
         );
         assert_eq!(e.line, 7, "{e}");
-        let e = parse(&one_pass("", "a.slang", "language = \"slang\"")).unwrap_err();
-        assert!(e.message.contains("does not compile Slang yet"), "{e}");
         // `shader_model` follows the language, not the extension.
         assert!(parse(&one_pass(hlsl, "a.frag", "shader_model = \"6.0\"")).is_ok());
     }

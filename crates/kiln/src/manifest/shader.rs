@@ -3,6 +3,7 @@
 
 use super::error::{Context, ManifestError};
 use super::glslang::RawGlslang;
+use super::slang::RawSlang;
 use super::keywords::check_keyword;
 use super::pass::{PassSpec, RawPass};
 use super::project::Limits;
@@ -75,6 +76,7 @@ pub(super) struct RawShader {
     /// The language of the shader's passes, where the extension does not say it.
     pub(super) language: Option<Spanned<String>>,
     pub(super) glslang: Option<Spanned<RawGlslang>>,
+    pub(super) slang: Option<Spanned<RawSlang>>,
     #[serde(default)]
     include_dirs: Vec<Spanned<String>>,
     #[serde(default)]

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashSet;
 
 use super::cache::{lex, lex_c, Preprocessor};
+use super::cpp::lexer::{CLexed, Kind, Token};
 use super::cpp::{include_spec, is_include};
 use super::directive::Directive;
 use super::error::{PreprocessError, SourceLocation};
@@ -101,6 +102,9 @@ fn includes_of(
                 },
             });
         }
+        if language == Dialect::Slang {
+            includes.extend(slang_imports(path, &lexed));
+        }
         return Ok(includes);
     }
     let lexed = lex(cache, path, source)?;
@@ -124,6 +128,72 @@ fn includes_of(
         });
     }
     Ok(includes)
+}
+
+/// The modules a Slang file imports (`import a.b;`, `import "a/b.slang";`, `__include a;`),
+/// whatever the conditionals around them, as the files Slang looks for, each candidate name
+/// its own reference: a name that Slang may find under two spellings reaches both files, so
+/// the closure is a superset of what Slang reads (it only ever reads from the closure).
+fn slang_imports(path: &str, lexed: &CLexed) -> Vec<IncludeRef> {
+    let mut found = Vec::new();
+    for line in lexed.lines().iter().filter(|line| !line.directive) {
+        let tokens = lexed.tokens(line);
+        for (i, token) in tokens.iter().enumerate() {
+            if token.kind != Kind::Ident || !matches!(&*token.text, "import" | "__include") {
+                continue;
+            }
+            let at = |t: &Token| SourceLocation {
+                file: PathBuf::from(path),
+                line: t.line,
+                columns: t.columns(),
+            };
+            let Some(first) = tokens.get(i + 1) else {
+                continue;
+            };
+            if first.kind == Kind::Str {
+                if let Some(spec) = first.text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
+                    found.push(IncludeRef {
+                        spec: spec.to_owned(),
+                        angled: false,
+                        at: at(first),
+                    });
+                }
+                continue;
+            }
+            // A dotted name: identifiers joined by `.`.
+            let mut name = Vec::new();
+            let mut j = i + 1;
+            while let Some(part) = tokens.get(j).filter(|t| t.kind == Kind::Ident) {
+                name.push(&*part.text);
+                if !tokens.get(j + 1).is_some_and(|t| t.is_punct(".")) {
+                    break;
+                }
+                j += 2;
+            }
+            if name.is_empty() {
+                continue;
+            }
+            for spec in slang_module_files(&name) {
+                found.push(IncludeRef {
+                    spec,
+                    angled: false,
+                    at: at(first),
+                });
+            }
+        }
+    }
+    found
+}
+
+/// The file names Slang tries for a module name's parts: `a.b_c` is `a/b_c.slang`, and also
+/// `a/b-c.slang` (Slang spells `-` as `_` in module names).
+pub(crate) fn slang_module_files(parts: &[&str]) -> Vec<String> {
+    let joined = parts.join("/");
+    let mut files = vec![format!("{joined}.slang")];
+    if joined.contains('_') {
+        files.push(format!("{}.slang", joined.replace('_', "-")));
+    }
+    files
 }
 
 /// [`include_closure`], lexing through `cache` when there is one.

@@ -155,12 +155,15 @@ pub enum Dialect {
     /// The C preprocessor of HLSL, as glslang's HLSL front end implements it (`##` pastes
     /// expanded arguments, `{ }` group macro arguments, `__FILE__` is always the file name).
     Hlsl,
+    /// Slang: its C preprocessor is Slang's own (kiln never expands Slang), but kiln reads
+    /// its `#include`s and its `import`s to know every file a Slang shader can reach.
+    Slang,
 }
 
 impl Dialect {
-    /// Whether this is a C preprocessor (GLSL, HLSL).
+    /// Whether this is a C preprocessor (GLSL, HLSL, Slang).
     pub fn is_c(self) -> bool {
-        matches!(self, Self::Glsl | Self::Hlsl)
+        matches!(self, Self::Glsl | Self::Hlsl | Self::Slang)
     }
 }
 
@@ -170,6 +173,7 @@ impl From<SourceLanguage> for Dialect {
             SourceLanguage::Wgsl => Self::Wgsl,
             SourceLanguage::Glsl => Self::Glsl,
             SourceLanguage::Hlsl => Self::Hlsl,
+            SourceLanguage::Slang => Self::Slang,
         }
     }
 }

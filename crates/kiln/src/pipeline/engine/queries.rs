@@ -14,14 +14,15 @@
 
 use super::scope::VariantScope;
 use super::services::{CompileInput, Outcome, Services};
-use crate::compile::{Constants, Target, TargetConfig};
+use crate::compile::slang::SlangBundle;
+use crate::compile::{Constants, SourceLanguage, Target, TargetConfig};
 use crate::identity::{self, Revision};
 use crate::key::VariantKey;
 use crate::manifest::{Limits, Manifest, PassSpec, ShaderSpec};
 use crate::pipeline::{Diagnostic, VariantId};
 use crate::preprocess::{
-    Dialect, FileView, IncludeClosure, PreprocessBudget, PreprocessRequest, Preprocessed,
-    SourceLoader,
+    Dialect, FileView, IncludeClosure, LineMap, PreprocessBudget, PreprocessRequest,
+    Preprocessed, SourceLoader,
 };
 use crate::store::ContentKey;
 use kiln_incr::{Database, Input, Query, QueryError};
@@ -285,6 +286,9 @@ impl Query<Services> for PreprocessQ {
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .chain(pass_defines.iter().map(|(k, v)| (*k, v.as_str())))
             .collect();
+        if pass.language == SourceLanguage::Slang {
+            return slang_bundle(db, &spec, pass, &keywords, &defines);
+        }
         let limits = db.get::<LimitsQ>(&())?;
         let loader = ViewLoader {
             db,
@@ -306,6 +310,60 @@ impl Query<Services> for PreprocessQ {
             .map(Arc::new)
             .map_err(|e| Arc::new(Diagnostic::from_preprocess(&e))))
     }
+}
+
+/// A Slang variant's input ([`SlangBundle`]): its entry file and every file its imports and
+/// includes can reach, read here through the engine (so each is a dependency), with its
+/// macros and search directories. Slang is given exactly these files, so the bundle is the
+/// whole of what its artifacts depend on. Slang runs its own preprocessor: a keyword changes
+/// the bundle even where it changes no code, and a comment edit compiles again.
+fn slang_bundle(
+    db: &Db,
+    spec: &ShaderSpec,
+    pass: &PassSpec,
+    keywords: &[&str],
+    defines: &[(&str, &str)],
+) -> Result<<PreprocessQ as Query<Services>>::Value, QueryError> {
+    let fail = |d: Diagnostic| Ok(Err(Arc::new(d)));
+    let closure = match db.get::<ClosureQ>(&ClosureKey::of(pass, spec))? {
+        Ok(closure) => closure,
+        Err(d) => return fail(d),
+    };
+    let mut texts: Vec<(String, Arc<str>)> = Vec::with_capacity(closure.files.len());
+    for file in &closure.files {
+        let text = match read_source(db, file) {
+            Ok(text) => text,
+            Err(e) => {
+                return fail(Diagnostic::error(format!(
+                    "cannot read {}: {e}",
+                    file.display()
+                )))
+            }
+        };
+        texts.push((slang_path(file), text));
+    }
+    let dirs: Vec<String> = spec.include_dirs.iter().map(|d| slang_path(d)).collect();
+    let main = slang_path(&pass.source);
+    let bundle = SlangBundle {
+        main: &main,
+        search_dirs: dirs.iter().map(String::as_str).collect(),
+        defines: keywords
+            .iter()
+            .map(|k| (*k, "1"))
+            .chain(defines.iter().copied())
+            .collect(),
+        files: texts.iter().map(|(p, t)| (p.as_str(), &**t)).collect(),
+    };
+    Ok(Ok(Arc::new(Preprocessed {
+        text: bundle.encode(),
+        line_map: LineMap::new(closure.files.clone(), Vec::new()),
+    })))
+}
+
+/// A root-relative path as Slang is given it: `/`-separated (kiln's paths are relative and
+/// checked, so this is lossless on every platform kiln runs on).
+fn slang_path(path: &Path) -> String {
+    path.to_string_lossy().replace('\\', "/")
 }
 
 /// A variant's text as naga sees it, with its hash. Editing a comment changes the line map

@@ -1,0 +1,132 @@
+//! Slang as a pass's front end: a variant's [`SlangBundle`] becomes a [`SlangRequest`] for
+//! the process-wide worker pool; Slang writes SPIR-V (its profile from the project's spirv
+//! target), and the other targets are translated from that SPIR-V as glslang's are
+//! (`compile::cross`), so that one stage table and one set of translators serve both.
+
+use std::sync::OnceLock;
+
+use super::{
+    PoolOptions, SlangBundle, SlangError, SlangFormat, SlangPool, SlangRequest, SlangTarget,
+    WorkerCommand,
+};
+use crate::compile::{
+    cross, CompileError, CompilePhase, CompileRequest, MatrixLayout, SlangOptions, Target,
+    TargetConfig, TargetResult,
+};
+
+/// How the pool starts its workers, when the program says (the CLI runs itself with
+/// `slang-worker`); else [`WorkerCommand::locate`].
+static WORKER_COMMAND: OnceLock<WorkerCommand> = OnceLock::new();
+
+/// The process's pool, started on the first Slang compile.
+static POOL: OnceLock<Result<SlangPool, SlangError>> = OnceLock::new();
+
+/// The version label of the library the workers load, asked once.
+static VERSION: OnceLock<String> = OnceLock::new();
+
+/// Says how to start Slang workers; only the first call before any Slang compile counts.
+pub fn set_worker_command(command: WorkerCommand) {
+    let _ = WORKER_COMMAND.set(command);
+}
+
+fn pool() -> Result<&'static SlangPool, SlangError> {
+    POOL.get_or_init(|| {
+        let command = match WORKER_COMMAND.get() {
+            Some(command) => command.clone(),
+            None => WorkerCommand::locate()?,
+        };
+        Ok(SlangPool::new(command, PoolOptions::default()))
+    })
+    .as_ref()
+    .map_err(Clone::clone)
+}
+
+/// The Slang library's version as the store namespace and the source revision name it:
+/// `2026.12` (the build tag), or `unavailable` when no library can be loaded (nothing is
+/// ever compiled under that name: every Slang compile then fails, saying why).
+pub fn version_label() -> &'static str {
+    VERSION.get_or_init(|| match pool().and_then(SlangPool::version) {
+        Ok(version) => version,
+        Err(_) => "unavailable".to_owned(),
+    })
+}
+
+/// The SPIR-V profile for the project's spirv target version (Slang's `spirv_1_x`).
+/// Without a spirv target, SPIR-V 1.3 (Vulkan 1.1), which every other target translates from.
+fn spirv_profile(targets: &[Option<&TargetConfig>]) -> String {
+    let (major, minor) = targets
+        .iter()
+        .flatten()
+        .find_map(|t| t.spirv_version())
+        .unwrap_or((1, 3));
+    format!("spirv_{major}_{minor}")
+}
+
+/// Compiles a Slang variant (its text is a [`SlangBundle`]) for `targets`.
+pub fn compile_targets(
+    options: &SlangOptions,
+    request: &CompileRequest<'_>,
+    targets: &[Option<&TargetConfig>],
+) -> Result<Vec<Option<TargetResult>>, CompileError> {
+    let bundle = SlangBundle::decode(request.text)?;
+    let slang = SlangRequest {
+        main: bundle.main.to_owned(),
+        files: bundle
+            .files
+            .iter()
+            .map(|(path, text)| ((*path).to_owned(), std::sync::Arc::from(*text)))
+            .collect(),
+        search_dirs: bundle.search_dirs.iter().map(|d| (*d).to_owned()).collect(),
+        defines: bundle
+            .defines
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+            .collect(),
+        entry: request.entry.to_owned(),
+        stage: request.stage,
+        targets: vec![SlangTarget {
+            format: SlangFormat::Spirv,
+            profile: Some(spirv_profile(targets)),
+        }],
+        matrix_layout_column_major: options.matrix_layout == MatrixLayout::ColumnMajor,
+        optimization: options.optimization.level(),
+    };
+    let what = |message: String| CompileError::new(CompilePhase::Parse, message, None);
+    let response = pool()
+        .and_then(|pool| pool.compile(&slang))
+        .map_err(|e| what(e.to_string()))?;
+    let bytes = match response.outputs.into_iter().next() {
+        Some(Ok(bytes)) => bytes,
+        Some(Err(diagnostics)) => return Err(slang_error(&diagnostics)),
+        None => return Err(what("Slang wrote no SPIR-V".into())),
+    };
+    let words = spirv_words(&bytes).ok_or_else(|| what("Slang wrote malformed SPIR-V".into()))?;
+    let words = cross::specialize(&words, request.constants)?;
+    Ok(targets
+        .iter()
+        .map(|target| {
+            target.map(|target| match target.target() {
+                Target::Spirv => Ok(words.iter().flat_map(|w| w.to_le_bytes()).collect()),
+                _ => cross::from_spirv(&words, request.stage, request.entry, target),
+            })
+        })
+        .collect())
+}
+
+fn spirv_words(bytes: &[u8]) -> Option<Vec<u32>> {
+    if bytes.len() % 4 != 0 || bytes.len() < 20 {
+        return None;
+    }
+    let words: Vec<u32> = bytes
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    (words[0] == 0x0723_0203).then_some(words)
+}
+
+/// Slang's diagnostics as a compile error. Slang names each error's file and line itself
+/// (`path(line): error N: message`, the path root-relative as kiln gave it), in the entry file
+/// or in the module it is in, so its whole text is the message; the pipeline adds the variant.
+fn slang_error(diagnostics: &str) -> CompileError {
+    CompileError::new(CompilePhase::Parse, diagnostics.trim().to_owned(), None)
+}
