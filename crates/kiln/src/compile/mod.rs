@@ -26,6 +26,7 @@ mod constants;
 pub mod cross;
 mod error;
 pub mod glslang;
+pub mod slang;
 mod target;
 
 pub use constants::{ConstantValue, Constants};
