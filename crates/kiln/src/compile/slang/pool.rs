@@ -34,6 +34,8 @@ pub struct WorkerCommand {
     pub args: Vec<OsString>,
     /// Variables added to the inherited environment.
     pub env: Vec<(OsString, OsString)>,
+    /// The working directory, else the pool's (Slang reads no file either way).
+    pub current_dir: Option<PathBuf>,
 }
 
 impl WorkerCommand {
@@ -43,6 +45,7 @@ impl WorkerCommand {
             program: program.into(),
             args: Vec::new(),
             env: Vec::new(),
+            current_dir: None,
         }
     }
 
@@ -274,7 +277,11 @@ struct Worker {
 impl Worker {
     /// Starts a worker and waits for its hello.
     fn start(command: &WorkerCommand, deadline: Duration) -> Result<Self, SlangError> {
-        let mut child = Command::new(&command.program)
+        let mut process = Command::new(&command.program);
+        if let Some(dir) = &command.current_dir {
+            process.current_dir(dir);
+        }
+        let mut child = process
             .args(&command.args)
             .envs(command.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())

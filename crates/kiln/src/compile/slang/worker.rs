@@ -105,8 +105,11 @@ fn misbehave(entry: &str) {
     match entry {
         "__kiln_test_crash" => {
             #[cfg(unix)]
-            // SAFETY: raising a signal on ourselves; SIGSEGV's default action ends us.
+            // SAFETY: raising a signal on ourselves. Rust's runtime handles SIGSEGV (to
+            // report stack overflows) and returns from a raised one, so the default action,
+            // which ends the process as a real fault in Slang does, is restored first.
             unsafe {
+                libc::signal(libc::SIGSEGV, libc::SIG_DFL);
                 libc::raise(libc::SIGSEGV);
             }
             std::process::abort();
