@@ -486,6 +486,28 @@ fn import_rules() {
         );
     }
 
+    // Slang resolves `..` and `.` itself; `<...>` skips the includer's directory.
+    assert_eq!(
+        asked("dir/main.slang", "#include \"../common/h.slang\""),
+        // `s1/../common/h.slang` is `common/h.slang` again: asked twice, listed once.
+        ["common/h.slang", "s2/common/h.slang"]
+    );
+    assert_eq!(
+        asked("dir/main.slang", "#include <h.slang>"),
+        ["s1/h.slang", "s2/sub/h.slang"]
+    );
+    assert_eq!(
+        asked("dir/main.slang", "import \"../x.slang\";"),
+        [
+            "x.slang-module",
+            "s2/x.slang-module",
+            "x.slang",
+            "s2/x.slang",
+            "x.slang.md",
+            "s2/x.slang.md"
+        ]
+    );
+
     // Found: the first candidate served wins and ends the search; a module's own imports
     // start from its directory; `#include` from an included file starts from that file's.
     let main = "import a;\n#include \"inc/h.slang\"\n\

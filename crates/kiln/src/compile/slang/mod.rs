@@ -35,18 +35,32 @@
 //! path, so that relative `#include`s and `import`s resolve from its directory.
 //!
 //! What Slang asks for (measured with Slang 2026.12; the test `import_rules` in
-//! `tests/slang_worker.rs` pins it). `dir` is the main file's directory (`""` for a file at
-//! the root), `S` each search directory in the order given:
+//! `tests/slang_worker.rs` pins every line below). `D` is the directory of the file that
+//! holds the `import` or `#include` (the main file's, a module's own for its imports, an
+//! included file's for its includes), then `S1, S2, ...` the search directories in order;
+//! a candidate is `D/name`, `S1/name`, ... and the search stops at the first file served:
 //!
-//! - `import a;`: `dir/a.slang`, then `S/a.slang` for each S, stopping at the first found;
-//! - `import a.b;`: the same with `a/b.slang`;
-//! - `import my_mod;`: underscores become hyphens: `dir/my-mod.slang`, `S/my-mod.slang`;
-//!   ... then the same with the underscore kept (`my_mod.slang`);
-//! - `import "x/y.slang";` and `__include "x/y.slang";`: `dir/x/y.slang`, then `S/x/y.slang`;
-//! - `#include "z.slang"`: `dir/z.slang`, then `S/z.slang` (the preprocessor's rule).
+//! - `import a;`: for each extension `.slang-module`, `.slang`, `.slang.md` in turn, each
+//!   directory: `D/a.slang-module`, `S1/a.slang-module`, ..., `D/a.slang`, `S1/a.slang`,
+//!   ..., `D/a.slang.md`, ...;
+//! - `import a.b;`: the same with `a/b` (dots are directories);
+//! - `import my_mod;`: per extension, the written spelling in each directory, then with
+//!   underscores as hyphens: `D/my_mod.slang-module`, `S1/my_mod.slang-module`, ...,
+//!   `D/my-mod.slang-module`, ..., `D/my_mod.slang`, ..., `D/my-mod.slang`, ...;
+//! - `import "x/y.slang";`: the `.slang` is dropped, then as `import`: `D/x/y.slang-module`,
+//!   ..., `D/x/y.slang`, ..., `D/x/y.slang.md`, ...;
+//! - `__include "x/y.slang";`: `D/x/y.slang`, `S1/x/y.slang`, ..., then `D/x/y.slang.md`, ...;
+//! - `#include "z.slang"`: `D/z.slang`, `S1/z.slang`, ... (no extension added);
+//!   `#include <z.slang>`: the search directories only.
 //!
-//! Paths come as Slang combined them: `dir/a.slang`, or just `a.slang` when `dir` is empty,
-//! with no `./`. The details are in `IMPORT_RULES` below, which the tests check.
+//! Slang normalizes what it combines: `D` is empty for a file at the root (`a.slang`, never
+//! `./a.slang`), `..` and `.` are resolved (`#include "../common/h.slang"` from
+//! `dir/main.slang` asks `common/h.slang`; the search directory `./inc/` gives
+//! `inc/h.slang`, `""` and `.` give `h.slang`), and a directory that appears twice in the
+//! list (a module's directory that is also a search directory) is asked twice, listed once.
+//! The main file itself is never asked for, and a file reached twice under two spellings is
+//! read once. So in practice the paths are already root-relative; [`normalize_path`] makes
+//! sure of it.
 //!
 //! # Workers
 //!
