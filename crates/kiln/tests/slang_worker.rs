@@ -89,7 +89,10 @@ public float light_scale() { return 0.75; }
 fn lit_request() -> SlangRequest {
     request(
         "shaders/lit.slang",
-        &[("shaders/lit.slang", LIT), ("shaders/lighting.slang", LIGHTING)],
+        &[
+            ("shaders/lit.slang", LIT),
+            ("shaders/lighting.slang", LIGHTING),
+        ],
     )
 }
 
@@ -210,7 +213,10 @@ fn a_missing_module_is_not_found_and_named_in_the_error() {
                 [shader(\"fragment\")] float4 main() : SV_Target { return light_scale(); }\n";
     let mut request = request(
         "shaders/lit.slang",
-        &[("shaders/lit.slang", main), ("shaders/lighting.slang", LIGHTING)],
+        &[
+            ("shaders/lit.slang", main),
+            ("shaders/lighting.slang", LIGHTING),
+        ],
     );
     request.targets = vec![
         SlangTarget::new(SlangFormat::Spirv),
@@ -219,11 +225,18 @@ fn a_missing_module_is_not_found_and_named_in_the_error() {
     let response = pool.compile(&request).unwrap();
     assert_eq!(response.served, ["shaders/lighting.slang"]);
     assert!(
-        response.not_found.iter().any(|p| p == "shaders/missing_thing.slang"),
+        response
+            .not_found
+            .iter()
+            .any(|p| p == "shaders/missing_thing.slang"),
         "{:?}",
         response.not_found
     );
-    assert!(response.diagnostics.contains("missing_thing"), "{}", response.diagnostics);
+    assert!(
+        response.diagnostics.contains("missing_thing"),
+        "{}",
+        response.diagnostics
+    );
     for output in &response.outputs {
         let message = output.as_ref().unwrap_err();
         assert!(message.contains("missing_thing"), "{message}");
@@ -280,7 +293,10 @@ fn files_on_disk_are_never_read() {
         assert!(response.outputs[0].is_err(), "{import} compiled from disk");
         assert!(response.served.is_empty(), "{:?}", response.served);
         assert!(
-            response.not_found.iter().any(|p| p.ends_with("extra.slang")),
+            response
+                .not_found
+                .iter()
+                .any(|p| p.ends_with("extra.slang")),
             "{import}: {:?}",
             response.not_found
         );
@@ -320,7 +336,10 @@ fn a_crash_fails_its_request_alone_and_the_worker_is_replaced() {
     let response = pool.compile(&crash).unwrap();
     assert_eq!(response.outputs.len(), 5);
     for output in &response.outputs {
-        assert!(output.as_ref().unwrap_err().contains("Slang crashed (signal 11)"));
+        assert!(output
+            .as_ref()
+            .unwrap_err()
+            .contains("Slang crashed (signal 11)"));
     }
     assert_eq!(pool.compile(&fine).unwrap(), expected);
 }
@@ -338,8 +357,14 @@ fn a_hung_worker_is_killed_at_the_deadline() {
     let started = Instant::now();
     let error = pool.compile(&hang).unwrap_err();
     let took = started.elapsed();
-    assert!(matches!(error, SlangError::TimedOut { seconds: 3, .. }), "{error:?}");
-    assert!(took >= Duration::from_secs(3) && took < Duration::from_secs(30), "{took:?}");
+    assert!(
+        matches!(error, SlangError::TimedOut { seconds: 3, .. }),
+        "{error:?}"
+    );
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_secs(30),
+        "{took:?}"
+    );
     assert_eq!(pool.compile(&fine).unwrap(), expected);
 }
 
@@ -384,7 +409,10 @@ fn concurrent_requests_on_a_small_pool_match_serial_ones() {
                 })
             })
             .collect();
-        threads.into_iter().flat_map(|t| t.join().unwrap()).collect()
+        threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect()
     });
     assert_eq!(concurrent.len(), requests.len());
     for (i, response) in concurrent {
@@ -410,7 +438,12 @@ fn a_worker_without_the_library_says_how_to_get_it() {
     );
     let error = pool.compile(&lit_request()).unwrap_err();
     assert!(matches!(error, SlangError::Library { .. }), "{error:?}");
-    assert!(error.to_string().contains("/nonexistent/libslang-compiler.so"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("/nonexistent/libslang-compiler.so"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -455,7 +488,11 @@ fn import_rules() {
         for extension in extensions {
             for stem in stems {
                 for base in [dir, "s1", "s2/sub"] {
-                    let base = if base.is_empty() { String::new() } else { format!("{base}/") };
+                    let base = if base.is_empty() {
+                        String::new()
+                    } else {
+                        format!("{base}/")
+                    };
                     paths.push(format!("{base}{stem}{extension}"));
                 }
             }
@@ -516,10 +553,22 @@ fn import_rules() {
         "dir/main.slang",
         &[
             ("dir/main.slang", main),
-            ("s1/a.slang", "module a;\nimport c;\npublic float4 tint() { return ctint(); }\n"),
-            ("s2/sub/a.slang", "public float4 tint() { return float4(9); }\n"),
-            ("s1/c.slang", "public float4 ctint() { return float4(1); }\n"),
-            ("dir/inc/h.slang", "#include \"h2.slang\"\nfloat4 h() { return h2(); }\n"),
+            (
+                "s1/a.slang",
+                "module a;\nimport c;\npublic float4 tint() { return ctint(); }\n",
+            ),
+            (
+                "s2/sub/a.slang",
+                "public float4 tint() { return float4(9); }\n",
+            ),
+            (
+                "s1/c.slang",
+                "public float4 ctint() { return float4(1); }\n",
+            ),
+            (
+                "dir/inc/h.slang",
+                "#include \"h2.slang\"\nfloat4 h() { return h2(); }\n",
+            ),
             ("dir/inc/h2.slang", "float4 h2() { return float4(3); }\n"),
         ],
     );
@@ -528,7 +577,12 @@ fn import_rules() {
     assert!(response.outputs[0].is_ok(), "{}", response.diagnostics);
     assert_eq!(
         response.served,
-        ["dir/inc/h.slang", "dir/inc/h2.slang", "s1/a.slang", "s1/c.slang"]
+        [
+            "dir/inc/h.slang",
+            "dir/inc/h2.slang",
+            "s1/a.slang",
+            "s1/c.slang"
+        ]
     );
     assert_eq!(
         response.not_found,

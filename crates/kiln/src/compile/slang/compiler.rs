@@ -83,9 +83,11 @@ fn library_in(dir: &Path) -> Option<PathBuf> {
         .ok()?
         .filter_map(|entry| entry.ok().map(|e| e.path()))
         .filter(|path| {
-            path.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| LIBRARY_NAMES.iter().any(|l| n.starts_with(&format!("{l}."))))
+            path.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                LIBRARY_NAMES
+                    .iter()
+                    .any(|l| n.starts_with(&format!("{l}.")))
+            })
         })
         .collect();
     versioned.sort();
@@ -158,16 +160,22 @@ impl SlangCompiler {
             })?;
             files.insert(key, Arc::clone(content));
         }
-        let main_key = normalize_path(&request.main).ok_or_else(|| {
-            SlangError::InvalidRequest {
-                message: format!("main path {:?} is not relative to the project root", request.main),
-            }
+        let main_key = normalize_path(&request.main).ok_or_else(|| SlangError::InvalidRequest {
+            message: format!(
+                "main path {:?} is not relative to the project root",
+                request.main
+            ),
         })?;
-        let main_source = files.get(&main_key).cloned().ok_or_else(|| {
-            SlangError::InvalidRequest {
-                message: format!("main file {} is not among the request's files", request.main),
-            }
-        })?;
+        let main_source =
+            files
+                .get(&main_key)
+                .cloned()
+                .ok_or_else(|| SlangError::InvalidRequest {
+                    message: format!(
+                        "main file {} is not among the request's files",
+                        request.main
+                    ),
+                })?;
         let file_system = MapFileSystem::new(files);
         let all: Vec<usize> = (0..request.targets.len()).collect();
         let combined = self.run(request, &main_source, &file_system, &all)?;
@@ -184,7 +192,11 @@ impl SlangCompiler {
         let mut served = Vec::new();
         let mut not_found = Vec::new();
         for load in file_system.loads() {
-            let list = if load.served { &mut served } else { &mut not_found };
+            let list = if load.served {
+                &mut served
+            } else {
+                &mut not_found
+            };
             if !list.contains(&load.path) {
                 list.push(load.path);
             }
@@ -279,9 +291,16 @@ impl SlangCompiler {
             for dir in &search_dirs {
                 (api.add_search_path)(raw, dir.as_ptr());
             }
-            let unit = (api.add_translation_unit)(raw, ffi::SOURCE_LANGUAGE_SLANG, std::ptr::null());
-            (api.add_translation_unit_source_string)(raw, unit, main_path.as_ptr(), source.as_ptr());
-            let entry_index = (api.add_entry_point)(raw, unit, entry.as_ptr(), stage_code(request.stage));
+            let unit =
+                (api.add_translation_unit)(raw, ffi::SOURCE_LANGUAGE_SLANG, std::ptr::null());
+            (api.add_translation_unit_source_string)(
+                raw,
+                unit,
+                main_path.as_ptr(),
+                source.as_ptr(),
+            );
+            let entry_index =
+                (api.add_entry_point)(raw, unit, entry.as_ptr(), stage_code(request.stage));
             let result = (api.compile)(raw);
             let diagnostics = ffi::string_from((api.get_diagnostic_output)(raw));
             if tracing::enabled!(tracing::Level::TRACE) {
@@ -349,7 +368,10 @@ struct Attempt {
 
 fn failure_text(diagnostics: &str, result: i32) -> String {
     if diagnostics.trim().is_empty() {
-        format!("Slang failed with result 0x{:08x} and no diagnostics", result as u32)
+        format!(
+            "Slang failed with result 0x{:08x} and no diagnostics",
+            result as u32
+        )
     } else {
         diagnostics.to_owned()
     }

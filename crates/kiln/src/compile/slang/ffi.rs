@@ -173,7 +173,8 @@ pub(super) unsafe fn take_blob(blob: *mut c_void) -> Vec<u8> {
     }
     #[repr(C)]
     struct BlobVtable {
-        query_interface: unsafe extern "system" fn(*mut c_void, *const SlangUuid, *mut *mut c_void) -> i32,
+        query_interface:
+            unsafe extern "system" fn(*mut c_void, *const SlangUuid, *mut *mut c_void) -> i32,
         add_ref: unsafe extern "system" fn(*mut c_void) -> u32,
         release: unsafe extern "system" fn(*mut c_void) -> u32,
         get_buffer_pointer: unsafe extern "system" fn(*mut c_void) -> *const c_void,
@@ -361,7 +362,8 @@ struct Blob {
 
 #[repr(C)]
 struct BlobVtable {
-    query_interface: unsafe extern "system" fn(*mut Blob, *const SlangUuid, *mut *mut c_void) -> i32,
+    query_interface:
+        unsafe extern "system" fn(*mut Blob, *const SlangUuid, *mut *mut c_void) -> i32,
     add_ref: unsafe extern "system" fn(*mut Blob) -> u32,
     release: unsafe extern "system" fn(*mut Blob) -> u32,
     get_buffer_pointer: unsafe extern "system" fn(*mut Blob) -> *const c_void,

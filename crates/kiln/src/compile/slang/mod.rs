@@ -250,11 +250,16 @@ mod stage_name {
     use crate::compile::Stage;
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub(super) fn serialize<S: Serializer>(stage: &Stage, serializer: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(
+        stage: &Stage,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(stage.name())
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Stage, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Stage, D::Error> {
         let name = String::deserialize(deserializer)?;
         Stage::from_name(&name)
             .ok_or_else(|| serde::de::Error::custom(format!("unknown stage {name:?}")))
@@ -269,8 +274,14 @@ mod tests {
     fn normalize_path_gives_root_relative_forms() {
         assert_eq!(normalize_path("a/b.slang").as_deref(), Some("a/b.slang"));
         assert_eq!(normalize_path("./m.slang").as_deref(), Some("m.slang"));
-        assert_eq!(normalize_path("a/./b//c.slang").as_deref(), Some("a/b/c.slang"));
-        assert_eq!(normalize_path("a/x/../b/c.slang").as_deref(), Some("a/b/c.slang"));
+        assert_eq!(
+            normalize_path("a/./b//c.slang").as_deref(),
+            Some("a/b/c.slang")
+        );
+        assert_eq!(
+            normalize_path("a/x/../b/c.slang").as_deref(),
+            Some("a/b/c.slang")
+        );
         assert_eq!(normalize_path("a\\b.slang").as_deref(), Some("a/b.slang"));
         assert_eq!(normalize_path("../outside.slang"), None);
         assert_eq!(normalize_path("a/../../outside.slang"), None);
@@ -295,6 +306,9 @@ mod tests {
             matrix_layout_column_major: true,
         };
         let json = serde_json::to_vec(&request).unwrap();
-        assert_eq!(serde_json::from_slice::<SlangRequest>(&json).unwrap(), request);
+        assert_eq!(
+            serde_json::from_slice::<SlangRequest>(&json).unwrap(),
+            request
+        );
     }
 }

@@ -72,7 +72,10 @@ impl WorkerCommand {
             message: format!("cannot find the running executable: {e}"),
         })?;
         let name = format!("{WORKER_NAME}{}", std::env::consts::EXE_SUFFIX);
-        let dirs = exe.parent().into_iter().chain(exe.parent().and_then(|d| d.parent()));
+        let dirs = exe
+            .parent()
+            .into_iter()
+            .chain(exe.parent().and_then(|d| d.parent()));
         for dir in dirs {
             let candidate = dir.join(&name);
             if candidate.is_file() {
@@ -182,7 +185,9 @@ impl SlangPool {
                         }
                     }
                 }
-                Err(crash @ SlangError::Crashed { .. }) => merged.outputs.push(Err(crash.to_string())),
+                Err(crash @ SlangError::Crashed { .. }) => {
+                    merged.outputs.push(Err(crash.to_string()))
+                }
                 Err(other) => return Err(other),
             }
         }
@@ -192,7 +197,9 @@ impl SlangPool {
     fn compile_once(&self, request: &SlangRequest) -> Result<SlangResponse, SlangError> {
         let mut lease = self.checkout()?;
         let what = format!("{}, entry {}", request.main, request.entry);
-        let (result, alive) = lease.worker_mut().compile(request, &what, self.options.deadline);
+        let (result, alive) = lease
+            .worker_mut()
+            .compile(request, &what, self.options.deadline);
         if !alive {
             // Dropping the worker kills it; the lease then frees its place for a new one.
             lease.worker = None;
@@ -244,11 +251,15 @@ struct Lease<'p> {
 
 impl Lease<'_> {
     fn worker(&self) -> &Worker {
-        self.worker.as_ref().unwrap_or_else(|| unreachable!("a lease holds a worker until it ends"))
+        self.worker
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("a lease holds a worker until it ends"))
     }
 
     fn worker_mut(&mut self) -> &mut Worker {
-        self.worker.as_mut().unwrap_or_else(|| unreachable!("a lease holds a worker until it ends"))
+        self.worker
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("a lease holds a worker until it ends"))
     }
 }
 
@@ -346,7 +357,10 @@ impl Worker {
             }
             Err(Ending::Died(how)) => {
                 return Err(SlangError::Worker {
-                    message: format!("the worker ended ({how}) before its hello{}", worker.stderr_suffix()),
+                    message: format!(
+                        "the worker ended ({how}) before its hello{}",
+                        worker.stderr_suffix()
+                    ),
                 })
             }
         };
@@ -460,7 +474,9 @@ impl Worker {
         let status = loop {
             match self.child.try_wait() {
                 Ok(Some(status)) => break Some(status),
-                Ok(None) if Instant::now() < give_up => std::thread::sleep(Duration::from_millis(5)),
+                Ok(None) if Instant::now() < give_up => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
                 _ => {
                     let _ = self.child.kill();
                     break self.child.wait().ok();
@@ -471,7 +487,9 @@ impl Worker {
     }
 
     fn stderr_suffix(&self) -> String {
-        let stderr = String::from_utf8_lossy(&self.stderr.lock()).trim().to_owned();
+        let stderr = String::from_utf8_lossy(&self.stderr.lock())
+            .trim()
+            .to_owned();
         if stderr.is_empty() {
             String::new()
         } else {

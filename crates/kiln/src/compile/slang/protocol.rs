@@ -59,7 +59,10 @@ pub(super) fn read_frame(input: &mut impl Read) -> io::Result<Option<Vec<u8>>> {
     }
     let len = u32::from_le_bytes(len) as usize;
     if len > MAX_FRAME {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "frame too large"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "frame too large",
+        ));
     }
     let mut bytes = vec![0u8; len];
     input.read_exact(&mut bytes)?;
@@ -81,7 +84,10 @@ mod tests {
         write_frame(&mut buffer, b"abc").unwrap();
         write_frame(&mut buffer, b"").unwrap();
         let mut input = &buffer[..];
-        assert_eq!(read_frame(&mut input).unwrap().as_deref(), Some(&b"abc"[..]));
+        assert_eq!(
+            read_frame(&mut input).unwrap().as_deref(),
+            Some(&b"abc"[..])
+        );
         assert_eq!(read_frame(&mut input).unwrap().as_deref(), Some(&b""[..]));
         assert!(read_frame(&mut input).unwrap().is_none());
         // A frame cut short is an error, not an end.

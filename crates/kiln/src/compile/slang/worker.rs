@@ -45,7 +45,10 @@ pub fn serve_worker(input: impl Read, output: impl Write) -> ExitCode {
     let hello = Hello {
         version: compiler.as_ref().map(|c| c.version()).map_err(Clone::clone),
     };
-    if write_json(&mut output, &hello).and_then(|()| output.flush()).is_err() {
+    if write_json(&mut output, &hello)
+        .and_then(|()| output.flush())
+        .is_err()
+    {
         return ExitCode::FAILURE;
     }
     loop {
@@ -85,7 +88,11 @@ fn send(
                 outputs: response
                     .outputs
                     .iter()
-                    .map(|o| o.as_ref().map(|bytes| bytes.len() as u64).map_err(Clone::clone))
+                    .map(|o| {
+                        o.as_ref()
+                            .map(|bytes| bytes.len() as u64)
+                            .map_err(Clone::clone)
+                    })
                     .collect(),
                 diagnostics: response.diagnostics,
                 served: response.served,
