@@ -447,6 +447,50 @@ fn a_worker_without_the_library_says_how_to_get_it() {
 }
 
 #[test]
+fn without_any_library_the_error_says_what_was_tried_and_what_to_do() {
+    // No variable, no python3, nothing on the loader's path.
+    let pool = SlangPool::new(
+        worker()
+            .env(slang::LIBRARY_ENV, "")
+            .env("PATH", "/nonexistent")
+            .env("LD_LIBRARY_PATH", ""),
+        PoolOptions::default(),
+    );
+    let error = pool.compile(&lit_request()).unwrap_err();
+    assert!(
+        matches!(error, SlangError::LibraryNotFound { .. }),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    assert!(message.contains("slangpy"), "{message}");
+    assert!(
+        message.contains(
+            "pip install slangpy, or set KILN_SLANG_LIBRARY=/path/to/libslang-compiler.so"
+        ),
+        "{message}"
+    );
+}
+
+/// With `slangpy` installed in python3 (`pip install slangpy`), no variable is needed.
+#[test]
+fn the_library_is_found_in_the_slangpy_package() {
+    let has_slangpy = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import importlib.util, sys; sys.exit(importlib.util.find_spec('slangpy') is None)",
+        ])
+        .status()
+        .is_ok_and(|status| status.success());
+    if !has_slangpy {
+        println!("skipped: python3 has no slangpy");
+        return;
+    }
+    let pool = SlangPool::new(worker().env(slang::LIBRARY_ENV, ""), PoolOptions::default());
+    let response = pool.compile(&lit_request()).unwrap();
+    assert!(response.outputs[0].is_ok(), "{}", response.diagnostics);
+}
+
+#[test]
 fn the_worker_binary_is_found_from_a_test_executable() {
     if std::env::var_os(slang::WORKER_ENV).is_some() {
         return;

@@ -90,7 +90,15 @@ fn library_in(dir: &Path) -> Option<PathBuf> {
             })
         })
         .collect();
-    versioned.sort();
+    // By version, not by text: `.so.0.2026.12` is newer than `.so.0.2026.9`.
+    versioned.sort_by_key(|path| {
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .split('.')
+            .map(|part| part.parse::<u64>().unwrap_or(0))
+            .collect::<Vec<_>>()
+    });
     versioned.pop()
 }
 
@@ -405,5 +413,32 @@ fn stage_code(stage: Stage) -> c_uint {
         Stage::Callable => 12,
         Stage::Mesh => 13,
         Stage::Task => 14,
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_library_in_a_directory_is_the_plain_name_else_the_newest_versioned_one() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(library_in(dir.path()), None);
+        for name in [
+            "libslang-compiler.so.0.2026.9",
+            "libslang-compiler.so.0.2026.12",
+            "libslang-glslang-2026.12.so",
+        ] {
+            std::fs::write(dir.path().join(name), b"").unwrap();
+        }
+        assert_eq!(
+            library_in(dir.path()),
+            Some(dir.path().join("libslang-compiler.so.0.2026.12"))
+        );
+        std::fs::write(dir.path().join("libslang-compiler.so"), b"").unwrap();
+        assert_eq!(
+            library_in(dir.path()),
+            Some(dir.path().join("libslang-compiler.so"))
+        );
     }
 }
