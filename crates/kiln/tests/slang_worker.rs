@@ -204,6 +204,50 @@ fn a_define_changes_the_output() {
 }
 
 #[test]
+fn an_unknown_profile_fails_its_own_target() {
+    if !slang_available() {
+        return;
+    }
+    let mut request = lit_request();
+    request.targets = vec![
+        SlangTarget {
+            format: SlangFormat::Spirv,
+            profile: Some("no_such_profile".to_owned()),
+        },
+        SlangTarget::new(SlangFormat::Wgsl),
+    ];
+    let response = pool(1).compile(&request).unwrap();
+    let message = response.outputs[0].as_ref().unwrap_err();
+    assert!(message.contains("no_such_profile"), "{message}");
+    assert!(text(response.outputs[1].as_ref().unwrap()).contains("@fragment"));
+}
+
+#[test]
+fn the_matrix_layout_changes_the_output() {
+    if !slang_available() {
+        return;
+    }
+    let main = "uniform float4x4 transform;\n\
+                [shader(\"vertex\")] float4 main(float4 p : POSITION) : SV_Position \
+                { return mul(transform, p); }\n";
+    let mut row = request("m.slang", &[("m.slang", main)]);
+    row.stage = Stage::Vertex;
+    row.targets = vec![
+        SlangTarget::new(SlangFormat::Spirv),
+        SlangTarget::new(SlangFormat::Hlsl),
+    ];
+    let column = SlangRequest {
+        matrix_layout_column_major: true,
+        ..row.clone()
+    };
+    let pool = pool(1);
+    let row = outputs(&pool.compile(&row).unwrap());
+    let column = outputs(&pool.compile(&column).unwrap());
+    assert_ne!(row[0], column[0]);
+    assert_ne!(text(&row[1]), text(&column[1]));
+}
+
+#[test]
 fn a_missing_module_is_not_found_and_named_in_the_error() {
     if !slang_available() {
         return;

@@ -185,16 +185,42 @@ impl SlangCompiler {
                     ),
                 })?;
         let file_system = MapFileSystem::new(files);
-        let all: Vec<usize> = (0..request.targets.len()).collect();
-        let combined = self.run(request, &main_source, &file_system, &all)?;
-        let mut outputs = combined.outputs;
-        let diagnostics = combined.diagnostics;
-        if !combined.succeeded && request.targets.len() > 1 {
-            for (index, output) in outputs.iter_mut().enumerate() {
-                let alone = self.run(request, &main_source, &file_system, &[index])?;
-                if let Some(result) = alone.outputs.into_iter().next() {
-                    *output = result;
+        // A profile Slang does not know fails its own target, before anything compiles.
+        let mut outputs: Vec<Result<Vec<u8>, String>> = Vec::with_capacity(request.targets.len());
+        let mut compiled = Vec::new();
+        for (index, target) in request.targets.iter().enumerate() {
+            match self.profile(target.profile.as_deref())? {
+                Ok(profile) => {
+                    compiled.push((index, profile));
+                    outputs.push(Ok(Vec::new()));
                 }
+                Err(message) => outputs.push(Err(message)),
+            }
+        }
+        if compiled.is_empty() {
+            return Ok(SlangResponse {
+                outputs,
+                ..SlangResponse::default()
+            });
+        }
+        let combined = self.run(request, &main_key, &main_source, &file_system, &compiled)?;
+        let diagnostics = combined.diagnostics;
+        if !combined.succeeded && compiled.len() > 1 {
+            for &(index, profile) in &compiled {
+                let alone = self.run(
+                    request,
+                    &main_key,
+                    &main_source,
+                    &file_system,
+                    &[(index, profile)],
+                )?;
+                if let Some(result) = alone.outputs.into_iter().next() {
+                    outputs[index] = result;
+                }
+            }
+        } else {
+            for (&(index, _), result) in compiled.iter().zip(combined.outputs) {
+                outputs[index] = result;
             }
         }
         let mut served = Vec::new();
@@ -217,13 +243,32 @@ impl SlangCompiler {
         })
     }
 
-    /// One Slang compile request for the targets at `indices`.
+    /// The id of a profile name (`Ok(None)` for none); `Ok(Err)` when Slang knows no such
+    /// profile.
+    fn profile(&self, name: Option<&str>) -> Result<Result<Option<c_uint>, String>, SlangError> {
+        let Some(name) = name else {
+            return Ok(Ok(None));
+        };
+        let name_c = CString::new(name).map_err(|_| SlangError::InvalidRequest {
+            message: format!("profile {name:?} contains a NUL byte"),
+        })?;
+        // SAFETY: a live session and a NUL-terminated name.
+        let id = unsafe { (self.api.find_profile)(self.session, name_c.as_ptr()) };
+        Ok(if id == ffi::PROFILE_UNKNOWN {
+            Err(format!("Slang knows no profile named {name:?}"))
+        } else {
+            Ok(Some(id))
+        })
+    }
+
+    /// One Slang compile request for `targets` (index in the request, profile id).
     fn run(
         &self,
         request: &SlangRequest,
+        main_path: &str,
         main_source: &str,
         file_system: &MapFileSystem,
-        indices: &[usize],
+        targets: &[(usize, Option<c_uint>)],
     ) -> Result<Attempt, SlangError> {
         let api = self.api;
         let c = |what: &str, text: &str| {
@@ -231,7 +276,8 @@ impl SlangCompiler {
                 message: format!("{what} {text:?} contains a NUL byte"),
             })
         };
-        let main_path = c("main path", &request.main)?;
+        // The normalized path: `#include`s and `import`s resolve from its directory.
+        let main_path = c("main path", main_path)?;
         let source = CString::new(main_source).map_err(|_| SlangError::InvalidRequest {
             message: format!("{} contains a NUL byte", request.main),
         })?;
@@ -246,25 +292,6 @@ impl SlangCompiler {
             .iter()
             .map(|d| c("search directory", d))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut profiles = Vec::with_capacity(indices.len());
-        for &index in indices {
-            let target = &request.targets[index];
-            let profile = match &target.profile {
-                None => None,
-                Some(name) => {
-                    let name_c = c("profile", name)?;
-                    // SAFETY: a live session and a NUL-terminated name.
-                    let id = unsafe { (api.find_profile)(self.session, name_c.as_ptr()) };
-                    if id == ffi::PROFILE_UNKNOWN {
-                        return Err(SlangError::InvalidRequest {
-                            message: format!("Slang knows no profile named {name:?}"),
-                        });
-                    }
-                    Some(id)
-                }
-            };
-            profiles.push(profile);
-        }
 
         // SAFETY: every pointer passed below is either the live session, the request just
         // created (destroyed by `RequestGuard`), or a NUL-terminated string that outlives
@@ -278,11 +305,11 @@ impl SlangCompiler {
             }
             let guard = RequestGuard { api, raw };
             (api.set_file_system)(raw, file_system.as_ptr());
-            for (&index, profile) in indices.iter().zip(&profiles) {
+            for &(index, profile) in targets {
                 let target_index =
                     (api.add_code_gen_target)(raw, format_code(request.targets[index].format));
                 if let Some(profile) = profile {
-                    (api.set_target_profile)(raw, target_index, *profile);
+                    (api.set_target_profile)(raw, target_index, profile);
                 }
             }
             (api.set_matrix_layout_mode)(
@@ -319,8 +346,8 @@ impl SlangCompiler {
                 tracing::trace!(?dependencies, "Slang's own dependency list");
             }
             let succeeded = result >= 0;
-            let mut outputs = Vec::with_capacity(indices.len());
-            for target_index in 0..indices.len() {
+            let mut outputs = Vec::with_capacity(targets.len());
+            for target_index in 0..targets.len() {
                 if !succeeded {
                     outputs.push(Err(failure_text(&diagnostics, result)));
                     continue;
