@@ -223,6 +223,41 @@ fn an_unknown_profile_fails_its_own_target() {
 }
 
 #[test]
+fn a_back_end_failure_fails_its_own_target_alone() {
+    if !slang_available() {
+        return;
+    }
+    let main = "RWStructuredBuffer<double> values;\n\
+                [shader(\"compute\")] [numthreads(1, 1, 1)] void main(uint3 id : SV_DispatchThreadID) \
+                { values[id.x] = values[id.x] * 2.0; }\n";
+    let mut request = request("m.slang", &[("m.slang", main)]);
+    request.stage = Stage::Compute;
+    request.targets = every_target();
+    // Slang 2026.12 cannot write `double` in Metal or WGSL: the request as a whole fails,
+    // and each target, compiled alone, gets its own answer.
+    let response = pool(1).compile(&request).unwrap();
+    let failed: Vec<SlangFormat> = request
+        .targets
+        .iter()
+        .zip(&response.outputs)
+        .filter(|(_, output)| output.is_err())
+        .map(|(target, _)| target.format)
+        .collect();
+    assert_eq!(
+        failed,
+        [SlangFormat::Msl, SlangFormat::Wgsl],
+        "{}",
+        response.diagnostics
+    );
+    let message = response.outputs[4].as_ref().unwrap_err();
+    assert!(message.contains("double"), "{message}");
+    assert_eq!(
+        response.outputs[0].as_ref().unwrap()[..4],
+        0x0723_0203_u32.to_le_bytes()
+    );
+}
+
+#[test]
 fn the_matrix_layout_changes_the_output() {
     if !slang_available() {
         return;
