@@ -423,6 +423,39 @@ fn a_crash_fails_its_request_alone_and_the_worker_is_replaced() {
     assert_eq!(pool.compile(&fine).unwrap(), expected);
 }
 
+/// The real thing: Slang 2026.12's Metal back end segfaults on a miss shader. The request
+/// for four targets crashes its worker; retried one target at a time, only Metal's fails.
+/// (A Slang that no longer crashes here passes too: then Metal answers for itself.)
+#[test]
+fn a_real_slang_crash_on_metal_fails_that_target_alone() {
+    if !slang_available() {
+        return;
+    }
+    let main = "struct Payload { float4 color; };\n\
+                [shader(\"miss\")] void main(inout Payload p) { p.color = float4(0, 0, 1, 1); }\n";
+    let mut request = request("rt.slang", &[("rt.slang", main)]);
+    request.stage = Stage::Miss;
+    request.targets = vec![
+        SlangTarget::new(SlangFormat::Spirv),
+        SlangTarget::new(SlangFormat::Msl),
+        SlangTarget::new(SlangFormat::Hlsl),
+    ];
+    let pool = pool(1);
+    let response = pool.compile(&request).unwrap();
+    assert_eq!(
+        response.outputs[0].as_ref().unwrap()[..4],
+        0x0723_0203_u32.to_le_bytes()
+    );
+    assert!(text(response.outputs[2].as_ref().unwrap()).contains("main"));
+    match &response.outputs[1] {
+        Err(message) if message.contains("Slang crashed (signal 11)") => {
+            println!("reproduced: {message}")
+        }
+        other => println!("Metal did not crash: {other:?}"),
+    }
+    assert!(pool.compile(&lit_request()).unwrap().outputs[0].is_ok());
+}
+
 #[test]
 fn a_hung_worker_is_killed_at_the_deadline() {
     if !slang_available() {
