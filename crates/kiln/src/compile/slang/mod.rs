@@ -68,7 +68,23 @@
 //! `kiln slang-worker` subcommand both run [`worker_main`]); [`WorkerCommand::locate`] finds
 //! the binary. The protocol is length-prefixed frames on the child's stdin and stdout: a
 //! JSON hello (the library's version, or why it could not load), then per request one JSON
-//! frame in, and one JSON header frame plus one raw frame per successful output out.
+//! frame in, and one JSON header frame plus one raw frame per successful output out. A
+//! worker's stdout is kept for the frames alone: its fd 1 is pointed at stderr, which the
+//! pool keeps the end of for crash messages.
+//!
+//! A worker keeps one global session (creating one costs about 250 ms: Slang loads its core
+//! module; a small request on a warm one costs 5 to 30 ms) and gives each request its own
+//! compile request on it, so nothing of one request reaches the next. The pool starts
+//! workers as requests need them, up to its size (kiln's jobs); a thread that finds every
+//! worker busy waits. A worker that dies during a request (a crash in Slang) answers
+//! [`SlangError::Crashed`] with its signal, and one that overruns the deadline is killed and
+//! answers [`SlangError::TimedOut`]; either is replaced by a new worker on the next request.
+//! A crashed request for several targets is retried one target at a time, so that a back
+//! end's crash fails its own target (an `Err` output) and the others compile.
+//!
+//! Within a worker, all targets of a request compile in one Slang request (one front-end
+//! pass); if that fails and there are several, each target is compiled alone, so that one
+//! back end's error (Metal and WGSL cannot write `double`) fails its own target.
 
 mod compiler;
 mod ffi;
