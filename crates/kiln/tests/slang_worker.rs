@@ -556,6 +556,9 @@ fn a_worker_without_the_library_says_how_to_get_it() {
             .contains("/nonexistent/libslang-compiler.so"),
         "{error}"
     );
+    // Remembered: later requests get the same answer without starting a worker each.
+    assert_eq!(pool.compile(&lit_request()).unwrap_err(), error);
+    assert_eq!(pool.version().unwrap_err(), error);
 }
 
 #[test]

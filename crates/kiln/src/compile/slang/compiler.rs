@@ -102,9 +102,11 @@ fn library_in(dir: &Path) -> Option<PathBuf> {
     versioned.pop()
 }
 
+/// The library, once this process has loaded it.
+static API: OnceLock<Result<Api, SlangError>> = OnceLock::new();
+
 /// The library, loaded once per process.
 pub(super) fn api() -> Result<&'static Api, SlangError> {
-    static API: OnceLock<Result<Api, SlangError>> = OnceLock::new();
     API.get_or_init(|| {
         let path = locate_library().map_err(|tried| SlangError::LibraryNotFound {
             tried: tried.join("; "),
@@ -113,6 +115,11 @@ pub(super) fn api() -> Result<&'static Api, SlangError> {
     })
     .as_ref()
     .map_err(Clone::clone)
+}
+
+/// The library's path if this process has already loaded it (without looking for it).
+pub(super) fn loaded_library() -> Option<&'static Path> {
+    API.get()?.as_ref().ok().map(|api| api.path.as_path())
 }
 
 /// The library's build tag (`spGetBuildTagString`, e.g. `2026.12`).

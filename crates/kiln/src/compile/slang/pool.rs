@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use super::protocol::{read_frame, write_frame, Hello, Reply};
-use super::{SlangError, SlangRequest, SlangResponse};
+use super::{SlangError, SlangRequest, SlangResponse, LIBRARY_ENV};
 
 /// The environment variable naming the worker executable (see [`WorkerCommand::locate`]).
 pub const WORKER_ENV: &str = "KILN_SLANG_WORKER";
@@ -120,6 +120,9 @@ pub struct SlangPool {
 }
 
 struct State {
+    /// Set when a worker said the library cannot be loaded: every later request gets the
+    /// same answer at once, rather than a worker start each.
+    unusable: Option<SlangError>,
     idle: Vec<Worker>,
     /// Workers alive or being started, idle or not.
     live: usize,
@@ -135,6 +138,7 @@ impl SlangPool {
                 ..options
             },
             state: Mutex::new(State {
+                unusable: None,
                 idle: Vec::new(),
                 live: 0,
             }),
@@ -211,6 +215,9 @@ impl SlangPool {
     fn checkout(&self) -> Result<Lease<'_>, SlangError> {
         let mut state = self.state.lock();
         loop {
+            if let Some(error) = &state.unusable {
+                return Err(error.clone());
+            }
             if let Some(worker) = state.idle.pop() {
                 return Ok(Lease {
                     pool: self,
@@ -230,8 +237,21 @@ impl SlangPool {
             pool: self,
             worker: None,
         };
-        lease.worker = Some(Worker::start(&self.command, self.options.deadline)?);
-        Ok(lease)
+        match Worker::start(&self.command, self.options.deadline) {
+            Ok(worker) => {
+                lease.worker = Some(worker);
+                Ok(lease)
+            }
+            Err(error) => {
+                if matches!(
+                    error,
+                    SlangError::LibraryNotFound { .. } | SlangError::Library { .. }
+                ) {
+                    self.state.lock().unusable = Some(error.clone());
+                }
+                Err(error)
+            }
+        }
     }
 }
 
@@ -291,6 +311,14 @@ impl Worker {
         let mut process = Command::new(&command.program);
         if let Some(dir) = &command.current_dir {
             process.current_dir(dir);
+        }
+        // The library this process already loaded (for `version()`, which names the store's
+        // namespace) is the one the workers must run, and naming it spares each worker the
+        // search (a python3 start).
+        let library_named = command.env.iter().any(|(key, _)| key == LIBRARY_ENV)
+            || std::env::var_os(LIBRARY_ENV).is_some_and(|v| !v.is_empty());
+        if let (false, Some(path)) = (library_named, super::compiler::loaded_library()) {
+            process.env(LIBRARY_ENV, path);
         }
         let mut child = process
             .args(&command.args)
