@@ -128,3 +128,63 @@ fn misbehave(entry: &str) {
         _ => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compile::slang::{SlangFormat, SlangTarget};
+    use crate::compile::Stage;
+    use std::sync::Arc;
+
+    /// The protocol in-process: hello, a reply with its raw output frames, a `Failed` reply
+    /// for an undecodable request (the worker goes on), and exit 0 at the end of input.
+    #[test]
+    fn a_worker_answers_each_frame_and_ends_with_its_input() {
+        if let Err(e) = super::super::version() {
+            println!("skipped: {e}");
+            return;
+        }
+        let request = SlangRequest {
+            main: "c.slang".to_owned(),
+            files: vec![(
+                "c.slang".to_owned(),
+                Arc::from("[shader(\"compute\")] [numthreads(1, 1, 1)] void main() {}\n"),
+            )],
+            search_dirs: Vec::new(),
+            defines: Vec::new(),
+            entry: "main".to_owned(),
+            stage: Stage::Compute,
+            targets: vec![
+                SlangTarget::new(SlangFormat::Spirv),
+                SlangTarget::new(SlangFormat::Wgsl),
+            ],
+            matrix_layout_column_major: false,
+        };
+        let mut input = Vec::new();
+        write_json(&mut input, &request).unwrap();
+        write_frame(&mut input, b"not json").unwrap();
+        let mut output = Vec::new();
+        let code = serve_worker(&input[..], &mut output);
+        assert_eq!(code, ExitCode::SUCCESS);
+
+        let mut frames = &output[..];
+        let mut next = || read_frame(&mut frames).unwrap().unwrap();
+        let hello: Hello = serde_json::from_slice(&next()).unwrap();
+        assert!(hello.version.is_ok());
+        let Reply::Done { outputs, .. } = serde_json::from_slice(&next()).unwrap() else {
+            panic!("the request failed");
+        };
+        let lengths: Vec<u64> = outputs.into_iter().map(Result::unwrap).collect();
+        let spirv = next();
+        let wgsl = next();
+        assert_eq!([spirv.len() as u64, wgsl.len() as u64], lengths[..]);
+        assert_eq!(spirv[..4], 0x0723_0203_u32.to_le_bytes());
+        assert!(String::from_utf8_lossy(&wgsl).contains("@compute"));
+        let reply: Reply = serde_json::from_slice(&next()).unwrap();
+        assert!(
+            matches!(reply, Reply::Failed(SlangError::Worker { .. })),
+            "{reply:?}"
+        );
+        assert!(read_frame(&mut frames).unwrap().is_none());
+    }
+}
