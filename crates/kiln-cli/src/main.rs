@@ -34,6 +34,10 @@ enum Command {
     Watch(watch::WatchArgs),
     /// Bound the size of the artifact store.
     Gc(gc::GcArgs),
+    /// Serve Slang compile requests on stdin and stdout: the worker process kiln starts
+    /// itself (`current_exe() slang-worker`), so that a crash in Slang fails one variant.
+    #[command(hide = true)]
+    SlangWorker,
 }
 
 /// Exit codes: 0 success, 1 some variants failed (or a shard could not upload its share), 2
@@ -45,6 +49,7 @@ fn main() -> ExitCode {
         Command::Build(args) => build::run(&args),
         Command::Watch(args) => watch::run(&args),
         Command::Gc(args) => gc::run(&args),
+        Command::SlangWorker => kiln::compile::slang::worker_main(),
     }
 }
 
