@@ -45,6 +45,13 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     route_warnings();
+    // Slang compiles in worker processes of this same binary (`kiln slang-worker`), so an
+    // installed kiln needs nothing beside it; without a path to itself the library looks.
+    if let Ok(exe) = std::env::current_exe() {
+        kiln::compile::slang::set_worker_command(
+            kiln::compile::slang::WorkerCommand::new(exe).arg("slang-worker"),
+        );
+    }
     match cli.command {
         Command::Build(args) => build::run(&args),
         Command::Watch(args) => watch::run(&args),

@@ -36,6 +36,7 @@ fn the_hidden_subcommand_is_a_slang_worker() {
         stage: Stage::Compute,
         targets: vec![SlangTarget::new(SlangFormat::Spirv)],
         matrix_layout_column_major: false,
+        optimization: 1,
     };
     let response = pool.compile(&request).unwrap();
     let spirv = response.outputs[0].as_ref().unwrap();

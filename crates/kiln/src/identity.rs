@@ -59,7 +59,7 @@ impl Compiler {
             // The library this process found: its build tag, or why there is none.
             CompilerKind::Slang => Compiler {
                 name: "slang",
-                version: compile::slang::version(),
+                version: compile::slang::version_label(),
             },
         }
     }

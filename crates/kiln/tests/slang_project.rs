@@ -177,7 +177,11 @@ fn a_slang_project_with_modules_builds_incrementally_and_never_stale() {
     assert_eq!(cold.failed, 0, "{:#?}", cold.diagnostics);
     assert_eq!(cold.variants, VARIANTS);
     assert_eq!(cold.compiled + cold.deduplicated, VARIANTS, "{cold:?}");
-    for variant in ["Lit/Fragment/FOG+SHADOWS.spv", "Lit/Vertex/_.spv", "Sky/Fragment/_.spv"] {
+    for variant in [
+        "Lit/Fragment/FOG+SHADOWS.spv",
+        "Lit/Vertex/_.spv",
+        "Sky/Fragment/_.spv",
+    ] {
         let bytes = std::fs::read(f.path(&format!("out/{variant}")))
             .unwrap_or_else(|e| panic!("{variant}: {e}"));
         validate(&bytes, variant);
@@ -190,12 +194,19 @@ fn a_slang_project_with_modules_builds_incrementally_and_never_stale() {
     assert!(compiled(&f.build()).is_empty());
     let mut fresh = f.open();
     let warm = fresh.build(&|_| {}).expect("build");
-    assert_eq!((warm.compiled, warm.failed, warm.outputs_written), (0, 0, 0));
+    assert_eq!(
+        (warm.compiled, warm.failed, warm.outputs_written),
+        (0, 0, 0)
+    );
     drop(fresh);
 
     // An edit of an imported module: every Lit variant, no Sky variant.
     let before = std::fs::read(f.path("out/Lit/Fragment/_.spv")).expect("output");
-    f.edit("shaders/modules/lighting.slang", "float3(1.0, 0.95, 0.9)", "float3(0.5, 0.5, 0.5)");
+    f.edit(
+        "shaders/modules/lighting.slang",
+        "float3(1.0, 0.95, 0.9)",
+        "float3(0.5, 0.5, 0.5)",
+    );
     let edit = f.build();
     assert_eq!(edit.failed, 0, "{:#?}", edit.diagnostics);
     assert_eq!(compiled(&edit), lit_variants());
@@ -207,19 +218,26 @@ fn a_slang_project_with_modules_builds_incrementally_and_never_stale() {
     // the search directory's: Lit rebuilds from it.
     f.write(
         "shaders/lighting.slang",
-        LIGHTING.replace("float3(0.5, 0.5, 0.5)", "float3(0.0, 1.0, 0.0)")
+        LIGHTING
+            .replace("float3(0.5, 0.5, 0.5)", "float3(0.0, 1.0, 0.0)")
             .replace("float3(1.0, 0.95, 0.9)", "float3(0.0, 1.0, 0.0)"),
     );
     let shadowed = f.build();
     assert_eq!(shadowed.failed, 0, "{:#?}", shadowed.diagnostics);
     assert_eq!(compiled(&shadowed), lit_variants());
-    assert_ne!(std::fs::read(f.path("out/Lit/Fragment/_.spv")).expect("output"), edited);
+    assert_ne!(
+        std::fs::read(f.path("out/Lit/Fragment/_.spv")).expect("output"),
+        edited
+    );
     f.assert_same_as_clean("a shadowing module");
     // And removing it goes back to the search directory's module.
     f.remove("shaders/lighting.slang");
     let unshadowed = f.build();
     assert_eq!(unshadowed.failed, 0, "{:#?}", unshadowed.diagnostics);
-    assert_eq!(std::fs::read(f.path("out/Lit/Fragment/_.spv")).expect("output"), edited);
+    assert_eq!(
+        std::fs::read(f.path("out/Lit/Fragment/_.spv")).expect("output"),
+        edited
+    );
     f.assert_same_as_clean("the shadowing module removed");
 }
 
@@ -240,7 +258,10 @@ fn a_broken_slang_shader_fails_alone_naming_its_file_and_line() {
     // whole file is each pass's module) but does not call it.
     assert!(broken.failed >= 2, "{broken:?}");
     let text = format!("{:#?}", broken.diagnostics);
-    assert!(text.contains("shaders/modules/shadow-utils.slang(5)"), "{text}");
+    assert!(
+        text.contains("shaders/modules/shadow-utils.slang(5)"),
+        "{text}"
+    );
     assert!(text.contains("depht"), "{text}");
     assert!(text.contains("Lit/Fragment"), "{text}");
     // Sky still built; fixing the module builds the failed variants only.

@@ -63,6 +63,7 @@ fn request(main: &str, files: &[(&str, &str)]) -> SlangRequest {
         stage: Stage::Fragment,
         targets: vec![SlangTarget::new(SlangFormat::Spirv)],
         matrix_layout_column_major: false,
+        optimization: 1,
     }
 }
 
@@ -273,6 +274,7 @@ fn the_matrix_layout_changes_the_output() {
     ];
     let column = SlangRequest {
         matrix_layout_column_major: true,
+        optimization: 1,
         ..row.clone()
     };
     let pool = pool(1);

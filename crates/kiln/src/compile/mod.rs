@@ -34,8 +34,8 @@ mod target;
 pub use constants::{ConstantValue, Constants};
 pub use error::{CompileError, CompilePhase, TextLocation};
 pub use glslang::{BindingBase, GlslangOptions, Optimization, VulkanVersion};
-pub use slang::{MatrixLayout, SlangOptimization, SlangOptions};
 pub use naga::valid::Capabilities;
+pub use slang::{MatrixLayout, SlangOptimization, SlangOptions};
 pub use target::{
     capability_names, parse_capability, supported_capabilities, Stage, Target, TargetConfig,
     TargetParseError,
@@ -149,12 +149,12 @@ impl CompilerKind {
     }
 
     /// The exact version of the compiler linked into this build (for Slang, of the library
-    /// this process found; see [`slang::version`]).
+    /// this process found; see [`slang::version_label`]).
     pub fn version(self) -> &'static str {
         match self {
             Self::Naga => NAGA_VERSION,
             Self::Glslang => glslang::VERSION,
-            Self::Slang => slang::version(),
+            Self::Slang => slang::version_label(),
         }
     }
 }
@@ -635,6 +635,11 @@ fn parse(
         SourceLanguage::Hlsl => Err(CompileError::new(
             CompilePhase::Unsupported,
             "naga cannot read HLSL (use compiler = \"glslang\")".into(),
+            None,
+        )),
+        SourceLanguage::Slang => Err(CompileError::new(
+            CompilePhase::Unsupported,
+            "naga cannot read Slang (use compiler = \"slang\")".into(),
             None,
         )),
         SourceLanguage::Wgsl => naga::front::wgsl::parse_str(text).map_err(|e| {

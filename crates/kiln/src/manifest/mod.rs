@@ -8,11 +8,11 @@
 mod constants;
 mod error;
 mod glslang;
-mod slang;
 mod keywords;
 mod pass;
 mod project;
 mod shader;
+mod slang;
 #[cfg(test)]
 mod test_manifests;
 

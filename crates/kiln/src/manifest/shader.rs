@@ -3,10 +3,10 @@
 
 use super::error::{Context, ManifestError};
 use super::glslang::RawGlslang;
-use super::slang::RawSlang;
 use super::keywords::check_keyword;
 use super::pass::{PassSpec, RawPass};
 use super::project::Limits;
+use super::slang::RawSlang;
 use crate::boundary::check_name;
 use crate::compile::{Constants, TargetConfig};
 use serde::Deserialize;

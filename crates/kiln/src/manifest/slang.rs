@@ -95,11 +95,15 @@ mod tests {
         assert_eq!(pass.front_end, FrontEnd::Slang(SlangOptions::default()));
 
         let with = |options: &str| {
-            one_pass("", "a.slang", "")
-                .replace("\n[shader.passes.P]", &format!("\n[shader.slang]\n{options}\n\n[shader.passes.P]"))
+            one_pass("", "a.slang", "").replace(
+                "\n[shader.passes.P]",
+                &format!("\n[shader.slang]\n{options}\n\n[shader.passes.P]"),
+            )
         };
-        let m = parse(&with("matrix_layout = \"column_major\"\noptimization = \"high\""))
-            .expect("Slang options");
+        let m = parse(&with(
+            "matrix_layout = \"column_major\"\noptimization = \"high\"",
+        ))
+        .expect("Slang options");
         assert_eq!(
             m.shaders[0].passes[0].front_end,
             FrontEnd::Slang(SlangOptions {
@@ -108,7 +112,10 @@ mod tests {
             })
         );
         let e = parse(&with("matrix_layout = \"diagonal\"")).unwrap_err();
-        assert!(e.message.contains("unknown matrix_layout `diagonal`"), "{e}");
+        assert!(
+            e.message.contains("unknown matrix_layout `diagonal`"),
+            "{e}"
+        );
         assert!(e.line > 1, "{e:?}");
         let e = parse(&with("optimisation = \"high\"")).unwrap_err();
         assert!(e.message.contains("optimisation"), "{e}");
@@ -119,8 +126,10 @@ mod tests {
         let e = parse(&one_pass("compiler = \"glslang\"", "a.slang", "")).unwrap_err();
         assert!(e.message.contains("glslang cannot compile slang"), "{e}");
         // Options no pass reads are refused.
-        let stray = one_pass("", "a.frag", "")
-            .replace("\n[shader.passes.P]", "\n[shader.slang]\noptimization = \"high\"\n\n[shader.passes.P]");
+        let stray = one_pass("", "a.frag", "").replace(
+            "\n[shader.passes.P]",
+            "\n[shader.slang]\noptimization = \"high\"\n\n[shader.passes.P]",
+        );
         let e = parse(&stray).unwrap_err();
         assert!(e.message.contains("no pass of it is Slang"), "{e}");
     }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashSet;
 
 use super::cache::{lex, lex_c, Preprocessor};
-use super::cpp::lexer::{CLexed, Kind, Token};
+use super::cpp::lexer::{CLexed, Kind};
 use super::cpp::{include_spec, is_include};
 use super::directive::Directive;
 use super::error::{PreprocessError, SourceLocation};
@@ -130,70 +130,113 @@ fn includes_of(
     Ok(includes)
 }
 
-/// The modules a Slang file imports (`import a.b;`, `import "a/b.slang";`, `__include a;`),
-/// whatever the conditionals around them, as the files Slang looks for, each candidate name
-/// its own reference: a name that Slang may find under two spellings reaches both files, so
-/// the closure is a superset of what Slang reads (it only ever reads from the closure).
+/// The modules a Slang file imports (`import a.b;`, `import "a/b.slang";`, `__include a;`,
+/// `implementing a;`), whatever the conditionals around them, as the files Slang looks for:
+/// one reference per file name Slang tries, in its order (see [`slang_module_files`]), each
+/// searched from the importing file's directory and then the search directories, as Slang
+/// does. A name found under two spellings reaches both files, so the closure is a superset of
+/// what Slang reads (and Slang only ever reads from the closure), and every place Slang looks
+/// before the file it takes is in the closure, present or missing.
 fn slang_imports(path: &str, lexed: &CLexed) -> Vec<IncludeRef> {
     let mut found = Vec::new();
     for line in lexed.lines().iter().filter(|line| !line.directive) {
         let tokens = lexed.tokens(line);
         for (i, token) in tokens.iter().enumerate() {
-            if token.kind != Kind::Ident || !matches!(&*token.text, "import" | "__include") {
+            let keyword = match &*token.text {
+                "import" | "implementing" => SlangImport::Module,
+                "__include" => SlangImport::Include,
+                _ => continue,
+            };
+            if token.kind != Kind::Ident {
                 continue;
             }
-            let at = |t: &Token| SourceLocation {
-                file: PathBuf::from(path),
-                line: t.line,
-                columns: t.columns(),
-            };
             let Some(first) = tokens.get(i + 1) else {
                 continue;
             };
-            if first.kind == Kind::Str {
-                if let Some(spec) = first.text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
-                    found.push(IncludeRef {
-                        spec: spec.to_owned(),
-                        angled: false,
-                        at: at(first),
-                    });
+            let at = SourceLocation {
+                file: PathBuf::from(path),
+                line: first.line,
+                columns: first.columns(),
+            };
+            let files = if first.kind == Kind::Str {
+                let Some(spec) = first
+                    .text
+                    .strip_prefix('"')
+                    .and_then(|t| t.strip_suffix('"'))
+                else {
+                    continue;
+                };
+                match keyword {
+                    SlangImport::Module => {
+                        slang_module_files(&[spec.strip_suffix(".slang").unwrap_or(spec)])
+                    }
+                    SlangImport::Include => slang_include_files(spec),
                 }
-                continue;
-            }
-            // A dotted name: identifiers joined by `.`.
-            let mut name = Vec::new();
-            let mut j = i + 1;
-            while let Some(part) = tokens.get(j).filter(|t| t.kind == Kind::Ident) {
-                name.push(&*part.text);
-                if !tokens.get(j + 1).is_some_and(|t| t.is_punct(".")) {
-                    break;
+            } else {
+                // A dotted name: identifiers joined by `.`.
+                let mut name = Vec::new();
+                let mut j = i + 1;
+                while let Some(part) = tokens.get(j).filter(|t| t.kind == Kind::Ident) {
+                    name.push(&*part.text);
+                    if !tokens.get(j + 1).is_some_and(|t| t.is_punct(".")) {
+                        break;
+                    }
+                    j += 2;
                 }
-                j += 2;
-            }
-            if name.is_empty() {
-                continue;
-            }
-            for spec in slang_module_files(&name) {
-                found.push(IncludeRef {
-                    spec,
-                    angled: false,
-                    at: at(first),
-                });
-            }
+                if name.is_empty() {
+                    continue;
+                }
+                slang_module_files(&name)
+            };
+            found.extend(files.into_iter().map(|spec| IncludeRef {
+                spec,
+                angled: false,
+                at: at.clone(),
+            }));
         }
     }
     found
 }
 
-/// The file names Slang tries for a module name's parts: `a.b_c` is `a/b_c.slang`, and also
-/// `a/b-c.slang` (Slang spells `-` as `_` in module names).
+#[derive(Clone, Copy)]
+enum SlangImport {
+    /// `import`, `implementing`: a module.
+    Module,
+    /// `__include "file"`: a file of the same module.
+    Include,
+}
+
+/// The file names Slang 2026.12 tries for a module name, in its order (measured: the test
+/// `import_rules` of `tests/slang_worker.rs`): for each extension `.slang-module`, `.slang`,
+/// `.slang.md`, the name as written, then with `_` spelled `-`; `.` separates directories.
 pub(crate) fn slang_module_files(parts: &[&str]) -> Vec<String> {
-    let joined = parts.join("/");
-    let mut files = vec![format!("{joined}.slang")];
-    if joined.contains('_') {
-        files.push(format!("{}.slang", joined.replace('_', "-")));
+    let written = parts.join("/");
+    let hyphens = written.replace('_', "-");
+    let mut spellings = vec![written];
+    if hyphens != spellings[0] {
+        spellings.push(hyphens);
+    }
+    let mut files = Vec::new();
+    for extension in [".slang-module", ".slang", ".slang.md"] {
+        for spelling in &spellings {
+            files.push(format!("{spelling}{extension}"));
+        }
     }
     files
+}
+
+/// The file names Slang tries for `__include "spec"`: the name, then with `.md` (as written
+/// with `.slang`; a name without it also as `.slang`, a superset).
+fn slang_include_files(spec: &str) -> Vec<String> {
+    if spec.ends_with(".slang") {
+        vec![spec.to_owned(), format!("{spec}.md")]
+    } else {
+        vec![
+            spec.to_owned(),
+            format!("{spec}.slang"),
+            format!("{spec}.slang.md"),
+        ]
+    }
 }
 
 /// [`include_closure`], lexing through `cache` when there is one.

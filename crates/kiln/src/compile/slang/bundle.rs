@@ -29,7 +29,13 @@ impl<'a> SlangBundle<'a> {
     /// The bundle as one text.
     pub fn encode(&self) -> String {
         let mut out = String::with_capacity(
-            MAGIC.len() + 64 + self.files.iter().map(|(p, t)| p.len() + t.len() + 24).sum::<usize>(),
+            MAGIC.len()
+                + 64
+                + self
+                    .files
+                    .iter()
+                    .map(|(p, t)| p.len() + t.len() + 24)
+                    .sum::<usize>(),
         );
         out.push_str(MAGIC);
         field_line(&mut out, "main", &[self.main]);
@@ -47,8 +53,13 @@ impl<'a> SlangBundle<'a> {
 
     /// Reads a bundle written by [`SlangBundle::encode`].
     pub fn decode(text: &'a str) -> Result<Self, CompileError> {
-        let malformed =
-            |what: &str| CompileError::new(CompilePhase::Parse, format!("not a Slang bundle: {what}"), None);
+        let malformed = |what: &str| {
+            CompileError::new(
+                CompilePhase::Parse,
+                format!("not a Slang bundle: {what}"),
+                None,
+            )
+        };
         let mut rest = text
             .strip_prefix(MAGIC)
             .ok_or_else(|| malformed("no header"))?;
@@ -163,7 +174,12 @@ mod tests {
                 let _ = SlangBundle::decode(&text[..cut]);
             }
         }
-        for bad in ["", "kiln-slang-bundle 1\n", "kiln-slang-bundle 1\nfile 99:x\n", "kiln-slang-bundle 1\nmain 1:a"] {
+        for bad in [
+            "",
+            "kiln-slang-bundle 1\n",
+            "kiln-slang-bundle 1\nfile 99:x\n",
+            "kiln-slang-bundle 1\nmain 1:a",
+        ] {
             assert!(SlangBundle::decode(bad).is_err(), "{bad:?}");
         }
     }

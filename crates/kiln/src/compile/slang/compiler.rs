@@ -327,6 +327,7 @@ impl SlangCompiler {
                     ffi::MATRIX_LAYOUT_ROW_MAJOR
                 },
             );
+            (api.set_optimization_level)(raw, request.optimization.min(3));
             for (key, value) in &defines {
                 (api.add_preprocessor_define)(raw, key.as_ptr(), value.as_ptr());
             }

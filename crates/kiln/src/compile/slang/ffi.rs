@@ -88,6 +88,7 @@ pub(super) struct Api {
     pub(super) set_target_profile: unsafe extern "C" fn(*mut c_void, c_int, c_uint),
     pub(super) find_profile: unsafe extern "C" fn(*mut c_void, *const c_char) -> c_uint,
     pub(super) set_matrix_layout_mode: unsafe extern "C" fn(*mut c_void, c_uint),
+    pub(super) set_optimization_level: unsafe extern "C" fn(*mut c_void, c_uint),
     pub(super) add_preprocessor_define:
         unsafe extern "C" fn(*mut c_void, *const c_char, *const c_char),
     pub(super) add_search_path: unsafe extern "C" fn(*mut c_void, *const c_char),
@@ -133,6 +134,7 @@ impl Api {
             set_target_profile: symbol!("spSetTargetProfile"),
             find_profile: symbol!("spFindProfile"),
             set_matrix_layout_mode: symbol!("spSetMatrixLayoutMode"),
+            set_optimization_level: symbol!("spSetOptimizationLevel"),
             add_preprocessor_define: symbol!("spAddPreprocessorDefine"),
             add_search_path: symbol!("spAddSearchPath"),
             add_translation_unit: symbol!("spAddTranslationUnit"),

@@ -102,15 +102,42 @@ pub fn compile_targets(
     };
     let words = spirv_words(&bytes).ok_or_else(|| what("Slang wrote malformed SPIR-V".into()))?;
     let words = cross::specialize(&words, request.constants)?;
+    // Slang names the SPIR-V entry point `main`, as slangc does; the translators look for
+    // the name the module has.
+    let entry = sole_entry_point(&words).unwrap_or_else(|| request.entry.to_owned());
     Ok(targets
         .iter()
         .map(|target| {
             target.map(|target| match target.target() {
                 Target::Spirv => Ok(words.iter().flat_map(|w| w.to_le_bytes()).collect()),
-                _ => cross::from_spirv(&words, request.stage, request.entry, target),
+                _ => cross::from_spirv(&words, request.stage, &entry, target),
             })
         })
         .collect())
+}
+
+/// The name of a SPIR-V module's entry point when it has exactly one (`OpEntryPoint`).
+fn sole_entry_point(words: &[u32]) -> Option<String> {
+    const OP_ENTRY_POINT: u32 = 15;
+    let mut names = Vec::new();
+    let mut at = 5;
+    while let Some(&first) = words.get(at) {
+        let count = (first >> 16) as usize;
+        if count == 0 {
+            return None;
+        }
+        if first & 0xffff == OP_ENTRY_POINT {
+            let literal = words.get(at + 3..at + count)?;
+            let bytes: Vec<u8> = literal.iter().flat_map(|w| w.to_le_bytes()).collect();
+            let end = bytes.iter().position(|&b| b == 0)?;
+            names.push(String::from_utf8(bytes[..end].to_vec()).ok()?);
+        }
+        at += count;
+    }
+    match names.len() {
+        1 => names.pop(),
+        _ => None,
+    }
 }
 
 fn spirv_words(bytes: &[u8]) -> Option<Vec<u32>> {

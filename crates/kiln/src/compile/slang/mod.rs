@@ -86,11 +86,18 @@
 //! pass); if that fails and there are several, each target is compiled alone, so that one
 //! back end's error (Metal and WGSL cannot write `double`) fails its own target.
 
+mod bundle;
 mod compiler;
 mod ffi;
+mod front_end;
+mod options;
 mod pool;
 mod protocol;
 mod worker;
+
+pub use bundle::SlangBundle;
+pub use front_end::{compile_targets, set_worker_command, version_label};
+pub use options::{MatrixLayout, SlangOptimization, SlangOptions};
 
 pub use compiler::{version, SlangCompiler, LIBRARY_ENV};
 pub use pool::{PoolOptions, SlangPool, WorkerCommand, WORKER_ENV};
@@ -123,6 +130,8 @@ pub struct SlangRequest {
     pub targets: Vec<SlangTarget>,
     /// Column-major matrices (Slang's default, and kiln's, is row-major).
     pub matrix_layout_column_major: bool,
+    /// Slang's optimization level, 0 to 3 (`SlangOptimizationLevel`; 1 is Slang's default).
+    pub optimization: u32,
 }
 
 /// An output format Slang writes directly.
@@ -320,6 +329,7 @@ mod tests {
                 profile: Some("spirv_1_4".into()),
             }],
             matrix_layout_column_major: true,
+            optimization: 1,
         };
         let json = serde_json::to_vec(&request).unwrap();
         assert_eq!(

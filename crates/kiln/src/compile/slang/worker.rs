@@ -161,6 +161,7 @@ mod tests {
                 SlangTarget::new(SlangFormat::Wgsl),
             ],
             matrix_layout_column_major: false,
+            optimization: 1,
         };
         let mut input = Vec::new();
         write_json(&mut input, &request).unwrap();

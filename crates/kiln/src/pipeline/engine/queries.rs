@@ -21,8 +21,8 @@ use crate::key::VariantKey;
 use crate::manifest::{Limits, Manifest, PassSpec, ShaderSpec};
 use crate::pipeline::{Diagnostic, VariantId};
 use crate::preprocess::{
-    Dialect, FileView, IncludeClosure, LineMap, PreprocessBudget, PreprocessRequest,
-    Preprocessed, SourceLoader,
+    Dialect, FileView, IncludeClosure, LineMap, PreprocessBudget, PreprocessRequest, Preprocessed,
+    SourceLoader,
 };
 use crate::store::ContentKey;
 use kiln_incr::{Database, Input, Query, QueryError};
