@@ -104,6 +104,46 @@ impl<'a> SlangBundle<'a> {
     }
 }
 
+impl SlangBundle<'_> {
+    /// Per line of the bundle's text `text` (what [`SlangBundle::decode`] read), where it came
+    /// from: `(index in files, 1-based line)`; a line of the header names the entry file's
+    /// first line. A file's first line shares its bundle line with the file's tag, after it,
+    /// so a position in a file is that line with the file's own column.
+    pub fn line_origins(&self, text: &str) -> Vec<(u32, u32)> {
+        let mut origins = Vec::with_capacity(text.bytes().filter(|&b| b == b'\n').count());
+        let mut at = 0;
+        for (index, (_, content)) in self.files.iter().enumerate() {
+            let start = offset_in(text, content);
+            let header_lines = text[at..start].bytes().filter(|&b| b == b'\n').count();
+            origins.extend(std::iter::repeat_n((0, 1), header_lines));
+            let lines = content.bytes().filter(|&b| b == b'\n').count() + 1;
+            origins.extend((1..=lines).map(|line| (index as u32, line as u32)));
+            // The content's last line ends with the tag line's own newline.
+            at = start + content.len() + 1;
+        }
+        let rest = text.get(at..).unwrap_or("");
+        origins.extend(std::iter::repeat_n((0, 1), rest.bytes().filter(|&b| b == b'\n').count()));
+        origins
+    }
+
+    /// The 1-based bundle line of line `line` of file `path`, if the bundle holds it.
+    pub fn bundle_line(&self, text: &str, path: &str, line: u32) -> Option<u32> {
+        let (_, content) = self.files.iter().find(|(p, _)| *p == path)?;
+        let lines = content.bytes().filter(|&b| b == b'\n').count() + 1;
+        if line == 0 || line as usize > lines {
+            return None;
+        }
+        let start = offset_in(text, content);
+        let before = text[..start].bytes().filter(|&b| b == b'\n').count();
+        u32::try_from(before + line as usize).ok()
+    }
+}
+
+/// Where `part`, a slice of `text`, starts in it.
+fn offset_in(text: &str, part: &str) -> usize {
+    (part.as_ptr() as usize).saturating_sub(text.as_ptr() as usize).min(text.len())
+}
+
 /// `tag <len>:<field> <len>:<field>\n`.
 fn field_line(out: &mut String, tag: &str, fields: &[&str]) {
     out.push_str(tag);
@@ -159,6 +199,30 @@ mod tests {
             ..bundle.clone()
         };
         assert_ne!(moved.encode(), text);
+    }
+
+    #[test]
+    fn every_line_of_a_bundle_names_its_file_and_line() {
+        let bundle = SlangBundle {
+            main: "m.slang",
+            search_dirs: vec!["inc"],
+            defines: vec![("FOG", "1")],
+            files: vec![("m.slang", "a\nb\n"), ("inc/x.slang", "x1\nx2")],
+        };
+        let text = bundle.encode();
+        let decoded = SlangBundle::decode(&text).unwrap();
+        let origins = decoded.line_origins(&text);
+        let lines: Vec<&str> = text.split_inclusive('\n').collect();
+        assert_eq!(origins.len(), lines.len());
+        for (file, (path, content)) in bundle.files.iter().enumerate() {
+            for (n, source_line) in content.split('\n').enumerate() {
+                let at = decoded.bundle_line(&text, path, n as u32 + 1).unwrap();
+                assert_eq!(origins[at as usize - 1], (file as u32, n as u32 + 1));
+                assert!(lines[at as usize - 1].contains(source_line), "{path}:{n}");
+            }
+        }
+        assert_eq!(decoded.bundle_line(&text, "inc/x.slang", 3), None);
+        assert_eq!(decoded.bundle_line(&text, "nope.slang", 1), None);
     }
 
     #[test]

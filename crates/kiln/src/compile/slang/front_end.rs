@@ -11,7 +11,7 @@ use super::{
 };
 use crate::compile::{
     cross, CompileError, CompilePhase, CompileRequest, MatrixLayout, SlangOptions, Target,
-    TargetConfig, TargetResult,
+    TargetConfig, TargetResult, TextLocation,
 };
 
 /// How the pool starts its workers, when the program says (the CLI runs itself with
@@ -97,7 +97,7 @@ pub fn compile_targets(
         .map_err(|e| what(e.to_string()))?;
     let bytes = match response.outputs.into_iter().next() {
         Some(Ok(bytes)) => bytes,
-        Some(Err(diagnostics)) => return Err(slang_error(&diagnostics)),
+        Some(Err(diagnostics)) => return Err(slang_error(&diagnostics, &bundle, request.text)),
         None => return Err(what("Slang wrote no SPIR-V".into())),
     };
     let words = spirv_words(&bytes).ok_or_else(|| what("Slang wrote malformed SPIR-V".into()))?;
@@ -151,9 +151,21 @@ fn spirv_words(bytes: &[u8]) -> Option<Vec<u32>> {
     (words[0] == 0x0723_0203).then_some(words)
 }
 
-/// Slang's diagnostics as a compile error. Slang names each error's file and line itself
-/// (`path(line): error N: message`, the path root-relative as kiln gave it), in the entry file
-/// or in the module it is in, so its whole text is the message; the pipeline adds the variant.
-fn slang_error(diagnostics: &str) -> CompileError {
-    CompileError::new(CompilePhase::Parse, diagnostics.trim().to_owned(), None)
+/// Slang's diagnostics as a compile error, located at the first error's file and line (Slang
+/// writes `--> path:line:column`, the path as kiln gave it) as a line of the bundle, which the
+/// variant's line map takes back to the file; the message keeps Slang's whole text.
+fn slang_error(diagnostics: &str, bundle: &SlangBundle<'_>, text: &str) -> CompileError {
+    let location = diagnostics.lines().find_map(|line| {
+        let place = line.trim_start().strip_prefix("--> ")?;
+        let mut parts = place.rsplitn(3, ':');
+        let column: u32 = parts.next()?.trim().parse().ok()?;
+        let line: u32 = parts.next()?.trim().parse().ok()?;
+        let path = parts.next()?;
+        Some(TextLocation {
+            line: bundle.bundle_line(text, path, line)?,
+            column,
+            length: 1,
+        })
+    });
+    CompileError::new(CompilePhase::Parse, diagnostics.trim().to_owned(), location)
 }

@@ -354,9 +354,15 @@ fn slang_bundle(
             .collect(),
         files: texts.iter().map(|(p, t)| (p.as_str(), &**t)).collect(),
     };
+    let text = bundle.encode();
+    // Slang's errors are located in the bundle's text; its lines map back to the files.
+    let lines = match SlangBundle::decode(&text) {
+        Ok(decoded) => decoded.line_origins(&text),
+        Err(_) => Vec::new(),
+    };
     Ok(Ok(Arc::new(Preprocessed {
-        text: bundle.encode(),
-        line_map: LineMap::new(closure.files.clone(), Vec::new()),
+        line_map: LineMap::new(closure.files.clone(), lines),
+        text,
     })))
 }
 
