@@ -262,9 +262,13 @@ fn a_broken_slang_shader_fails_alone_naming_its_file_and_line() {
     assert!(text.contains("Lit/Fragment"), "{text}");
     // Located at the module's file and line, through the bundle's line map.
     assert!(
-        broken.diagnostics.iter().all(|d| d.location.as_ref().is_some_and(|at| {
-            at.file == std::path::Path::new("shaders/modules/shadow-utils.slang") && at.line == 5
-        })),
+        broken
+            .diagnostics
+            .iter()
+            .all(|d| d.location.as_ref().is_some_and(|at| {
+                at.file == std::path::Path::new("shaders/modules/shadow-utils.slang")
+                    && at.line == 5
+            })),
         "{text}"
     );
     // Sky still built; fixing the module builds the failed variants only.

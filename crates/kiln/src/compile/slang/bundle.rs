@@ -122,7 +122,10 @@ impl SlangBundle<'_> {
             at = start + content.len() + 1;
         }
         let rest = text.get(at..).unwrap_or("");
-        origins.extend(std::iter::repeat_n((0, 1), rest.bytes().filter(|&b| b == b'\n').count()));
+        origins.extend(std::iter::repeat_n(
+            (0, 1),
+            rest.bytes().filter(|&b| b == b'\n').count(),
+        ));
         origins
     }
 
@@ -141,7 +144,9 @@ impl SlangBundle<'_> {
 
 /// Where `part`, a slice of `text`, starts in it.
 fn offset_in(text: &str, part: &str) -> usize {
-    (part.as_ptr() as usize).saturating_sub(text.as_ptr() as usize).min(text.len())
+    (part.as_ptr() as usize)
+        .saturating_sub(text.as_ptr() as usize)
+        .min(text.len())
 }
 
 /// `tag <len>:<field> <len>:<field>\n`.
