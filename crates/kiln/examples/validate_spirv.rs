@@ -44,7 +44,7 @@ fn main() -> ExitCode {
                 continue;
             }
         };
-        if bytes.len() % 4 != 0 {
+        if !bytes.len().is_multiple_of(4) {
             eprintln!("{path}: not a whole number of words");
             rejected += 1;
             continue;

@@ -125,7 +125,7 @@ fn require_slang() -> bool {
 /// Validates SPIR-V with the vendored SPIRV-Tools (Vulkan 1.1, SPIR-V 1.3).
 fn validate(bytes: &[u8], what: &str) {
     use spirv_tools::val::Validator;
-    assert_eq!(bytes.len() % 4, 0, "{what}: not whole words");
+    assert!(bytes.len().is_multiple_of(4), "{what}: not whole words");
     let words: Vec<u32> = bytes
         .chunks_exact(4)
         .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))

@@ -141,7 +141,7 @@ fn sole_entry_point(words: &[u32]) -> Option<String> {
 }
 
 fn spirv_words(bytes: &[u8]) -> Option<Vec<u32>> {
-    if bytes.len() % 4 != 0 || bytes.len() < 20 {
+    if !bytes.len().is_multiple_of(4) || bytes.len() < 20 {
         return None;
     }
     let words: Vec<u32> = bytes
