@@ -371,8 +371,8 @@ pub fn compile_with(
 pub fn refused(front_end: &FrontEnd, stage: Stage, target: Target) -> Option<CompileError> {
     match front_end {
         FrontEnd::Naga => None,
-        // Both write SPIR-V that the translator takes to the other targets.
-        FrontEnd::Glslang(_) | FrontEnd::Slang(_) => glslang::refused(stage, target),
+        FrontEnd::Glslang(_) => glslang::refused(stage, target),
+        FrontEnd::Slang(_) => slang::refused(stage, target),
     }
 }
 

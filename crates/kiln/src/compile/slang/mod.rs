@@ -96,7 +96,7 @@ mod protocol;
 mod worker;
 
 pub use bundle::SlangBundle;
-pub use front_end::{compile_targets, set_worker_command, version_label};
+pub use front_end::{compile_targets, refused, set_worker_command, version_label};
 pub use options::{MatrixLayout, SlangOptimization, SlangOptions};
 
 pub use compiler::{version, SlangCompiler, LIBRARY_ENV};
