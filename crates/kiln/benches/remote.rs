@@ -1,23 +1,36 @@
-//! The remote cache on a real `redis-server` (started here on a loopback port), on the
-//! generated 2,000-variant project (10 shaders x 100 keyword sets x 2 passes; targets spirv,
-//! msl, hlsl). Printed from one run, reps alternated (medians and minimums):
+//! The remote cache on a real `redis-server` (started here on a loopback port), on two
+//! generated projects. Printed from one run, reps alternated (medians and minimums):
 //! - `remote build cold_ms= warm_remote_ms= warm_local_ms= cold_over_warm_remote=
-//!   warm_remote_over_warm_local=`: a cold build (empty local store, no remote); a build
-//!   with an empty local store from a filled remote (it fills the local store); a build
-//!   from that filled local store with no remote. Each starts a new `Project` (as a new
-//!   process would) and writes every output into an empty output directory.
-//!   Goals: cold at least 20x slower than warm-from-remote; warm-from-remote at most 2x
-//!   slower than warm-from-local. `cold_over_warm_local` shows the floor of the first
-//!   ratio: both warm builds write all 6,000 outputs into an empty directory.
-//! - `remote shard_balance n= max_over_mean=`: the partition of the project's distinct
+//!   warm_remote_over_warm_local=`, on the 2,000-variant WGSL project (10 shaders x 100
+//!   keyword sets x 2 passes; targets spirv, msl, hlsl) that naga compiles at about 1 ms a
+//!   variant: a cold build (empty local store, no remote); a build with an empty local store
+//!   from a filled remote (it fills the local store); a build from that filled local store
+//!   with no remote. Each starts a new `Project` (as a new process would) and writes every
+//!   output into an empty output directory. Goal: warm-from-remote at most 2x slower than
+//!   warm-from-local. `cold_over_warm_local` shows the floor of `cold_over_warm_remote`: both
+//!   warm builds write all 6,000 outputs into an empty directory, which bounds the ratio
+//!   when compiles are this cheap (the 20x goal for that ratio is the glslang line's).
+//! - `remote shard_balance n= max_over_mean=`: the partition of the WGSL project's distinct
 //!   compile jobs over N shards by the compile times a cold build recorded in the remote
 //!   (what `kiln build --shard I/N` reads), as the largest shard's recorded cost over the
 //!   mean shard's. Goal: at most 1.10.
+//! - `remote glslang_build variants= ms_per_compile= cold_ms= warm_remote_ms= warm_local_ms=
+//!   cold_over_warm_remote=`: the same three builds on a workload whose compiles cost what
+//!   production shaders cost: 256 forward PBR HLSL fragment variants (4 shaders x 64 keyword
+//!   sets, see `common/hlsl_project.rs`; target spirv only, one output per variant) compiled
+//!   by glslang with `[shader.glslang] optimization = "performance"` (SPIRV-Tools' HLSL
+//!   legalization and performance passes). `ms_per_compile` is the mean compile time the
+//!   fill build recorded per variant in the remote (median and maximum beside it), on a
+//!   build thread sharing the cores with the others. Goal: cold at least 20x slower than
+//!   warm-from-remote. On the server's database 1, so the shard balance reads the WGSL
+//!   project's costs alone. Skipped with a message without the `glslang` feature.
 //!
 //! `cargo bench -p kiln --bench remote` (`KILN_BENCH_REPS=N` to change the 3 reps); without
-//! `--bench` (e.g. under `cargo test
-//! --benches`) a small project and one rep. Skips with a message without `redis-server`.
+//! `--bench` (e.g. under `cargo test -p kiln --bench remote`) small projects (64 WGSL and 8
+//! HLSL variants) and one rep. Skips with a message without `redis-server`.
 
+#[path = "common/hlsl_project.rs"]
+mod hlsl_project;
 #[path = "common/project.rs"]
 #[allow(dead_code)]
 mod project;
@@ -43,6 +56,19 @@ const SMOKE: Scale = Scale {
     shaders: 2,
     lights: 2,
     tones: 2,
+};
+
+/// The glslang line's HLSL project: 4 shaders x 64 keyword sets (256 compiles), and in the
+/// smoke mode 1 shader x 8.
+const HLSL_FULL: hlsl_project::Scale = hlsl_project::Scale {
+    shaders: 4,
+    lights: 4,
+    tones: 2,
+};
+const HLSL_SMOKE: hlsl_project::Scale = hlsl_project::Scale {
+    shaders: 1,
+    lights: 1,
+    tones: 1,
 };
 
 struct Server(Child);
@@ -161,67 +187,25 @@ fn run(full: bool) -> Result<(), String> {
         scale.variants(),
         targets.len()
     );
-    let cache = |name: &str| temp.path().join(name);
-
-    // Fill the remote (and record compile times) once.
-    let fill = build(&manifest, &cache("fill"), Some(&url))?;
-    println!(
-        "remote fill compiled={} uploaded={:?}",
-        fill.compiled,
-        fill.remote.as_ref().map(|r| r.uploaded)
-    );
-
-    let (mut cold, mut warm_remote, mut warm_local) = (Vec::new(), Vec::new(), Vec::new());
-    for rep in 0..reps {
-        let run_cold = |cold: &mut Vec<Duration>| -> Result<(), String> {
-            let dir = cache(&format!("cold{rep}"));
-            let report = build(&manifest, &dir, None)?;
-            assert_eq!(report.compiled + report.deduplicated, scale.variants());
-            cold.push(report.elapsed);
-            Ok(())
-        };
-        if rep % 2 == 1 {
-            run_cold(&mut cold)?;
-        }
-        let dir = cache(&format!("warm{rep}"));
-        let report = build(&manifest, &dir, Some(&url))?;
-        if report.compiled != 0 {
-            return Err(format!("warm-from-remote compiled {}", report.compiled));
-        }
-        warm_remote.push(report.elapsed);
-        if let Some(remote) = &report.remote {
-            println!(
-                "remote warm rep={rep} fetched={} round_trips={} ms={:.1}",
-                remote.fetched,
-                remote.round_trips,
-                ms(report.elapsed)
-            );
-        }
-        let report = build(&manifest, &dir, None)?;
-        if report.compiled != 0 {
-            return Err(format!("warm-from-local compiled {}", report.compiled));
-        }
-        warm_local.push(report.elapsed);
-        if rep % 2 == 0 {
-            run_cold(&mut cold)?;
-        }
-    }
-    let (cold, warm_remote, warm_local) = (
-        Stats::of(&cold),
-        Stats::of(&warm_remote),
-        Stats::of(&warm_local),
-    );
+    let line = measure(
+        &manifest,
+        &temp.path().join("wgsl"),
+        &url,
+        scale.variants(),
+        reps,
+        "",
+    )?;
     println!(
         "remote build reps={reps} cold_ms={:.1} (min {:.1}) warm_remote_ms={:.1} (min {:.1}) warm_local_ms={:.1} (min {:.1}) cold_over_warm_remote={:.1}x warm_remote_over_warm_local={:.2}x cold_over_warm_local={:.1}x",
-        ms(cold.median),
-        ms(cold.min),
-        ms(warm_remote.median),
-        ms(warm_remote.min),
-        ms(warm_local.median),
-        ms(warm_local.min),
-        ratio(cold.median, warm_remote.median),
-        ratio(warm_remote.median, warm_local.median),
-        ratio(cold.median, warm_local.median),
+        ms(line.cold.median),
+        ms(line.cold.min),
+        ms(line.warm_remote.median),
+        ms(line.warm_remote.min),
+        ms(line.warm_local.median),
+        ms(line.warm_local.min),
+        ratio(line.cold.median, line.warm_remote.median),
+        ratio(line.warm_remote.median, line.warm_local.median),
+        ratio(line.cold.median, line.warm_local.median),
     );
 
     // Shard balance by the compile times the fill build recorded.
@@ -251,5 +235,144 @@ fn run(full: bool) -> Result<(), String> {
             kiln::shard::imbalance(&costs, &assigned, n)
         );
     }
+
+    glslang_line(full, temp.path(), port, reps)
+}
+
+/// The glslang line: the same protocol on the generated HLSL project, whose compiles
+/// (glslang, SPIRV-Tools' performance passes) cost what production shaders cost. On the
+/// server's database 1, so that the shard balance above reads the WGSL project's costs only.
+fn glslang_line(full: bool, temp: &Path, port: u16, reps: usize) -> Result<(), String> {
+    if !cfg!(feature = "glslang") {
+        println!("remote glslang_build skipped: kiln was built without the `glslang` feature");
+        return Ok(());
+    }
+    let scale = if full { HLSL_FULL } else { HLSL_SMOKE };
+    let url = format!("redis://127.0.0.1:{port}/1");
+    let generated = hlsl_project::generate(&temp.join("hlsl-project"), scale, "remote")
+        .map_err(|e| e.to_string())?;
+    println!(
+        "remote glslang_project variants={} shaders={} targets=1 optimization=performance",
+        generated.variants, scale.shaders
+    );
+    let line = measure(
+        &generated.manifest,
+        &temp.join("hlsl"),
+        &url,
+        generated.variants,
+        reps,
+        "glslang_",
+    )?;
+    // What one compile cost (glslang, legalization, the performance passes, validation), as
+    // the fill build recorded it in the remote for `--shard`: the mean over every job.
+    let client = redis::Client::open(url.as_str()).map_err(|e| e.to_string())?;
+    let mut con = client.get_connection().map_err(|e| e.to_string())?;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("kiln:v2:cost:*")
+        .query(&mut con)
+        .map_err(|e| e.to_string())?;
+    let mut micros = Vec::with_capacity(keys.len());
+    for key in keys {
+        let cost: u64 = redis::cmd("GET")
+            .arg(&key)
+            .query(&mut con)
+            .map_err(|e| e.to_string())?;
+        micros.push(Duration::from_micros(cost));
+    }
+    let mean = micros.iter().sum::<Duration>() / u32::try_from(micros.len().max(1)).unwrap_or(1);
+    let per_compile = Stats::of(&micros);
+    println!(
+        "remote glslang_build reps={reps} variants={} ms_per_compile={:.1} (median {:.1}, max {:.1}) cold_ms={:.1} (min {:.1}) warm_remote_ms={:.1} (min {:.1}) warm_local_ms={:.1} (min {:.1}) cold_over_warm_remote={:.1}x (min over min {:.1}x) warm_remote_over_warm_local={:.2}x",
+        generated.variants,
+        ms(mean),
+        ms(per_compile.median),
+        ms(micros.iter().max().copied().unwrap_or_default()),
+        ms(line.cold.median),
+        ms(line.cold.min),
+        ms(line.warm_remote.median),
+        ms(line.warm_remote.min),
+        ms(line.warm_local.median),
+        ms(line.warm_local.min),
+        ratio(line.cold.median, line.warm_remote.median),
+        ratio(line.cold.min, line.warm_remote.min),
+        ratio(line.warm_remote.median, line.warm_local.median),
+    );
     Ok(())
+}
+
+/// One line's builds, reps alternated.
+struct Line {
+    cold: Stats,
+    warm_remote: Stats,
+    warm_local: Stats,
+}
+
+/// Fills the remote at `url` from `manifest` once, then per rep a cold build (empty local
+/// store, no remote), a build with an empty local store from the filled remote and one from
+/// the local store that filled (no remote), the cold one first on odd reps and last on even
+/// ones. Local stores go under `caches`; `prefix` names the printed lines.
+fn measure(
+    manifest: &Path,
+    caches: &Path,
+    url: &str,
+    variants: usize,
+    reps: usize,
+    prefix: &str,
+) -> Result<Line, String> {
+    let cache = |name: &str| caches.join(name);
+    // Fill the remote (and record compile times) once.
+    let fill = build(manifest, &cache("fill"), Some(url))?;
+    println!(
+        "remote {prefix}fill compiled={} deduplicated={} uploaded={:?}",
+        fill.compiled,
+        fill.deduplicated,
+        fill.remote.as_ref().map(|r| r.uploaded)
+    );
+
+    let (mut cold, mut warm_remote, mut warm_local) = (Vec::new(), Vec::new(), Vec::new());
+    for rep in 0..reps {
+        let run_cold = |cold: &mut Vec<Duration>| -> Result<(), String> {
+            let dir = cache(&format!("cold{rep}"));
+            let report = build(manifest, &dir, None)?;
+            assert_eq!(report.compiled + report.deduplicated, variants);
+            cold.push(report.elapsed);
+            Ok(())
+        };
+        if rep % 2 == 1 {
+            run_cold(&mut cold)?;
+        }
+        let dir = cache(&format!("warm{rep}"));
+        let report = build(manifest, &dir, Some(url))?;
+        if report.compiled != 0 {
+            return Err(format!(
+                "{prefix}warm-from-remote compiled {}",
+                report.compiled
+            ));
+        }
+        warm_remote.push(report.elapsed);
+        if let Some(remote) = &report.remote {
+            println!(
+                "remote {prefix}warm rep={rep} fetched={} round_trips={} ms={:.1}",
+                remote.fetched,
+                remote.round_trips,
+                ms(report.elapsed)
+            );
+        }
+        let report = build(manifest, &dir, None)?;
+        if report.compiled != 0 {
+            return Err(format!(
+                "{prefix}warm-from-local compiled {}",
+                report.compiled
+            ));
+        }
+        warm_local.push(report.elapsed);
+        if rep % 2 == 0 {
+            run_cold(&mut cold)?;
+        }
+    }
+    Ok(Line {
+        cold: Stats::of(&cold),
+        warm_remote: Stats::of(&warm_remote),
+        warm_local: Stats::of(&warm_local),
+    })
 }
