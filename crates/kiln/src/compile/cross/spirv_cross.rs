@@ -7,6 +7,45 @@ use spirv_cross2::compile::{glsl, hlsl, msl, CompilableTarget};
 use spirv_cross2::spirv::ExecutionModel;
 use spirv_cross2::{targets, Compiler, Module, SpirvCrossError};
 
+/// Capabilities whose modules SPIRV-Cross (aa217ae) cannot read: its parser asserts on them
+/// (`get_pointee_type_id: Assertion 'p_type->parent_type' failed` on untyped pointers), and an
+/// assertion aborts the whole process, which no `catch_unwind` contains. glslang writes them
+/// for `GL_EXT_descriptor_heap` (the public samples' `descriptorheapuntyped`).
+const UNHANDLED_CAPABILITIES: [(u32, &str); 2] = [
+    (4473, "UntypedPointersKHR"),
+    (5128, "DescriptorHeapEXT"),
+];
+
+/// Refuses a module declaring a capability SPIRV-Cross cannot read (the caller has checked
+/// the instruction stream).
+fn refuse_unhandled(spirv: &[u32], target: &TargetConfig) -> Result<(), CompileError> {
+    const OP_CAPABILITY: u32 = 17;
+    let mut at = 5;
+    while let Some(&first) = spirv.get(at) {
+        let count = (first >> 16) as usize;
+        if count == 0 {
+            break;
+        }
+        if first & 0xffff == OP_CAPABILITY {
+            if let Some((_, name)) = spirv
+                .get(at + 1)
+                .and_then(|c| UNHANDLED_CAPABILITIES.iter().find(|(id, _)| id == c))
+            {
+                return Err(CompileError::new(
+                    CompilePhase::Unsupported,
+                    format!(
+                        "{} through SPIRV-Cross: the module uses capability {name}, which SPIRV-Cross cannot translate",
+                        target.target()
+                    ),
+                    None,
+                ));
+            }
+        }
+        at += count;
+    }
+    Ok(())
+}
+
 /// Translates the entry point `entry` (of `stage`, when given) of `spirv` for `target`.
 pub(super) fn translate(
     spirv: &[u32],
@@ -14,6 +53,7 @@ pub(super) fn translate(
     stage: Option<Stage>,
     target: &TargetConfig,
 ) -> Result<Vec<u8>, CompileError> {
+    refuse_unhandled(spirv, target)?;
     let module = Module::from_words(spirv);
     let error = |e: SpirvCrossError| {
         let phase = match e {

@@ -196,3 +196,26 @@ fn the_stage_table_allows_what_the_translators_write() {
         "geometry shaders are unsupported by target msl (Metal has no geometry shaders); only spirv builds them"
     );
 }
+
+/// A module declaring untyped pointers (what glslang writes for `GL_EXT_descriptor_heap`)
+/// made SPIRV-Cross assert and abort the whole build (the public samples'
+/// `descriptorheapuntyped/cube.frag`): it is refused before SPIRV-Cross reads it, for every
+/// target SPIRV-Cross writes, and the process lives on.
+#[cfg(feature = "glslang")]
+#[test]
+fn a_module_spirv_cross_cannot_read_is_refused_not_aborted() {
+    // OpCapability Shader, OpCapability UntypedPointersKHR (4473), OpMemoryModel.
+    let words = module(&[0x0002_0011, 1, 0x0002_0011, 4473, 0x0003_000e, 0, 1]);
+    for target in [Target::Msl, Target::Hlsl, Target::Glsl] {
+        let e = translate(
+            Translator::SpirvCross,
+            &words,
+            "main",
+            None,
+            &TargetConfig::new(target),
+        )
+        .unwrap_err();
+        assert_eq!(e.phase, CompilePhase::Unsupported, "{target}: {e}");
+        assert!(e.message.contains("UntypedPointersKHR"), "{target}: {e}");
+    }
+}
