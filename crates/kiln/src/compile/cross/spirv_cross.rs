@@ -11,10 +11,8 @@ use spirv_cross2::{targets, Compiler, Module, SpirvCrossError};
 /// (`get_pointee_type_id: Assertion 'p_type->parent_type' failed` on untyped pointers), and an
 /// assertion aborts the whole process, which no `catch_unwind` contains. glslang writes them
 /// for `GL_EXT_descriptor_heap` (the public samples' `descriptorheapuntyped`).
-const UNHANDLED_CAPABILITIES: [(u32, &str); 2] = [
-    (4473, "UntypedPointersKHR"),
-    (5128, "DescriptorHeapEXT"),
-];
+const UNHANDLED_CAPABILITIES: [(u32, &str); 2] =
+    [(4473, "UntypedPointersKHR"), (5128, "DescriptorHeapEXT")];
 
 /// Refuses a module declaring a capability SPIRV-Cross cannot read (the caller has checked
 /// the instruction stream).
