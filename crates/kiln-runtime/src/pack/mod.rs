@@ -1,0 +1,134 @@
+//! The pack format, version 1: every variant of a build in one file, mmap-able and read
+//! without copying.
+//!
+//! # Byte layout
+//!
+//! All integers are little-endian. The file is a fixed header followed by nine sections in a
+//! fixed order; every section starts at an 8-byte aligned offset, right after the previous
+//! one (rounded up to 8), and every padding byte is zero. Records within a section are
+//! fixed-size, so a reader indexes them directly in the mapped bytes.
+//!
+//! ```text
+//! header (HEADER_LEN = 496 bytes)
+//!   0  magic         [u8; 8]  b"KILNPACK"
+//!   8  version       u32      1
+//!  12  header_len    u32      496
+//!  16  file_len      u64      the whole file, padding included
+//!  24  section_count u32      9
+//!  28  flags         u32      0
+//!  32  9 x section   { offset u64, len u64, blake3 [u8; 32] }   (48 bytes each)
+//! 464  header blake3 [u8; 32] over bytes 0..464
+//!
+//! sections, in this order (len is the content's length, without the padding after it)
+//!  0 STRING_INDEX  n x { offset u32, len u32 }    into STRING_BYTES; a string's id is its index
+//!  1 STRING_BYTES  UTF-8, the strings back to back (offset 0, then each after the last)
+//!  2 ID_LISTS      u32 string ids; the lists below are (first, count) ranges of it
+//!  3 TARGETS       u32 string ids, the pack's targets
+//!  4 SHADERS       n x 32 bytes { name u32, declared_first u32, declared_count u32,
+//!                                 passes_first u32, passes_count u32,
+//!                                 entries_first u32, entries_count u32, reserved u32 = 0 }
+//!  5 ENTRIES       n x 56 bytes { shader u32, pass u32, keywords_first u32,
+//!                                 keywords_count u32, target u32, artifact u32,
+//!                                 digest [u8; 12] (lower-case hex), reserved u32 = 0,
+//!                                 reflection_offset u64, reflection_len u64 }
+//!  6 ARTIFACTS     n x 48 bytes { offset u64, len u64, blake3 [u8; 32] }  into DATA
+//!  7 REFLECTION    per-entry reflection blobs (empty in this version of kiln)
+//!  8 DATA          artifact bytes, each at an 8-aligned offset, in ARTIFACTS order
+//! ```
+//!
+//! # Invariants (checked by the reader before any use)
+//!
+//! - Strings are distinct, valid UTF-8, each a valid name ([`check_name`](crate::canon::check_name)),
+//!   and sorted in [`keyword_order`](crate::canon::keyword_order) (bytes): a string's id
+//!   order is its text order, so entries compare as integers and a keyword list sorted by id
+//!   is a canonical keyword set. Each string is stored once.
+//! - TARGETS, SHADERS (by name), a shader's declared keywords and its passes are strictly
+//!   increasing ids. A shader's entries are the contiguous range `entries_first..+count`,
+//!   the shaders' ranges partition ENTRIES in order.
+//! - Entries are strictly increasing by (shader, pass, keyword id list compared
+//!   lexicographically, target): a lookup is a binary search. An entry's pass is one of its
+//!   shader's passes, its keywords a strictly increasing list of its shader's declared
+//!   keywords (a canonical set), its target one of TARGETS, its digest 12 lower-case hex
+//!   digits, its reflection range inside REFLECTION.
+//! - Artifacts are distinct (strictly increasing blake3, so identical bytes are stored once),
+//!   laid out back to back in DATA at 8-aligned offsets, and each is used by an entry.
+//! - The header's checksum and the checksums of sections 0 to 7 are verified at open. DATA's
+//!   checksum is verified by [`Library::verify_all`](crate::Library::verify_all); each
+//!   artifact's own blake3 is verified the first time [`Library::get`](crate::Library::get)
+//!   (or iteration) serves it, and remembered, so a damaged artifact is an error, never
+//!   wrong bytes, and a steady-state lookup hashes nothing.
+//!
+//! The writer ([`PackWriter`]) is deterministic: the same variants give the same bytes, in
+//! whatever order they were added. It writes through a temporary file in the destination's
+//! directory, synced and renamed over the destination, so a reader maps either the old pack
+//! or the new one, never a torn one, and a mapped pack is never modified in place.
+
+pub(crate) mod read;
+mod write;
+
+pub use read::PackError;
+pub(crate) use read::{validate, Layout};
+pub use write::{PackWriter, WriteError};
+
+/// The first bytes of every pack.
+pub const MAGIC: [u8; 8] = *b"KILNPACK";
+
+/// The pack format version this crate writes and reads.
+pub const VERSION: u32 = 1;
+
+/// The header's length in bytes.
+pub const HEADER_LEN: usize = 496;
+
+/// The number of sections.
+pub(crate) const SECTION_COUNT: usize = 9;
+
+/// Where the section table starts in the header.
+pub(crate) const SECTIONS_AT: usize = 32;
+
+/// One section table row: offset, length, blake3.
+pub(crate) const SECTION_ROW: usize = 48;
+
+/// Where the header's own checksum starts.
+pub(crate) const HEADER_SUM_AT: usize = SECTIONS_AT + SECTION_COUNT * SECTION_ROW;
+
+/// The sections, in file order.
+pub(crate) const STRING_INDEX: usize = 0;
+pub(crate) const STRING_BYTES: usize = 1;
+pub(crate) const ID_LISTS: usize = 2;
+pub(crate) const TARGETS: usize = 3;
+pub(crate) const SHADERS: usize = 4;
+pub(crate) const ENTRIES: usize = 5;
+pub(crate) const ARTIFACTS: usize = 6;
+pub(crate) const REFLECTION: usize = 7;
+pub(crate) const DATA: usize = 8;
+
+/// Section names, for errors.
+pub(crate) const SECTION_NAMES: [&str; SECTION_COUNT] = [
+    "string index",
+    "string bytes",
+    "id lists",
+    "targets",
+    "shaders",
+    "entries",
+    "artifacts",
+    "reflection",
+    "data",
+];
+
+/// Record sizes.
+pub(crate) const STRING_RECORD: usize = 8;
+pub(crate) const ID_RECORD: usize = 4;
+pub(crate) const SHADER_RECORD: usize = 32;
+pub(crate) const ENTRY_RECORD: usize = 56;
+pub(crate) const ARTIFACT_RECORD: usize = 48;
+
+/// Every section and every artifact starts at a multiple of this.
+pub(crate) const ALIGN: usize = 8;
+
+/// `n` rounded up to [`ALIGN`]; `None` on overflow.
+pub(crate) fn align_up(n: usize) -> Option<usize> {
+    n.checked_add(ALIGN - 1).map(|n| n & !(ALIGN - 1))
+}
+
+const _: () = assert!(HEADER_SUM_AT + 32 == HEADER_LEN);
+const _: () = assert!(HEADER_LEN % ALIGN == 0);
