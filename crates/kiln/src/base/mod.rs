@@ -15,8 +15,9 @@ pub use content_key::{ContentKey, ParseContentKeyError};
 /// This crate's version: part of every artifact's identity and of every store namespace.
 pub const KILN_VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// The name of the index file in the output directory.
-pub const INDEX_FILE: &str = "index.json";
+/// The name of the index file in the output directory (kiln-runtime's, which refuses it as a
+/// name: the runtime will read output directories too).
+pub const INDEX_FILE: &str = kiln_runtime::canon::INDEX_FILE;
 
 /// The name of the stat file in the output directory.
 pub const STAT_FILE: &str = ".kiln-stat";

@@ -43,7 +43,8 @@ impl DeclaredKeywords {
                     sorted.push(name.as_str());
                 }
             }
-            sorted.sort_unstable();
+            let distinct = kiln_runtime::canon::canonicalize_by(&mut sorted, |name| name);
+            sorted.truncate(distinct);
             Ok(DeclaredKeywords {
                 shader: shader_name,
                 legal,
@@ -98,7 +99,7 @@ impl DeclaredKeywords {
                 shader,
                 pass: pass.to_owned(),
                 keyword: keyword.to_owned(),
-                declared: self.sorted.join(";"),
+                declared: kiln_runtime::canon::keyword_text(&self.sorted),
             },
         }
     }

@@ -18,8 +18,6 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
-use sha2::{Digest as _, Sha256};
-
 use symbol::{with_local, KeywordBuf, LocalTables};
 
 /// The identity of one shader variant: which shader, which pass, which keywords, and which
@@ -102,22 +100,14 @@ impl VariantKey {
     /// The first 12 hex digits (lower case) of SHA-256 over `shader|pass|keywords|revision`.
     ///
     /// For logs and reports only: 48 bits can collide, so it is never a cache key.
+    /// One definition, [`kiln_runtime::canon::variant_digest`]: a pack stores it per variant.
     pub fn digest(&self) -> String {
-        let mut hasher = Sha256::new();
-        hasher.update(self.shader().as_bytes());
-        hasher.update(b"|");
-        hasher.update(self.pass().as_bytes());
-        hasher.update(b"|");
-        hasher.update(self.keyword_text().as_bytes());
-        hasher.update(b"|");
-        hasher.update(self.revision.to_string().as_bytes());
-        let hash = hasher.finalize();
-        let mut hex = String::with_capacity(12);
-        for byte in &hash[..6] {
-            hex.push(char::from_digit(u32::from(byte >> 4), 16).unwrap_or('0'));
-            hex.push(char::from_digit(u32::from(byte & 0xf), 16).unwrap_or('0'));
-        }
-        hex
+        kiln_runtime::canon::variant_digest(
+            self.shader(),
+            self.pass(),
+            self.keyword_text(),
+            self.revision,
+        )
     }
 }
 

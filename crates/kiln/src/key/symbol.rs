@@ -424,8 +424,10 @@ fn intern_set_globally(by_number: &[Symbol]) -> KeywordSet {
             })
             .collect()
     };
-    // Ordinal order: `str`'s order is byte order, independent of locale and of interning.
-    named.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    // The canonical order (kiln-runtime's, the engine's too): bytes, independent of locale and
+    // of interning. The symbols are distinct, so nothing is dropped.
+    let distinct = kiln_runtime::canon::canonicalize_by(&mut named, |&(name, _)| name);
+    named.truncate(distinct);
     let names: Box<[&'static str]> = named.iter().map(|&(name, _)| name).collect();
     let mut table = SETS.lock();
     if let Some(&set) = table.get(by_number) {
@@ -435,7 +437,7 @@ fn intern_set_globally(by_number: &[Symbol]) -> KeywordSet {
         id: next_number(table.len(), "keyword sets"),
         by_number: by_number.into(),
         symbols: named.iter().map(|&(_, symbol)| symbol).collect(),
-        text: names.join(";").into_boxed_str(),
+        text: kiln_runtime::canon::keyword_text(&names).into_boxed_str(),
         names,
     }));
     let set = KeywordSet(data);

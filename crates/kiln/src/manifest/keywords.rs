@@ -7,8 +7,9 @@ use super::shader::RawShader;
 use std::collections::BTreeSet;
 use toml::Spanned;
 
-/// The keyword spelling meaning "no keyword from this axis".
-pub const NONE_KEYWORD: &str = "_";
+/// The keyword spelling meaning "no keyword from this axis" (also the file name of the empty
+/// set: kiln-runtime's).
+pub const NONE_KEYWORD: &str = kiln_runtime::canon::NONE_KEYWORD;
 
 impl Context<'_> {
     pub(super) fn keywords(&self, shader: &RawShader) -> Result<BTreeSet<String>, ManifestError> {
@@ -130,9 +131,13 @@ fn axis_product(axes: &[Vec<Spanned<String>>]) -> Vec<Vec<&str>> {
     out
 }
 
-fn canonical(words: Vec<&str>) -> Vec<String> {
-    let set: BTreeSet<&str> = words.into_iter().filter(|w| *w != NONE_KEYWORD).collect();
-    set.into_iter().map(str::to_owned).collect()
+/// A variant's canonical keyword set: kiln-runtime's rule (distinct, byte order), without `_`.
+fn canonical(mut words: Vec<&str>) -> Vec<String> {
+    words.retain(|w| *w != NONE_KEYWORD);
+    kiln_runtime::canon::canonicalize(words)
+        .into_iter()
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The declared keywords, for an error message.
@@ -147,17 +152,10 @@ pub(super) fn list(words: &BTreeSet<String>) -> String {
         .join(", ")
 }
 
-/// Keywords become preprocessor macros, so they must be identifiers.
+/// Keywords become preprocessor macros, so they must be identifiers (kiln-runtime's rule,
+/// which the pack writer and the engine's lookup share).
 pub(super) fn check_keyword(word: &str) -> Result<(), &'static str> {
-    let mut chars = word.chars();
-    match chars.next() {
-        None => Err("is empty"),
-        Some(c) if !(c.is_ascii_alphabetic() || c == '_') => Err("must start with a letter or `_`"),
-        _ if !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') => {
-            Err("may hold only letters, digits and `_`")
-        }
-        _ => Ok(()),
-    }
+    kiln_runtime::canon::check_keyword_identifier(word)
 }
 
 #[cfg(test)]

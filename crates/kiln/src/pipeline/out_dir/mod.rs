@@ -324,15 +324,9 @@ mod hex_hash {
     }
 }
 
-/// The longest keyword part of an output's file name. Past it (ten 29-character keywords
-/// make 299 bytes, and most file systems stop at 255) the name is the keywords that fit in
-/// [`KEPT_KEYWORD_BYTES`], then `~` and 32 hex digits of the blake3 hash of the whole
-/// keyword part: `~` is in no keyword (they are identifiers), so such a name never equals a
-/// plain one. `index.json` holds every variant's keywords in full.
-pub const MAX_KEYWORD_NAME_BYTES: usize = 200;
-
-/// The keywords kept readable in a hashed file name (whole keywords only).
-pub const KEPT_KEYWORD_BYTES: usize = 160;
+// The keyword part of a file name is kiln-runtime's rule (`_`, `+`, hashed past the limit), so
+// that the runtime can find a variant in an output directory as kiln named it.
+pub use kiln_runtime::canon::MAX_KEYWORD_NAME_BYTES;
 
 /// The output path of a variant for a target, relative to the output directory:
 /// `Lit/Forward/FOG+SKIN.spv`, `Lit/Forward/_.spv` for no keywords, and past
@@ -352,8 +346,7 @@ pub fn output_path(
 
 /// The length of the keyword part of an output's file name, unhashed.
 fn keyword_name_len(keywords: &[impl AsRef<str>]) -> usize {
-    let bytes: usize = keywords.iter().map(|k| k.as_ref().len()).sum();
-    bytes + keywords.len().saturating_sub(1)
+    kiln_runtime::canon::keyword_file_name_len(keywords)
 }
 
 /// [`output_path`] into `path` (emptied first), to reuse one buffer for many paths.
@@ -368,29 +361,7 @@ pub(crate) fn write_output_path(
     for part in [shader, "/", pass, "/"] {
         path.push_str(part);
     }
-    if keywords.is_empty() {
-        path.push('_');
-    }
-    let start = path.len();
-    for (n, keyword) in keywords.iter().enumerate() {
-        if n > 0 {
-            path.push('+');
-        }
-        path.push_str(keyword.as_ref());
-    }
-    if path.len() - start > MAX_KEYWORD_NAME_BYTES {
-        let hash = blake3::hash(&path.as_bytes()[start..]);
-        // Whole keywords up to the kept length: cut at the last `+` that fits.
-        let kept = path[start..]
-            .match_indices('+')
-            .map(|(at, _)| at)
-            .take_while(|&at| at <= KEPT_KEYWORD_BYTES)
-            .last()
-            .unwrap_or(0);
-        path.truncate(start + kept);
-        path.push('~');
-        path.push_str(&hash.to_hex()[..32]);
-    }
+    kiln_runtime::canon::write_keyword_file_name(path, keywords);
     path.push('.');
     path.push_str(extension);
 }

@@ -1,0 +1,552 @@
+//! The pack writer and reader against a from-scratch oracle, every error kind, damage
+//! (truncations and single-byte corruptions), determinism and deduplication.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kiln_runtime::canon::{self, NameFault};
+use kiln_runtime::pack::{PackError, PackWriter, WriteError, HEADER_LEN};
+use kiln_runtime::{Library, LookupError, OpenError};
+use proptest::prelude::*;
+
+/// (shader, pass, canonical keywords, target) -> (digest, bytes).
+type Oracle = BTreeMap<(String, String, Vec<String>, String), (String, Vec<u8>)>;
+
+fn digest_of(shader: &str, pass: &str, keywords: &[String], target: &str) -> String {
+    canon::variant_digest(
+        shader,
+        pass,
+        &canon::keyword_text(keywords),
+        target.len() as u64,
+    )
+}
+
+/// A small real-looking pack: two shaders, two targets, shared and distinct artifacts.
+fn sample_writer() -> PackWriter {
+    let mut w = PackWriter::new();
+    w.add_target("spirv").unwrap();
+    w.add_target("msl").unwrap();
+    w.add_shader("Lit", ["SKIN", "FOG", "SHADOWS"], ["Forward", "Depth"])
+        .unwrap();
+    w.add_shader("Unlit", ["ALPHA"], ["Forward"]).unwrap();
+    let sets: [&[&str]; 4] = [&[], &["FOG"], &["SKIN", "FOG"], &["FOG", "SHADOWS", "SKIN"]];
+    for (n, set) in sets.iter().enumerate() {
+        for pass in ["Forward", "Depth"] {
+            for target in ["spirv", "msl"] {
+                let keywords = canon::canonicalize(set.iter().map(|k| k.to_string()).collect());
+                let bytes = format!("{target}:{pass}:{n}").repeat(3 + n).into_bytes();
+                w.add_variant(
+                    "Lit",
+                    pass,
+                    set,
+                    target,
+                    &digest_of("Lit", pass, &keywords, target),
+                    &bytes,
+                )
+                .unwrap();
+            }
+        }
+    }
+    // Identical bytes for both Unlit variants: stored once.
+    for set in [&[][..], &["ALPHA"][..]] {
+        w.add_variant(
+            "Unlit",
+            "Forward",
+            set,
+            "spirv",
+            "0123456789ab",
+            b"same bytes",
+        )
+        .unwrap();
+    }
+    w
+}
+
+fn sample() -> Vec<u8> {
+    sample_writer().to_bytes().unwrap()
+}
+
+#[test]
+fn permutations_and_repeats_find_the_same_variant() {
+    let lib = Library::from_bytes(sample()).unwrap();
+    let set = ["FOG", "SHADOWS", "SKIN"];
+    let want = lib.get("Lit", "Forward", &set, "spirv").unwrap();
+    assert_eq!(want.keywords.to_vec(), set);
+    assert_eq!(want.keywords.text(), "FOG;SHADOWS;SKIN");
+    let perms: [[usize; 3]; 6] = [
+        [0, 1, 2],
+        [0, 2, 1],
+        [1, 0, 2],
+        [1, 2, 0],
+        [2, 0, 1],
+        [2, 1, 0],
+    ];
+    for p in perms {
+        let query: Vec<&str> = p.iter().map(|&i| set[i]).collect();
+        for repeat in 0..3 {
+            let mut q = query.clone();
+            q.insert(repeat % q.len(), query[repeat]);
+            q.push(query[0]);
+            let got = lib.get("Lit", "Forward", &q, "spirv").unwrap();
+            assert_eq!(got.bytes, want.bytes, "{q:?}");
+            assert_eq!(got.digest, want.digest, "{q:?}");
+            assert_eq!(got.keywords.to_vec(), set, "{q:?}");
+        }
+    }
+    // More keywords than the stack buffer: the same rule on the heap.
+    let many: Vec<&str> = set.iter().cycle().take(40).copied().collect();
+    assert_eq!(
+        lib.get("Lit", "Forward", &many, "spirv").unwrap().bytes,
+        want.bytes
+    );
+}
+
+#[test]
+fn every_error_kind() {
+    let lib = Library::from_bytes(sample()).unwrap();
+    assert_eq!(
+        lib.get("Lit", "Forward", &[], "dxil").unwrap_err(),
+        LookupError::UnknownTarget {
+            target: "dxil".into(),
+            targets: vec!["msl".into(), "spirv".into()],
+        }
+    );
+    assert_eq!(
+        lib.get("Lot", "Forward", &[], "spirv").unwrap_err(),
+        LookupError::UnknownShader {
+            shader: "Lot".into()
+        }
+    );
+    assert_eq!(
+        lib.get("Lit", "Shadow", &[], "spirv").unwrap_err(),
+        LookupError::UnknownPass {
+            shader: "Lit".into(),
+            pass: "Shadow".into(),
+            passes: vec!["Depth".into(), "Forward".into()],
+        }
+    );
+    let err = lib
+        .get("Lit", "Forward", &["FOG", "RAIN"], "spirv")
+        .unwrap_err();
+    assert_eq!(
+        err,
+        LookupError::UnknownKeyword {
+            shader: "Lit".into(),
+            pass: "Forward".into(),
+            keyword: "RAIN".into(),
+            declared: vec!["FOG".into(), "SHADOWS".into(), "SKIN".into()],
+        }
+    );
+    assert!(
+        err.to_string().contains("`RAIN`") && err.to_string().contains("FOG;SHADOWS;SKIN"),
+        "{err}"
+    );
+    // A keyword another shader declares is still unknown to this one.
+    assert!(matches!(
+        lib.get("Lit", "Forward", &["ALPHA"], "spirv"),
+        Err(LookupError::UnknownKeyword { .. })
+    ));
+    assert_eq!(
+        lib.get("Lit", "Forward", &["FO G"], "spirv").unwrap_err(),
+        LookupError::InvalidKeyword {
+            shader: "Lit".into(),
+            pass: "Forward".into(),
+            keyword: "FO G".into(),
+            fault: NameFault::Whitespace(' '),
+        }
+    );
+    assert_eq!(
+        lib.get("Lit", "Forward", &["SHADOWS", "FOG", "FOG"], "spirv")
+            .unwrap_err(),
+        LookupError::NotBuilt {
+            shader: "Lit".into(),
+            pass: "Forward".into(),
+            keywords: "FOG;SHADOWS".into(),
+            target: "spirv".into(),
+        }
+    );
+    // Built for spirv only.
+    assert!(matches!(
+        lib.get("Unlit", "Forward", &["ALPHA"], "msl"),
+        Err(LookupError::NotBuilt { .. })
+    ));
+    assert!(matches!(
+        lib.variants("Nope"),
+        Err(LookupError::UnknownShader { .. })
+    ));
+}
+
+#[test]
+fn listing_and_iteration() {
+    let lib = Library::from_bytes(sample()).unwrap();
+    assert_eq!(lib.len(), 4 * 2 * 2 + 2);
+    assert_eq!(lib.shaders().collect::<Vec<_>>(), ["Lit", "Unlit"]);
+    assert_eq!(lib.targets().collect::<Vec<_>>(), ["msl", "spirv"]);
+    assert_eq!(
+        lib.declared_keywords("Lit").unwrap().collect::<Vec<_>>(),
+        ["FOG", "SHADOWS", "SKIN"]
+    );
+    assert_eq!(
+        lib.passes("Lit").unwrap().collect::<Vec<_>>(),
+        ["Depth", "Forward"]
+    );
+    let unlit: Vec<_> = lib.variants("Unlit").unwrap().map(Result::unwrap).collect();
+    assert_eq!(unlit.len(), 2);
+    assert!(unlit[0].keywords.is_empty());
+    assert_eq!(unlit[1].keywords.to_vec(), ["ALPHA"]);
+    assert_eq!(unlit[0].bytes, b"same bytes");
+    assert!(unlit.iter().all(|v| v.reflection.is_empty()));
+    lib.verify_all().unwrap();
+}
+
+#[test]
+fn writer_refuses_what_the_reader_would() {
+    let mut w = PackWriter::new();
+    w.add_target("spirv").unwrap();
+    w.add_shader("Lit", ["FOG"], ["Forward"]).unwrap();
+    assert!(matches!(
+        w.add_shader("Lit", ["FOG"], ["Forward"]),
+        Err(WriteError::DuplicateShader(_))
+    ));
+    assert!(matches!(
+        w.add_shader("Bad Name", ["FOG"], ["Forward"]),
+        Err(WriteError::InvalidName { what: "shader", .. })
+    ));
+    assert!(matches!(
+        w.add_target("a;b"),
+        Err(WriteError::InvalidName { what: "target", .. })
+    ));
+    let add = |w: &mut PackWriter, s: &str, p: &str, k: &[&str], t: &str, d: &str| {
+        w.add_variant(s, p, k, t, d, b"x")
+    };
+    let d = "0123456789ab";
+    assert!(matches!(
+        add(&mut w, "Unlit", "Forward", &[], "spirv", d),
+        Err(WriteError::UnknownShader(_))
+    ));
+    assert!(matches!(
+        add(&mut w, "Lit", "Depth", &[], "spirv", d),
+        Err(WriteError::UnknownPass { .. })
+    ));
+    assert!(matches!(
+        add(&mut w, "Lit", "Forward", &["RAIN"], "spirv", d),
+        Err(WriteError::UnknownKeyword { .. })
+    ));
+    assert!(matches!(
+        add(&mut w, "Lit", "Forward", &[], "msl", d),
+        Err(WriteError::UnknownTarget(_))
+    ));
+    assert!(matches!(
+        add(&mut w, "Lit", "Forward", &[], "spirv", "0123456789AB"),
+        Err(WriteError::BadDigest(_))
+    ));
+    add(&mut w, "Lit", "Forward", &["FOG", "FOG"], "spirv", d).unwrap();
+    assert!(matches!(
+        add(&mut w, "Lit", "Forward", &["FOG"], "spirv", d),
+        Err(WriteError::DuplicateVariant(_))
+    ));
+}
+
+#[test]
+fn every_truncation_is_an_error() {
+    let bytes = sample();
+    for len in 0..bytes.len() {
+        let err = Library::from_bytes(bytes[..len].to_vec()).unwrap_err();
+        if len >= HEADER_LEN {
+            assert!(matches!(err, PackError::Truncated { .. }), "{len}: {err}");
+        }
+    }
+    let mut longer = bytes.clone();
+    longer.push(0);
+    assert!(Library::from_bytes(longer).is_err());
+}
+
+/// Every single-byte change is caught: at open (header, tables, padding), or for the data
+/// section by `verify_all` and by `get` on the variants whose artifact it damaged.
+#[test]
+fn every_single_byte_corruption_is_an_error() {
+    let bytes = sample();
+    let good = Library::from_bytes(bytes.clone()).unwrap();
+    let queries: Vec<(String, String, Vec<String>, String)> = good
+        .shaders()
+        .flat_map(|s| good.variants(s).unwrap())
+        .map(Result::unwrap)
+        .map(|v| {
+            (
+                v.shader.to_owned(),
+                v.pass.to_owned(),
+                v.keywords.to_vec(),
+                v.target.to_owned(),
+            )
+        })
+        .collect();
+    for at in 0..bytes.len() {
+        for flip in [0x01u8, 0x80, 0xff] {
+            let mut bad = bytes.clone();
+            bad[at] ^= flip;
+            let Ok(lib) = Library::from_bytes(bad) else {
+                continue;
+            };
+            assert!(
+                lib.verify_all().is_err(),
+                "byte {at} ^ {flip:#x} undetected"
+            );
+            // Lookups never panic; a damaged artifact is an error, never wrong bytes.
+            for (s, p, k, t) in &queries {
+                let k: Vec<&str> = k.iter().map(String::as_str).collect();
+                match lib.get(s, p, &k, t) {
+                    Ok(v) => assert_eq!(v.bytes, good.get(s, p, &k, t).unwrap().bytes),
+                    Err(e) => assert!(matches!(e, LookupError::CorruptArtifact { .. }), "{e}"),
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn foreign_and_future_files_are_typed_errors() {
+    assert_eq!(
+        Library::from_bytes(b"GIF89a....".to_vec()).unwrap_err(),
+        PackError::BadMagic
+    );
+    let mut future = sample();
+    future[8] = 2;
+    assert_eq!(
+        Library::from_bytes(future).unwrap_err(),
+        PackError::UnsupportedVersion(2)
+    );
+}
+
+#[test]
+fn the_writer_is_deterministic_and_atomic() {
+    let a = sample();
+    // The same variants added in another order.
+    let mut w = PackWriter::new();
+    w.add_shader("Unlit", ["ALPHA"], ["Forward"]).unwrap();
+    w.add_target("msl").unwrap();
+    w.add_shader("Lit", ["FOG", "SHADOWS", "SKIN"], ["Depth", "Forward"])
+        .unwrap();
+    w.add_target("spirv").unwrap();
+    let src = Library::from_bytes(a.clone()).unwrap();
+    let mut all: Vec<_> = src
+        .shaders()
+        .flat_map(|s| src.variants(s).unwrap())
+        .map(Result::unwrap)
+        .collect();
+    all.reverse();
+    for v in all {
+        let mut k: Vec<&str> = v.keywords.iter().collect();
+        k.reverse();
+        w.add_variant(v.shader, v.pass, &k, v.target, v.digest, v.bytes)
+            .unwrap();
+    }
+    assert_eq!(w.to_bytes().unwrap(), a);
+
+    let dir = std::env::temp_dir().join(format!("kiln-runtime-pack-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("lib.kpack");
+    sample_writer().write(&path).unwrap();
+    let first = std::fs::read(&path).unwrap();
+    let lib = Library::open(&path).unwrap();
+    sample_writer().write(&path).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), first);
+    assert_eq!(first, a);
+    // The old mapping still reads the old (here: equal) bytes after the rename.
+    lib.verify_all().unwrap();
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["lib.kpack"], "temporaries left behind");
+    std::fs::write(&path, b"KILNPACK").unwrap();
+    assert!(matches!(
+        Library::open(&path),
+        Err(OpenError::Corrupt { .. })
+    ));
+    assert!(matches!(
+        Library::open(dir.join("missing")),
+        Err(OpenError::Io { .. })
+    ));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn identical_artifacts_are_stored_once() {
+    let blob = vec![7u8; 4096];
+    let other = vec![9u8; 4096];
+    let pack = |second: Option<&[u8]>| {
+        let mut w = PackWriter::new();
+        w.add_target("spirv").unwrap();
+        w.add_shader("Lit", ["FOG"], ["Forward"]).unwrap();
+        w.add_variant(
+            "Lit",
+            "Forward",
+            &[] as &[&str],
+            "spirv",
+            "0123456789ab",
+            &blob,
+        )
+        .unwrap();
+        if let Some(second) = second {
+            w.add_variant("Lit", "Forward", &["FOG"], "spirv", "0123456789ab", second)
+                .unwrap();
+        }
+        w.to_bytes().unwrap()
+    };
+    let one = pack(None).len();
+    let same = pack(Some(&blob));
+    let different = pack(Some(&other)).len();
+    // A second entry costs its table rows, not another copy of the bytes.
+    assert!(same.len() < one + 256, "{} vs {one}", same.len());
+    assert!(different >= one + 4096, "{different} vs {one}");
+    let lib = Library::from_bytes(same).unwrap();
+    let a = lib.get("Lit", "Forward", &[], "spirv").unwrap().bytes;
+    let b = lib.get("Lit", "Forward", &["FOG"], "spirv").unwrap().bytes;
+    assert_eq!(a.as_ptr(), b.as_ptr());
+}
+
+#[test]
+fn an_empty_pack_is_valid() {
+    let lib = Library::from_bytes(PackWriter::new().to_bytes().unwrap()).unwrap();
+    assert!(lib.is_empty());
+    assert!(matches!(
+        lib.get("Lit", "Forward", &[], "spirv"),
+        Err(LookupError::UnknownTarget { .. })
+    ));
+}
+
+/// A random pack description: shaders with declared keywords and passes, targets, and the
+/// variants built (keyword sets as chosen, possibly repeated and unsorted).
+#[derive(Debug, Clone)]
+struct Spec {
+    shaders: Vec<(String, Vec<String>, Vec<String>)>,
+    targets: Vec<String>,
+    variants: Vec<(usize, usize, Vec<usize>, usize, usize)>,
+}
+
+fn spec() -> impl Strategy<Value = Spec> {
+    let name = "[A-Za-z_][A-Za-z0-9_]{0,4}";
+    let shader = (
+        name,
+        prop::collection::btree_set(name, 0..6),
+        prop::collection::btree_set(name, 1..3),
+    )
+        .prop_map(|(s, k, p)| (s, k.into_iter().collect(), p.into_iter().collect()));
+    (
+        prop::collection::btree_map(name, shader, 1..4),
+        prop::collection::btree_set("[a-z]{1,5}", 1..3),
+        prop::collection::vec(
+            (
+                any::<usize>(),
+                any::<usize>(),
+                prop::collection::vec(any::<usize>(), 0..6),
+                any::<usize>(),
+                0usize..5,
+            ),
+            0..40,
+        ),
+    )
+        .prop_map(|(shaders, targets, variants)| Spec {
+            shaders: shaders.into_values().collect(),
+            targets: targets.into_iter().collect(),
+            variants,
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Random packs read back exactly as a BTreeMap built from scratch says, through `get`
+    /// (with shuffled, repeated keywords) and through iteration.
+    #[test]
+    fn random_packs_round_trip(spec in spec(), seed in any::<u64>()) {
+        // Shader names must be distinct (the map's keys were, the tuple's first field not).
+        let mut seen = BTreeSet::new();
+        let shaders: Vec<_> = spec.shaders.iter().filter(|s| seen.insert(s.0.clone())).collect();
+        let mut w = PackWriter::new();
+        for t in &spec.targets {
+            w.add_target(t).unwrap();
+        }
+        for (s, k, p) in &shaders {
+            w.add_shader(s, k, p).unwrap();
+        }
+        let mut oracle = Oracle::new();
+        for (si, pi, ks, ti, blob) in &spec.variants {
+            let (s, declared, passes) = shaders[si % shaders.len()];
+            let p = &passes[pi % passes.len()];
+            let t = &spec.targets[ti % spec.targets.len()];
+            let chosen: Vec<&String> = if declared.is_empty() {
+                Vec::new()
+            } else {
+                ks.iter().map(|k| &declared[k % declared.len()]).collect()
+            };
+            let canonical: Vec<String> =
+                chosen.iter().map(|k| k.to_string()).collect::<BTreeSet<_>>().into_iter().collect();
+            let key = (s.clone(), p.clone(), canonical.clone(), t.clone());
+            let bytes = vec![*blob as u8; blob * 3];
+            let digest = digest_of(s, p, &canonical, t);
+            let result = w.add_variant(s, p, &chosen, t, &digest, &bytes);
+            if oracle.contains_key(&key) {
+                prop_assert!(matches!(result, Err(WriteError::DuplicateVariant(_))));
+            } else {
+                result.unwrap();
+                oracle.insert(key, (digest, bytes));
+            }
+        }
+        let bytes = w.to_bytes().unwrap();
+        prop_assert_eq!(&w.to_bytes().unwrap(), &bytes);
+        let lib = Library::from_bytes(bytes).unwrap();
+        prop_assert_eq!(lib.len(), oracle.len());
+        let mut rng = seed;
+        for ((s, p, k, t), (digest, data)) in &oracle {
+            let mut query: Vec<&str> = k.iter().map(String::as_str).collect();
+            if let Some(&first) = query.first() {
+                query.push(first);
+            }
+            for i in (1..query.len()).rev() {
+                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                query.swap(i, (rng >> 33) as usize % (i + 1));
+            }
+            let v = lib.get(s, p, &query, t).unwrap();
+            prop_assert_eq!(v.bytes, &data[..]);
+            prop_assert_eq!(v.digest, digest.as_str());
+            prop_assert_eq!(v.keywords.to_vec(), k.clone());
+        }
+        // Iteration: each shader's variants in the oracle's order.
+        for (s, declared, passes) in &shaders {
+            let got: Vec<_> = lib
+                .variants(s)
+                .unwrap()
+                .map(|v| {
+                    let v = v.unwrap();
+                    (v.shader.to_owned(), v.pass.to_owned(), v.keywords.to_vec(), v.target.to_owned())
+                })
+                .collect();
+            let want: Vec<_> = oracle.keys().filter(|key| &key.0 == s).cloned().collect();
+            prop_assert_eq!(got, want);
+            // Every legal set the oracle lacks is NotBuilt (sets of up to 2 keywords).
+            for p in passes {
+                for t in &spec.targets {
+                    for a in 0..=declared.len() {
+                        for b in a..=declared.len() {
+                            let set: Vec<String> = [a, b]
+                                .iter()
+                                .filter_map(|&i| declared.get(i).cloned())
+                                .collect::<BTreeSet<_>>()
+                                .into_iter()
+                                .collect();
+                            let key = (s.clone(), p.clone(), set.clone(), t.clone());
+                            let q: Vec<&str> = set.iter().map(String::as_str).collect();
+                            let found = lib.get(s, p, &q, t);
+                            prop_assert_eq!(found.is_ok(), oracle.contains_key(&key));
+                            if !oracle.contains_key(&key) {
+                                let is_not_built = matches!(found, Err(LookupError::NotBuilt { .. }));
+                                prop_assert!(is_not_built);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        lib.verify_all().unwrap();
+    }
+}
