@@ -3,7 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use kiln::key::{KeyError, VariantKey};
+use kiln::key::{DeclaredKeywords, KeyError, VariantKey};
+use kiln_runtime::pack::PackWriter;
+use kiln_runtime::{Library, LookupError};
 use proptest::prelude::*;
 
 fn name() -> impl Strategy<Value = String> {
@@ -84,5 +86,62 @@ proptest! {
         let err = VariantKey::new("Lit", "Forward", ["FOG", keyword.as_str()], 1).unwrap_err();
         let named = matches!(&err, KeyError::InvalidKeyword { keyword: k, .. } if *k == keyword);
         prop_assert!(named, "{err:?}");
+    }
+
+    /// kiln's keys and the engine's lookup share one rule: a pack written from kiln's keys
+    /// finds each of them by any permutation with repeats, with kiln's canonical set and
+    /// digest, and both refuse an undeclared keyword by name.
+    #[test]
+    fn kilns_keys_and_the_runtimes_lookup_agree(
+        declared in prop::collection::btree_set(name(), 1..6),
+        sets in prop::collection::vec(prop::collection::vec(any::<prop::sample::Index>(), 0..5), 1..6),
+        seed in any::<u64>(),
+        stranger in name(),
+    ) {
+        let declared: Vec<String> = declared.into_iter().collect();
+        let legal = DeclaredKeywords::new("Lit", &declared).unwrap();
+        let mut writer = PackWriter::new();
+        writer.add_target("spirv").unwrap();
+        writer.add_shader("Lit", &declared, ["Forward"]).unwrap();
+        let mut keys = Vec::new();
+        for set in &sets {
+            let words: Vec<&str> = set.iter().map(|i| i.get(&declared).as_str()).collect();
+            let key = legal.key("Forward", &words, 7).unwrap();
+            if keys.iter().any(|(k, _): &(VariantKey, _)| *k == key) {
+                continue;
+            }
+            writer
+                .add_variant("Lit", "Forward", key.keywords().names(), "spirv", &key.digest(), key.keyword_text().as_bytes())
+                .unwrap();
+            keys.push((key, words));
+        }
+        let library = Library::from_bytes(writer.to_bytes().unwrap()).unwrap();
+        let mut state = seed | 1;
+        for (key, words) in &keys {
+            let mut query = words.clone();
+            query.extend(words.iter().take(2));
+            for i in (1..query.len()).rev() {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                query.swap(i, (state % (i as u64 + 1)) as usize);
+            }
+            let variant = library.get("Lit", "Forward", &query, "spirv").unwrap();
+            prop_assert_eq!(variant.keywords.iter().collect::<Vec<_>>(), key.keywords().names());
+            prop_assert_eq!(variant.keywords.text(), key.keyword_text());
+            prop_assert_eq!(variant.digest, key.digest());
+            prop_assert_eq!(variant.bytes, key.keyword_text().as_bytes());
+        }
+        if !declared.contains(&stranger) {
+            let kiln = legal.key("Forward", [stranger.as_str()], 7).unwrap_err();
+            let runtime = library.get("Lit", "Forward", &[stranger.as_str()], "spirv").unwrap_err();
+            let kiln_names_it = matches!(&kiln, KeyError::UnknownKeyword { keyword, .. } if *keyword == stranger);
+            let runtime_names_it = matches!(
+                &runtime,
+                LookupError::UnknownKeyword { keyword, declared: d, .. } if *keyword == stranger && *d == declared
+            );
+            prop_assert!(kiln_names_it, "{kiln:?}");
+            prop_assert!(runtime_names_it, "{runtime:?}");
+        }
     }
 }
