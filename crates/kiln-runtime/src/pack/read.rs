@@ -581,7 +581,7 @@ fn check_tables(view: View<'_>) -> Result<(), PackError> {
     // Artifacts: distinct, back to back in DATA at aligned offsets, each used.
     let data_len = view.data().len() as u64;
     let mut next_at = 0u64;
-    for i in 0..artifacts {
+    for (i, &is_used) in used.iter().enumerate() {
         let rec = view.artifact(i);
         let fault = |what: &str| malformed(ARTIFACTS, format!("artifact {i}: {what}"));
         if rec.offset != next_at {
@@ -595,7 +595,7 @@ fn check_tables(view: View<'_>) -> Result<(), PackError> {
         if i > 0 && view.artifact(i - 1).sum >= rec.sum {
             return Err(fault("checksums out of order"));
         }
-        if !used[i] {
+        if !is_used {
             return Err(fault("used by no entry"));
         }
         let padded = end
