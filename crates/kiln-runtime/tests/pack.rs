@@ -485,11 +485,14 @@ proptest! {
             let bytes = vec![*blob as u8; blob * 3];
             let digest = digest_of(s, p, &canonical, t);
             let result = w.add_variant(s, p, &chosen, t, &digest, &bytes);
-            if oracle.contains_key(&key) {
-                prop_assert!(matches!(result, Err(WriteError::DuplicateVariant(_))));
-            } else {
-                result.unwrap();
-                oracle.insert(key, (digest, bytes));
+            match oracle.entry(key) {
+                std::collections::btree_map::Entry::Occupied(_) => {
+                    prop_assert!(matches!(result, Err(WriteError::DuplicateVariant(_))));
+                }
+                std::collections::btree_map::Entry::Vacant(slot) => {
+                    result.unwrap();
+                    slot.insert((digest, bytes));
+                }
             }
         }
         let bytes = w.to_bytes().unwrap();

@@ -1,0 +1,83 @@
+//! Scale check of the pack (not yet the issue's bench): writes a pack of N variants (default
+//! 100,000: 1,000 shaders x 2 passes x 16 keyword sets x 3 targets ~ 96,000), then times
+//! open + first lookup and steady-state lookups with a 4-keyword set.
+//!
+//! `cargo run --release -p kiln-runtime --example pack_scale [shaders]`
+
+use std::time::Instant;
+
+use kiln_runtime::pack::PackWriter;
+use kiln_runtime::Library;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let shaders: usize = std::env::args()
+        .nth(1)
+        .map(|n| n.parse())
+        .transpose()?
+        .unwrap_or(1000);
+    let keywords = ["FOG", "SKIN", "SHADOWS", "INSTANCING"];
+    let mut writer = PackWriter::new();
+    for target in ["spirv", "msl", "hlsl"] {
+        writer.add_target(target)?;
+    }
+    let started = Instant::now();
+    for s in 0..shaders {
+        let name = format!("Shader{s:05}");
+        writer.add_shader(&name, keywords, ["Forward", "Depth"])?;
+        for pass in ["Forward", "Depth"] {
+            for mask in 0..16u32 {
+                let set: Vec<&str> = (0..4)
+                    .filter(|b| mask & (1 << b) != 0)
+                    .map(|b| keywords[b])
+                    .collect();
+                for target in ["spirv", "msl", "hlsl"] {
+                    let bytes = format!("{name}/{pass}/{mask}/{target}").repeat(64);
+                    writer.add_variant(
+                        &name,
+                        pass,
+                        &set,
+                        target,
+                        "0123456789ab",
+                        bytes.as_bytes(),
+                    )?;
+                }
+            }
+        }
+    }
+    let path = std::env::temp_dir().join(format!("kiln-pack-scale-{}.kpack", std::process::id()));
+    writer.write(&path)?;
+    let size = std::fs::metadata(&path)?.len();
+    let built = started.elapsed();
+
+    let started = Instant::now();
+    let library = Library::open(&path)?;
+    let opened = started.elapsed();
+    let first = library.get("Shader00000", "Forward", &["SKIN", "FOG"], "msl")?;
+    let first_len = first.bytes.len();
+    let open_and_first = started.elapsed();
+
+    let query = ["SKIN", "INSTANCING", "FOG", "SHADOWS"];
+    let name = format!("Shader{:05}", shaders / 2);
+    library.get(&name, "Depth", &query, "spirv")?;
+    let rounds = 1_000_000u32;
+    let started = Instant::now();
+    let mut total = 0usize;
+    for _ in 0..rounds {
+        total += std::hint::black_box(library.get(
+            std::hint::black_box(&name),
+            "Depth",
+            std::hint::black_box(&query),
+            "spirv",
+        )?)
+        .bytes
+        .len();
+    }
+    let per_get = started.elapsed() / rounds;
+    std::fs::remove_file(&path)?;
+    println!(
+        "{} variants, {size} bytes, written in {built:.2?}; open {opened:.2?}, open + first lookup \
+         {open_and_first:.2?} ({first_len} bytes); get with 4 keywords {per_get:?} ({total})",
+        library.len()
+    );
+    Ok(())
+}
