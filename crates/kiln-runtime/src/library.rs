@@ -294,7 +294,7 @@ impl Library {
             let (mut lo, mut hi) = (first, first + count);
             while lo < hi {
                 let mid = lo + (hi - lo) / 2;
-                match view.cmp_entry(&view.entry(mid), pass_id, ids, target_id) {
+                match view.cmp_entry(mid, pass_id, ids, target_id) {
                     Ordering::Less => lo = mid + 1,
                     Ordering::Greater => hi = mid,
                     Ordering::Equal => return Ok(mid),
@@ -337,14 +337,17 @@ impl Library {
 
     fn find_shader(&self, shader: &str) -> Result<crate::pack::read::ShaderRec, LookupError> {
         let view = self.view();
+        // Byte order is `canon::keyword_order`, the order the writer sorted names in.
         let (mut lo, mut hi) = (0, view.shader_count());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let rec = view.shader(mid);
-            match canon::keyword_order(view.string(rec.name), shader) {
+            match view
+                .string_bytes(view.shader_name(mid))
+                .cmp(shader.as_bytes())
+            {
                 Ordering::Less => lo = mid + 1,
                 Ordering::Greater => hi = mid,
-                Ordering::Equal => return Ok(rec),
+                Ordering::Equal => return Ok(view.shader(mid)),
             }
         }
         Err(LookupError::UnknownShader {

@@ -5,7 +5,8 @@
 //!
 //! All integers are little-endian. The file is a fixed header followed by nine sections in a
 //! fixed order; every section starts at an 8-byte aligned offset, right after the previous
-//! one (rounded up to 8), and every padding byte is zero. Records within a section are
+//! one (rounded up to 8), and every padding byte is zero (checked at open between sections;
+//! between artifacts only by DATA's checksum, so that opening touches no data page). Records within a section are
 //! fixed-size, so a reader indexes them directly in the mapped bytes.
 //!
 //! ```text
