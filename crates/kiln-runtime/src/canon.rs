@@ -304,6 +304,18 @@ mod tests {
         assert_eq!(keyword_text::<&str>(&[]), "");
     }
 
+    proptest::proptest! {
+        /// The stack-friendly sort + dedup is the set a `BTreeSet` (byte order) makes, below
+        /// and above the insertion-sort cut-off.
+        #[test]
+        fn canonicalize_is_a_sorted_set(words in proptest::collection::vec("[A-Ca-c_é0-9]{1,3}", 0..40)) {
+            let want: Vec<String> = words.iter().cloned().collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+            let got = canonicalize(words);
+            proptest::prop_assert!(is_canonical(&got));
+            proptest::prop_assert_eq!(got, want);
+        }
+    }
+
     #[test]
     fn file_names() {
         let name = |set: &[&str]| {
