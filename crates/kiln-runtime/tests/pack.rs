@@ -610,3 +610,19 @@ fn resealed_table_corruptions_are_errors_or_consistent_packs() {
     // Most damage to the tables is refused by the table checks themselves.
     assert!(refused > opened, "{refused} refused, {opened} opened");
 }
+
+/// Seeds for the `pack_reader` fuzz target: the sample pack, raw (first byte 0) and to be
+/// resealed (first byte 1). `KILN_PACK_SEED_DIR=fuzz/corpus/pack_reader cargo test -p
+/// kiln-runtime --test pack -- --ignored write_fuzz_seeds`
+#[test]
+#[ignore = "writes fuzz seeds where KILN_PACK_SEED_DIR says"]
+fn write_fuzz_seeds() {
+    let dir = std::env::var_os("KILN_PACK_SEED_DIR").expect("KILN_PACK_SEED_DIR");
+    let dir = std::path::Path::new(&dir);
+    std::fs::create_dir_all(dir).unwrap();
+    for mode in [0u8, 1] {
+        let mut seed = vec![mode];
+        seed.extend(sample());
+        std::fs::write(dir.join(format!("sample-{mode}")), seed).unwrap();
+    }
+}

@@ -169,6 +169,43 @@ fn the_engine_does_not_depend_on_kiln() {
     }
 }
 
+/// The engine links kiln-runtime: it depends on no kiln crate and only on these small
+/// crates (no naga, no SQLite, no async runtime). A new dependency is a decision: add it here.
+const RUNTIME_DEPENDENCIES: &[&str] = &["thiserror", "blake3", "sha2", "memmap2"];
+
+#[test]
+fn the_runtime_stays_small() {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kiln-runtime/Cargo.toml");
+    let text = fs::read_to_string(&manifest).expect("read kiln-runtime's Cargo.toml");
+    let mut section = String::new();
+    for (index, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            section = line.to_owned();
+            continue;
+        }
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let key = line
+            .split(['=', '.'])
+            .next()
+            .unwrap_or("")
+            .trim()
+            .trim_matches('"');
+        // Runtime (and build) dependencies, not dev-dependencies (tests may use proptest).
+        let linked = section == "[dependencies]"
+            || section == "[build-dependencies]"
+            || (section.starts_with("[target.") && !section.contains("dev-dependencies"));
+        assert!(
+            !linked || RUNTIME_DEPENDENCIES.contains(&key),
+            "crates/kiln-runtime/Cargo.toml:{}: kiln-runtime depends on `{key}` ({section}); \
+             it must stay small (see RUNTIME_DEPENDENCIES)",
+            index + 1
+        );
+    }
+}
+
 #[test]
 fn the_scanner_reads_every_form() {
     let code = "use crate::a::X;\n\
