@@ -49,8 +49,8 @@ pub struct VariantId {
 
 impl std::fmt::Display for VariantId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let words: Vec<&str> = self.keywords.iter().map(|k| &**k).collect();
-        write!(f, "{}/{}[{}]", self.shader, self.pass, words.join(";"))
+        let text = kiln_runtime::canon::keyword_text(&self.keywords);
+        write!(f, "{}/{}[{}]", self.shader, self.pass, text)
     }
 }
 
