@@ -626,3 +626,28 @@ fn write_fuzz_seeds() {
         std::fs::write(dir.join(format!("sample-{mode}")), seed).unwrap();
     }
 }
+
+#[test]
+fn a_library_is_shared_between_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Library>();
+    let lib = std::sync::Arc::new(Library::from_bytes(sample()).unwrap());
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let lib = lib.clone();
+            std::thread::spawn(move || {
+                lib.get("Lit", "Depth", &["SKIN", "FOG"], "msl")
+                    .unwrap()
+                    .bytes
+                    .to_vec()
+            })
+        })
+        .collect();
+    let want = lib
+        .get("Lit", "Depth", &["FOG", "SKIN"], "msl")
+        .unwrap()
+        .bytes;
+    for thread in threads {
+        assert_eq!(thread.join().unwrap(), want);
+    }
+}
