@@ -282,28 +282,32 @@ impl Library {
             }
         };
         let declared = view.ids(rec.declared);
-        let found = with_canonical(keywords, |set, ids| {
-            for (keyword, id) in set.iter().zip(ids.iter_mut()) {
+        let found = with_pairs(keywords, |pairs| {
+            // Each keyword checked in the order given (the first unknown one is named, as
+            // kiln's `DeclaredKeywords::key` does), then the set made canonical by the rule.
+            for (keyword, id) in pairs.iter_mut() {
                 match declared.find_str(&view, keyword) {
                     Some(i) => *id = declared.get(i),
                     None => return Err(unknown_keyword(view, declared, shader, pass, keyword)),
                 }
             }
-            let ids = &ids[..set.len()];
+            let distinct = canon::canonicalize_by(pairs, |&(keyword, _)| keyword);
+            let set = &pairs[..distinct];
             let (first, count) = (rec.entries.0 as usize, rec.entries.1 as usize);
             let (mut lo, mut hi) = (first, first + count);
             while lo < hi {
                 let mid = lo + (hi - lo) / 2;
-                match view.cmp_entry(mid, pass_id, ids, target_id) {
+                match view.cmp_entry(mid, pass_id, set.iter().map(|&(_, id)| id), target_id) {
                     Ordering::Less => lo = mid + 1,
                     Ordering::Greater => hi = mid,
                     Ordering::Equal => return Ok(mid),
                 }
             }
+            let set: Vec<&str> = set.iter().map(|&(keyword, _)| keyword).collect();
             Err(LookupError::NotBuilt {
                 shader: shader.to_owned(),
                 pass: pass.to_owned(),
-                keywords: canon::keyword_text(set),
+                keywords: canon::keyword_text(&set),
                 target: target.to_owned(),
             })
         })?;
@@ -437,20 +441,19 @@ fn unknown_keyword(
 /// Keyword sets up to this size are canonicalised on the stack.
 const INLINE_KEYWORDS: usize = 16;
 
-/// Runs `f` with the canonical set of `keywords` and a buffer of as many ids.
-fn with_canonical<R>(keywords: &[&str], f: impl FnOnce(&[&str], &mut [u32]) -> R) -> R {
+/// Runs `f` with `keywords` paired with a string id each (0 until `f` sets it), on the stack
+/// for up to [`INLINE_KEYWORDS`].
+fn with_pairs<'k, R>(keywords: &[&'k str], f: impl FnOnce(&mut [(&'k str, u32)]) -> R) -> R {
     if keywords.len() <= INLINE_KEYWORDS {
-        let mut set = [""; INLINE_KEYWORDS];
-        let set = &mut set[..keywords.len()];
-        set.copy_from_slice(keywords);
-        let n = canon::canonicalize_by(set, |k| k);
-        let mut ids = [0u32; INLINE_KEYWORDS];
-        f(&set[..n], &mut ids[..n])
+        let mut pairs = [("", 0u32); INLINE_KEYWORDS];
+        let pairs = &mut pairs[..keywords.len()];
+        for (pair, &keyword) in pairs.iter_mut().zip(keywords) {
+            pair.0 = keyword;
+        }
+        f(pairs)
     } else {
-        let mut set = keywords.to_vec();
-        let n = canon::canonicalize_by(&mut set, |k| k);
-        let mut ids = vec![0u32; n];
-        f(&set[..n], &mut ids)
+        let mut pairs: Vec<(&str, u32)> = keywords.iter().map(|&k| (k, 0)).collect();
+        f(&mut pairs)
     }
 }
 

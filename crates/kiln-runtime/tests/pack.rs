@@ -140,6 +140,11 @@ fn every_error_kind() {
         err.to_string().contains("`RAIN`") && err.to_string().contains("FOG;SHADOWS;SKIN"),
         "{err}"
     );
+    // Two unknown keywords: the first given is named (as kiln's `DeclaredKeywords::key`).
+    assert!(matches!(
+        lib.get("Lit", "Forward", &["ZZZ", "FOG", "AAA"], "spirv"),
+        Err(LookupError::UnknownKeyword { keyword, .. }) if keyword == "ZZZ"
+    ));
     // A keyword another shader declares is still unknown to this one.
     assert!(matches!(
         lib.get("Lit", "Forward", &["ALPHA"], "spirv"),

@@ -263,16 +263,18 @@ impl<'a> View<'a> {
 
     /// Compares entry `i`'s key with (pass, keyword ids, target), reading only the fields
     /// it needs.
-    pub(crate) fn cmp_entry(&self, i: usize, pass: u32, keywords: &[u32], target: u32) -> Ordering {
+    pub(crate) fn cmp_entry(
+        &self,
+        i: usize,
+        pass: u32,
+        keywords: impl IntoIterator<Item = u32>,
+        target: u32,
+    ) -> Ordering {
         let at = i * ENTRY_RECORD;
         let field = |n: usize| self.u32_in(ENTRIES, at + 4 * n);
         field(1)
             .cmp(&pass)
-            .then_with(|| {
-                self.ids((field(2), field(3)))
-                    .iter()
-                    .cmp(keywords.iter().copied())
-            })
+            .then_with(|| self.ids((field(2), field(3))).iter().cmp(keywords))
             .then_with(|| field(4).cmp(&target))
     }
 }
