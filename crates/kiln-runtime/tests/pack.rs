@@ -617,7 +617,8 @@ fn resealed_table_corruptions_are_errors_or_consistent_packs() {
 }
 
 /// Seeds for the `pack_reader` fuzz target: the sample pack, raw (first byte 0) and to be
-/// resealed (first byte 1). `KILN_PACK_SEED_DIR=fuzz/corpus/pack_reader cargo test -p
+/// resealed (first byte 1). From the repository root (tests run in the crate's directory, so
+/// give an absolute path): `KILN_PACK_SEED_DIR=$PWD/fuzz/corpus/pack_reader cargo test -p
 /// kiln-runtime --test pack -- --ignored write_fuzz_seeds`
 #[test]
 #[ignore = "writes fuzz seeds where KILN_PACK_SEED_DIR says"]
