@@ -362,9 +362,10 @@ impl Model {
             n => Some(n as u32),
         };
         // The first shader is usually WGSL (several entries a file), later ones often GLSL.
-        let glsl = rng.chance(if self.shaders.is_empty() { 25 } else { 45 });
-        // Drawn only with the Slang library, so that a seed replays the same without it.
-        let slang = !glsl && slang_available() && rng.chance(50);
+        // Slang is drawn only with the Slang library, so that a seed replays the same without
+        // it.
+        let slang = slang_available() && rng.chance(40);
+        let glsl = !slang && rng.chance(if self.shaders.is_empty() { 25 } else { 45 });
         let files: Vec<String> = if slang {
             vec![
                 format!("{SLANG_SRC_DIR}/s{id}.slang"),
