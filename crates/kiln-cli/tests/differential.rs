@@ -16,6 +16,27 @@
 //! GLSL passes with glslang (and reach MSL, HLSL, GLSL and WGSL through `compile::cross`),
 //! the rest with naga; the summary says how many steps had one.
 //!
+//! With the Slang compiler library (`kiln::compile::slang::version()` succeeds: `pip install
+//! slangpy`, or `KILN_SLANG_LIBRARY`), about 40% of the shaders are Slang (drawn first, and
+//! only then, so that a seed replays as before without the library). A Slang source
+//! (`shaders/sN.slang`, `shaders/sN_alt.slang`; entries `fragMain`, `vertMain`, `compMain`)
+//! imports `common_k`, maybe `detail_k`, and maybe `fog_k` under `#ifdef FOG`; it uses their
+//! functions, its own constants and the keywords as the other languages do. The modules
+//! (`model::SLANG_MODULES`) live in directories of `model::SLANG_DIRS`, spelled as imported or
+//! with `-` for `_` (`mods/common-k.slang`); every Slang shader lists the model's
+//! `include_dirs` (2 to 4 of those directories, in an order that the edits change). Slang
+//! searches the importing file's directory (`shaders`) first, then `include_dirs` in order,
+//! the written spelling before the hyphenated one; `Model::slang_resolve` follows that to
+//! place shadows and to know when an import finds nothing (then failures are expected, and
+//! the next step, `fix`, adds the module's directory to `include_dirs`). The `slang_*` edit
+//! kinds change modules, shadows, directories and imports; the general ones (constants,
+//! comments, whitespace, errors, passes, directories moved out, touch, revert) reach Slang
+//! files too. Slang compiles a variant from its files as they are, not from a preprocessed
+//! text, so a comment or a constant under `#ifdef FOG` in a Slang file recompiles every
+//! variant reading it: such a step is not held to the "compiles nothing" or "FOG variants
+//! only" counts (`Sequence::slang_touched`). Slang passes go through all the project's
+//! targets. The summary says how many steps had a Slang shader.
+//!
 //! Running it:
 //! - default (CI): 3 sequences x 25 steps, seeds 1..3;
 //! - `KILN_FUZZ_SEED=123`: one sequence with that seed (re-running a failure);
@@ -1195,6 +1216,14 @@ fn differential_harness_helpers() {
     assert_eq!(
         model::relative("lib/deep/er/common.glsl", "lib/extra.glsl"),
         "../../extra.glsl"
+    );
+    assert_eq!(
+        model::slang_module_path("mods", 0, true),
+        "mods/common-k.slang"
+    );
+    assert_eq!(
+        model::slang_module_path("shaders", 2, false),
+        "shaders/fog_k.slang"
     );
 
     // Stale entries (watch mode) and their files are dropped; a clean build has none.

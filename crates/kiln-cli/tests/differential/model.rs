@@ -29,8 +29,11 @@ pub const SLANG_SRC_DIR: &str = "shaders";
 /// The modules Slang sources import, and the prefix of the functions each one exports
 /// (`commonA()`, `commonB()`, ...). `common_k` is always imported, `detail_k` by some
 /// sources, `fog_k` by some under `#ifdef FOG` only.
-pub const SLANG_MODULES: [(&str, &str); 3] =
-    [("common_k", "common"), ("detail_k", "detail"), ("fog_k", "fog")];
+pub const SLANG_MODULES: [(&str, &str); 3] = [
+    ("common_k", "common"),
+    ("detail_k", "detail"),
+    ("fog_k", "fog"),
+];
 
 /// Whether Slang shaders are drawn: the Slang compiler library is there. Without it no
 /// random number is spent on Slang, so that a seed replays as it did before Slang.
@@ -1448,8 +1451,7 @@ impl Model {
         }
         let which = *rng.pick(&imported);
         let found = self.slang_resolve(which)?;
-        let (found_path, found_dir, found_hyphen) =
-            (found.path(), found.dir.clone(), found.hyphen);
+        let (found_path, found_dir, found_hyphen) = (found.path(), found.dir.clone(), found.hyphen);
         let search = self.slang_search();
         let at = search.iter().position(|d| *d == found_dir).unwrap();
         let mut spots: Vec<(String, bool)> = Vec::new();
@@ -1570,11 +1572,7 @@ impl Model {
             return None;
         }
         let read = self.referenced_srcs();
-        let preferred: Vec<String> = slang
-            .iter()
-            .filter(|p| read.contains(p))
-            .cloned()
-            .collect();
+        let preferred: Vec<String> = slang.iter().filter(|p| read.contains(p)).cloned().collect();
         let path = if !preferred.is_empty() && rng.chance(85) {
             rng.pick(&preferred).clone()
         } else {
@@ -1692,7 +1690,10 @@ fn render_slang_src(path: &str, src: &SrcFile) -> String {
     s.push_str("[shader(\"fragment\")]\nfloat4 fragMain() : SV_Target\n{\n");
     push_comments(&mut s, &src.noise.body);
     s.push_str(&"\n".repeat(src.noise.blanks));
-    let _ = writeln!(s, "    float4 c = float4(commonA() * L0 /* inline {inline} */);");
+    let _ = writeln!(
+        s,
+        "    float4 c = float4(commonA() * L0 /* inline {inline} */);"
+    );
     let _ = writeln!(s, "    c = c * L_FOG; // inline {inline}");
     // Q is not always defined: tested first, so that Slang does not evaluate it undefined.
     let _ = writeln!(
