@@ -365,10 +365,10 @@ impl Model {
             n => Some(n as u32),
         };
         // The first shader is usually WGSL (several entries a file), later ones often GLSL.
-        // Slang is drawn only with the Slang library, so that a seed replays the same without
-        // it.
-        let slang = slang_available() && rng.chance(40);
-        let glsl = !slang && rng.chance(if self.shaders.is_empty() { 25 } else { 45 });
+        let glsl = rng.chance(if self.shaders.is_empty() { 25 } else { 45 });
+        // Of the others, most are Slang: drawn only with the Slang library, so that a seed
+        // replays the same without it (and GLSL is drawn as often as before Slang).
+        let slang = !glsl && slang_available() && rng.chance(60);
         let files: Vec<String> = if slang {
             vec![
                 format!("{SLANG_SRC_DIR}/s{id}.slang"),
