@@ -16,6 +16,28 @@
 //! GLSL passes with glslang (and reach MSL, HLSL, GLSL and WGSL through `compile::cross`),
 //! the rest with naga; the summary says how many steps had one.
 //!
+//! With the Slang compiler library (`kiln::compile::slang::version()` succeeds: `pip install
+//! slangpy`, or `KILN_SLANG_LIBRARY`), 60% of the shaders not drawn GLSL are Slang (about 45%
+//! of first shaders, 33% of later ones; drawn only then, so that a seed replays as before
+//! without the library, and GLSL as often as before). A Slang source
+//! (`shaders/sN.slang`, `shaders/sN_alt.slang`; entries `fragMain`, `vertMain`, `compMain`)
+//! imports `common_k`, maybe `detail_k`, and maybe `fog_k` under `#ifdef FOG`; it uses their
+//! functions, its own constants and the keywords as the other languages do. The modules
+//! (`model::SLANG_MODULES`) live in directories of `model::SLANG_DIRS`, spelled as imported or
+//! with `-` for `_` (`mods/common-k.slang`); every Slang shader lists the model's
+//! `include_dirs` (2 to 4 of those directories, in an order that the edits change). Slang
+//! searches the importing file's directory (`shaders`) first, then `include_dirs` in order,
+//! the written spelling before the hyphenated one; `Model::slang_resolve` follows that to
+//! place shadows and to know when an import finds nothing (then failures are expected, and
+//! the next step, `fix`, adds the module's directory to `include_dirs`). The `slang_*` edit
+//! kinds change modules, shadows, directories and imports; the general ones (constants,
+//! comments, whitespace, errors, passes, directories moved out, touch, revert) reach Slang
+//! files too. Slang compiles a variant from its files as they are, not from a preprocessed
+//! text, so a comment or a constant under `#ifdef FOG` in a Slang file recompiles every
+//! variant reading it: such a step is not held to the "compiles nothing" or "FOG variants
+//! only" counts (`Sequence::slang_touched`). Slang passes go through all the project's
+//! targets. The summary says how many steps had a Slang shader.
+//!
 //! Running it:
 //! - default (CI): 3 sequences x 25 steps, seeds 1..3;
 //! - `KILN_FUZZ_SEED=123`: one sequence with that seed (re-running a failure);
@@ -102,6 +124,20 @@ const KINDS: &[(&str, u32)] = &[
     ("revert", 3),
     // Only the marker: watch must not rebuild.
     ("noop", 3),
+    // Slang (none applies to a model without Slang shaders: the draw is then redone):
+    // a constant of an imported module changed;
+    ("slang_const", 6),
+    // a file of an imported module added earlier on the search path (the sources'
+    // directory, an earlier include dir, or `x_y.slang` before `x-y.slang`), or one removed;
+    ("slang_shadow", 4),
+    // a module moved to another directory, or renamed between `_` and `-`, with or without
+    // `include_dirs` following it (an import that fails is fixed in the next step, `fix`);
+    // or `include_dirs` reordered, shortened or lengthened;
+    ("slang_move", 4),
+    // `import fog_k;` under `#ifdef FOG`, or `import detail_k;`, added or removed;
+    ("slang_import", 4),
+    // a syntax error or `#error` under `#ifdef FOG` in a module; fixed in the next step.
+    ("slang_error", 2),
     // A file rewritten with the same bytes.
     ("touch", 2),
 ];
@@ -208,6 +244,8 @@ struct Totals {
     spurious_at: Vec<String>,
     /// Steps whose project had a shader compiled by glslang (with the `glslang` feature).
     glslang_steps: usize,
+    /// Steps whose project had a Slang shader (with the Slang library).
+    slang_steps: usize,
 }
 
 /// The one line a run ends with.
@@ -254,6 +292,14 @@ fn differential_never_stale() {
         totals.glslang_steps,
         kiln::compile::glslang::AVAILABLE
     );
+    println!(
+        "differential: steps with a Slang shader: {} (Slang library: {})",
+        totals.slang_steps,
+        match kiln::compile::slang::version() {
+            Ok(v) => v,
+            Err(e) => format!("none: {e}"),
+        }
+    );
     for s in totals.spurious_at.iter().take(20) {
         println!("spurious rebuild: {s}");
     }
@@ -294,6 +340,8 @@ struct Sequence {
     temp_counter: u64,
     /// Watch's latest build report (its first build's, until it rebuilds).
     watch_last_report: Option<Value>,
+    /// The step's edit changed a Slang file (see `run`).
+    slang_touched: bool,
 }
 
 impl Sequence {
@@ -331,6 +379,7 @@ impl Sequence {
             store_damaged: false,
             temp_counter: 0,
             watch_last_report: None,
+            slang_touched: false,
         }
     }
 
@@ -383,7 +432,19 @@ impl Sequence {
             return false;
         }
         for step in 1..=config.steps {
+            let before = self.disk.clone();
             let (kind, desc) = self.choose_and_apply(config);
+            // Slang compiles each variant from its files as they are (`compile::slang::bundle`),
+            // not from a preprocessed text: a comment, blank line or code under `#ifdef FOG` in
+            // a Slang file recompiles every variant that reads it. The count checks of
+            // `Class::Cosmetic` and `Class::FogOnly` do not apply to such a step.
+            self.slang_touched = self
+                .disk
+                .iter()
+                .filter(|(p, t)| before.get(*p) != Some(*t))
+                .map(|(p, _)| p)
+                .chain(before.keys().filter(|p| !self.disk.contains_key(*p)))
+                .any(|p| p.ends_with(".slang"));
             self.history.push(format!("step {step}: [{kind}] {desc}"));
             *totals.applied.entry(kind).or_default() += 1;
             if config.verbose {
@@ -500,6 +561,11 @@ impl Sequence {
             "targets" => model.edit_targets(rng),
             "defines" => model.edit_defines(rng),
             "error" => model.edit_error(rng),
+            "slang_const" => model.edit_slang_const(rng),
+            "slang_shadow" => model.edit_slang_shadow(rng),
+            "slang_move" => model.edit_slang_move(rng),
+            "slang_import" => model.edit_slang_import(rng),
+            "slang_error" => model.edit_slang_error(rng),
             // Edits of the file system, not of the model.
             "dir_out_back" => return self.dir_out(true),
             "dir_out" => return self.dir_out(false),
@@ -732,7 +798,10 @@ impl Sequence {
         config: &Config,
         totals: &mut Totals,
     ) -> bool {
-        let class = class_of(kind);
+        let class = match class_of(kind) {
+            Class::Cosmetic | Class::FogOnly if self.slang_touched => Class::Other,
+            class => class,
+        };
         let mut problems = Vec::new();
 
         // Build mode: a new process.
@@ -895,6 +964,7 @@ impl Sequence {
         if step > 0 {
             totals.steps_per_mode += 1;
             totals.glslang_steps += usize::from(self.model.shaders.iter().any(|s| s.glslang));
+            totals.slang_steps += usize::from(self.model.has_slang_shader());
         }
         if problems.is_empty() && !watch_dead {
             return true;
@@ -1147,6 +1217,14 @@ fn differential_harness_helpers() {
     assert_eq!(
         model::relative("lib/deep/er/common.glsl", "lib/extra.glsl"),
         "../../extra.glsl"
+    );
+    assert_eq!(
+        model::slang_module_path("mods", 0, true),
+        "mods/common-k.slang"
+    );
+    assert_eq!(
+        model::slang_module_path("shaders", 2, false),
+        "shaders/fog_k.slang"
     );
 
     // Stale entries (watch mode) and their files are dropped; a clean build has none.

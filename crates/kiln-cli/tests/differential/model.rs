@@ -1,6 +1,8 @@
-//! The generated project as a model: a manifest, WGSL and GLSL sources, nested includes.
-//! Edits change the model; `render` turns it into files (relative path -> text), and the
-//! harness writes only the files that changed and removes those that disappeared.
+//! The generated project as a model: a manifest, WGSL and GLSL sources, nested includes,
+//! and (with the Slang library) Slang sources importing modules found through the shaders'
+//! `include_dirs`. Edits change the model; `render` turns it into files (relative path ->
+//! text), and the harness writes only the files that changed and removes those that
+//! disappeared.
 
 use super::rng::Rng;
 use std::collections::BTreeMap;
@@ -19,17 +21,43 @@ pub const AXES: [[&str; 2]; 5] = [
 /// Variants (keyword sets x passes) over all shaders: a clean build stays fast.
 pub const MAX_VARIANTS: usize = 40;
 const INCLUDE_DIRS: [&str; 5] = ["inc", "inc/more", "lib", "shaders/inc", "lib/deep/er"];
+/// Where Slang modules may live (`SlangModels::dirs`, every Slang shader's `include_dirs`, is
+/// drawn from these). `SLANG_SRC_DIR`, the importing files' own directory, comes first on
+/// Slang's search path whatever `include_dirs` says.
+pub const SLANG_DIRS: [&str; 4] = ["mods", "mods/more", "lib/slang", "shaders/mods"];
+pub const SLANG_SRC_DIR: &str = "shaders";
+/// The modules Slang sources import, and the prefix of the functions each one exports
+/// (`commonA()`, `commonB()`, ...). `common_k` is always imported, `detail_k` by some
+/// sources, `fog_k` by some under `#ifdef FOG` only.
+pub const SLANG_MODULES: [(&str, &str); 3] = [
+    ("common_k", "common"),
+    ("detail_k", "detail"),
+    ("fog_k", "fog"),
+];
+
+/// Whether Slang shaders are drawn: the Slang compiler library is there. Without it no
+/// random number is spent on Slang, so that a seed replays as it did before Slang.
+pub fn slang_available() -> bool {
+    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVAILABLE.get_or_init(|| kiln::compile::slang::version().is_ok())
+}
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Lang {
     Wgsl,
     Frag,
     Comp,
+    Slang,
 }
 
 impl Lang {
     pub fn is_glsl(self) -> bool {
-        self != Lang::Wgsl
+        matches!(self, Lang::Frag | Lang::Comp)
+    }
+    /// Which `#include` family (`Model::incs`) a source of this language includes: GLSL's
+    /// (true), WGSL's (false), or none (Slang imports modules instead).
+    pub fn inc_family(self) -> Option<bool> {
+        (self != Lang::Slang).then_some(self.is_glsl())
     }
     /// The (stage, entry) pairs a file of this language can serve.
     pub fn combos(self) -> &'static [(&'static str, &'static str)] {
@@ -42,6 +70,13 @@ impl Lang {
             ],
             Lang::Frag => &[("fragment", "main")],
             Lang::Comp => &[("compute", "main")],
+            // Entry names no other language has: no pass edit points a WGSL or GLSL pass at
+            // a Slang file or back.
+            Lang::Slang => &[
+                ("fragment", "fragMain"),
+                ("vertex", "vertMain"),
+                ("compute", "compMain"),
+            ],
         }
     }
     /// Constant slots the template uses outside `#ifdef FOG`.
@@ -50,6 +85,7 @@ impl Lang {
             Lang::Wgsl => &[0, 2, 3, 4, 5, 6, 7, 8],
             Lang::Frag => &[0, 2, 3, 4, 5],
             Lang::Comp => &[0, 3, 5],
+            Lang::Slang => &[0, 2, 3, 4, 5, 7, 8],
         }
     }
 }
@@ -86,6 +122,49 @@ pub struct SrcFile {
     /// Includes the extra include directly too (it is also reached through common when
     /// nested): `#pragma once` must keep it single.
     pub direct_extra: bool,
+    /// Slang: imports `detail_k` too.
+    pub import_detail: bool,
+    /// Slang: imports `fog_k` under `#ifdef FOG`.
+    pub import_fog: bool,
+}
+
+/// A Slang module file: `module NAME;` and two functions, one of them under `#ifdef FOG`.
+#[derive(Clone, Debug)]
+pub struct SlangModule {
+    /// Index into `SLANG_MODULES`.
+    pub which: usize,
+    pub dir: String,
+    /// The file is spelled with `-` for `_` (`common-k.slang` for `import common_k;`).
+    pub hyphen: bool,
+    pub k: [u32; 3],
+    pub noise: Noise,
+    pub error: Option<Injected>,
+}
+
+impl SlangModule {
+    pub fn path(&self) -> String {
+        slang_module_path(&self.dir, self.which, self.hyphen)
+    }
+}
+
+pub fn slang_module_path(dir: &str, which: usize, hyphen: bool) -> String {
+    let name = SLANG_MODULES[which].0;
+    let file = if hyphen {
+        name.replace('_', "-")
+    } else {
+        name.to_owned()
+    };
+    format!("{dir}/{file}.slang")
+}
+
+/// The Slang side of the project. `modules` holds one file per module; `shadows` are more
+/// files of the same modules, usually earlier on the search path, with other constants.
+#[derive(Clone, Debug, Default)]
+pub struct SlangModels {
+    pub modules: Vec<SlangModule>,
+    pub shadows: Vec<SlangModule>,
+    /// Every Slang shader's `include_dirs`, in order.
+    pub dirs: Vec<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -125,6 +204,9 @@ pub struct Shader {
     /// Its GLSL passes compile with glslang (drawn only when kiln links it), its WGSL
     /// passes with naga.
     pub glslang: bool,
+    /// A Slang shader (drawn only when the Slang library is there): its files are Slang,
+    /// it lists `SlangModels::dirs` as `include_dirs`.
+    pub slang: bool,
 }
 
 impl Shader {
@@ -154,6 +236,7 @@ pub struct Model {
     pub srcs: BTreeMap<String, SrcFile>,
     pub wgsl: Incs,
     pub glsl: Incs,
+    pub slang: SlangModels,
     pub manifest_noise: Noise,
     pub next_id: usize,
 }
@@ -194,9 +277,27 @@ impl Model {
             srcs: BTreeMap::new(),
             wgsl: incs(rng, "wgsl"),
             glsl: incs(rng, "glsl"),
+            slang: SlangModels::default(),
             manifest_noise: Noise::default(),
             next_id: 0,
         };
+        if slang_available() {
+            let mut pool = SLANG_DIRS.map(str::to_owned).to_vec();
+            rng.shuffle(&mut pool);
+            pool.truncate(rng.range(2, 3));
+            for which in 0..SLANG_MODULES.len() {
+                let module = SlangModule {
+                    which,
+                    dir: rng.pick(&pool).clone(),
+                    hyphen: rng.chance(60),
+                    k: consts(rng),
+                    noise: Noise::default(),
+                    error: None,
+                };
+                model.slang.modules.push(module);
+            }
+            model.slang.dirs = pool;
+        }
         for _ in 0..rng.range(2, 3) {
             model.add_shader(rng);
         }
@@ -214,6 +315,11 @@ impl Model {
 
     fn new_src(&mut self, rng: &mut Rng, path: String, lang: Lang) {
         let direct_extra = rng.chance(30);
+        let (import_detail, import_fog) = if lang == Lang::Slang {
+            (rng.chance(50), rng.chance(40))
+        } else {
+            (false, false)
+        };
         self.srcs.insert(
             path,
             SrcFile {
@@ -222,6 +328,8 @@ impl Model {
                 noise: Noise::default(),
                 error: None,
                 direct_extra,
+                import_detail,
+                import_fog,
             },
         );
     }
@@ -258,7 +366,15 @@ impl Model {
         };
         // The first shader is usually WGSL (several entries a file), later ones often GLSL.
         let glsl = rng.chance(if self.shaders.is_empty() { 25 } else { 45 });
-        let files: Vec<String> = if glsl {
+        // Of the others, most are Slang: drawn only with the Slang library, so that a seed
+        // replays the same without it (and GLSL is drawn as often as before Slang).
+        let slang = !glsl && slang_available() && rng.chance(60);
+        let files: Vec<String> = if slang {
+            vec![
+                format!("{SLANG_SRC_DIR}/s{id}.slang"),
+                format!("{SLANG_SRC_DIR}/s{id}_alt.slang"),
+            ]
+        } else if glsl {
             vec![
                 format!("shaders/g{id}_a.frag"),
                 format!("shaders/g{id}_b.frag"),
@@ -315,6 +431,7 @@ impl Model {
             passes,
             files,
             glslang,
+            slang,
         });
         Some(name)
     }
@@ -334,7 +451,7 @@ impl Model {
     fn uses_lang(&self, glsl: bool) -> bool {
         self.referenced_srcs()
             .iter()
-            .any(|p| self.srcs[p].lang.is_glsl() == glsl)
+            .any(|p| self.srcs[p].lang.inc_family() == Some(glsl))
     }
 
     pub fn incs(&self, glsl: bool) -> &Incs {
@@ -355,8 +472,84 @@ impl Model {
 
     /// Whether `src` sees the extra include (and so may use `K_E`).
     fn sees_extra(&self, src: &SrcFile) -> bool {
-        let incs = self.incs(src.lang.is_glsl());
+        let Some(glsl) = src.lang.inc_family() else {
+            return false;
+        };
+        let incs = self.incs(glsl);
         incs.extra.is_some() && (incs.nested || src.direct_extra)
+    }
+
+    /// The modules a Slang source imports (indices into `SLANG_MODULES`).
+    fn slang_imports(src: &SrcFile) -> Vec<usize> {
+        let mut out = vec![0];
+        if src.import_detail {
+            out.push(1);
+        }
+        if src.import_fog {
+            out.push(2);
+        }
+        out
+    }
+
+    /// Every Slang module file: the modules, then the shadows.
+    fn slang_files(&self) -> impl Iterator<Item = &SlangModule> {
+        self.slang.modules.iter().chain(&self.slang.shadows)
+    }
+
+    fn slang_file_mut(&mut self, path: &str) -> Option<&mut SlangModule> {
+        self.slang
+            .modules
+            .iter_mut()
+            .chain(self.slang.shadows.iter_mut())
+            .find(|m| m.path() == path)
+    }
+
+    /// Slang's search path for an import in a source: the source's own directory, then
+    /// `include_dirs` in order.
+    pub fn slang_search(&self) -> Vec<String> {
+        let mut out = vec![SLANG_SRC_DIR.to_owned()];
+        out.extend(self.slang.dirs.iter().cloned());
+        out
+    }
+
+    /// The file `import NAME;` finds from a source, as Slang 2026.12 searches (and kiln's
+    /// closure lists): each directory in turn, the written spelling before the one with `-`.
+    pub fn slang_resolve(&self, which: usize) -> Option<&SlangModule> {
+        for dir in self.slang_search() {
+            for hyphen in [false, true] {
+                let path = slang_module_path(&dir, which, hyphen);
+                if let Some(m) = self
+                    .slang_files()
+                    .find(|m| m.which == which && m.path() == path)
+                {
+                    return Some(m);
+                }
+            }
+        }
+        None
+    }
+
+    /// The modules that the Slang sources some pass reads import.
+    fn slang_imported(&self) -> Vec<usize> {
+        let mut out: Vec<usize> = self
+            .referenced_srcs()
+            .iter()
+            .map(|p| &self.srcs[p])
+            .filter(|s| s.lang == Lang::Slang)
+            .flat_map(Model::slang_imports)
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// Imported modules that no file on the search path serves: their importers fail (the
+    /// FOG variants only, for `fog_k`; the model just expects failures).
+    fn slang_unresolved(&self) -> Vec<usize> {
+        self.slang_imported()
+            .into_iter()
+            .filter(|w| self.slang_resolve(*w).is_none())
+            .collect()
     }
 
     // ---------------------------------------------------------------- rendering
@@ -366,6 +559,9 @@ impl Model {
         files.insert("kiln.toml".to_owned(), self.render_manifest());
         for (path, src) in &self.srcs {
             files.insert(path.clone(), self.render_src(path, src));
+        }
+        for module in self.slang_files() {
+            files.insert(module.path(), render_slang_module(module));
         }
         for glsl in [false, true] {
             let incs = self.incs(glsl);
@@ -407,7 +603,14 @@ impl Model {
             let _ = writeln!(s, "\n[[shader]]\nname = \"{}\"", shader.name);
             // The model's GLSL is naga's subset, and the model predicts naga's results; a
             // shader drawn for glslang sets it on its GLSL passes (see `Shader::glslang`).
-            let _ = writeln!(s, "compiler = \"naga\"");
+            if shader.slang {
+                // Slang's default compiler; the modules are found through these.
+                let dirs: Vec<String> =
+                    self.slang.dirs.iter().map(|d| format!("\"{d}\"")).collect();
+                let _ = writeln!(s, "include_dirs = [{}]", dirs.join(", "));
+            } else {
+                let _ = writeln!(s, "compiler = \"naga\"");
+            }
             if let Some(src) = &shader.source {
                 let _ = writeln!(s, "source = \"{src}\"");
             }
@@ -441,6 +644,9 @@ impl Model {
     }
 
     fn render_src(&self, path: &str, src: &SrcFile) -> String {
+        if src.lang == Lang::Slang {
+            return render_slang_src(path, src);
+        }
         let glsl = src.lang.is_glsl();
         let incs = self.incs(glsl);
         let k = &src.k;
@@ -544,6 +750,7 @@ impl Model {
                 }
                 s.push_str("    data[0] = c * K_B;\n}\n");
             }
+            Lang::Slang => unreachable!("rendered by render_slang_src"),
         }
         s
     }
@@ -576,6 +783,14 @@ impl Model {
                 }
             }
         }
+        for module in self.slang_files() {
+            if fog {
+                choices.push((module.path(), 1));
+            } else {
+                choices.push((module.path(), 0));
+                choices.push((module.path(), 2));
+            }
+        }
         // Prefer files the build reads.
         let read = self.read_files();
         let preferred: Vec<(String, usize)> = choices
@@ -598,6 +813,9 @@ impl Model {
         if self.srcs.contains_key(path) {
             return self.srcs.get_mut(path).unwrap().k.get_mut(slot);
         }
+        if path.ends_with(".slang") {
+            return self.slang_file_mut(path)?.k.get_mut(slot);
+        }
         for incs in [&mut self.wgsl, &mut self.glsl] {
             if incs.common.path == path {
                 return incs.common.k.get_mut(slot);
@@ -616,7 +834,7 @@ impl Model {
             let srcs: Vec<&SrcFile> = out
                 .iter()
                 .filter_map(|p| self.srcs.get(p))
-                .filter(|s| s.lang.is_glsl() == glsl)
+                .filter(|s| s.lang.inc_family() == Some(glsl))
                 .collect();
             if srcs.is_empty() {
                 continue;
@@ -629,6 +847,14 @@ impl Model {
                 out.push(incs.extra.as_ref().unwrap().path.clone());
             }
         }
+        // Every file of an imported module: the one Slang finds, and shadows it does not
+        // reach (kiln tracks the whole search).
+        let imported = self.slang_imported();
+        out.extend(
+            self.slang_files()
+                .filter(|m| imported.contains(&m.which))
+                .map(SlangModule::path),
+        );
         out.push("kiln.toml".to_owned());
         out
     }
@@ -639,6 +865,9 @@ impl Model {
         }
         if self.srcs.contains_key(path) {
             return Some(&mut self.srcs.get_mut(path).unwrap().noise);
+        }
+        if path.ends_with(".slang") {
+            return Some(&mut self.slang_file_mut(path)?.noise);
         }
         for incs in [&mut self.wgsl, &mut self.glsl] {
             if incs.common.path == path {
@@ -730,7 +959,7 @@ impl Model {
         let srcs: Vec<String> = self
             .srcs
             .iter()
-            .filter(|(_, s)| s.lang.is_glsl() == glsl)
+            .filter(|(_, s)| s.lang.inc_family() == Some(glsl))
             .map(|(p, _)| p.clone())
             .collect();
         let id = self.next_id;
@@ -928,7 +1157,7 @@ impl Model {
         let lang = self.lang_of_pass(s, p);
         let shader = &self.shaders[s];
         let stage = shader.passes[p].stage;
-        let (new_stage, entry, source) = if lang == Lang::Wgsl {
+        let (new_stage, entry, source) = if matches!(lang, Lang::Wgsl | Lang::Slang) {
             let combos: Vec<_> = lang
                 .combos()
                 .iter()
@@ -1096,13 +1325,15 @@ impl Model {
         let path = rng.pick(&read).clone();
         let kind = if rng.chance(50) {
             Injected::Syntax
-        } else if !path.ends_with(".wgsl") && rng.chance(50) {
+        } else if !path.ends_with(".wgsl") && !path.ends_with(".slang") && rng.chance(50) {
             Injected::FogTargetError
         } else {
             Injected::FogError
         };
         let slot = if self.srcs.contains_key(&path) {
             &mut self.srcs.get_mut(&path).unwrap().error
+        } else if path.ends_with(".slang") {
+            &mut self.slang_file_mut(&path)?.error
         } else {
             let mut found = None;
             for incs in [&mut self.wgsl, &mut self.glsl] {
@@ -1118,14 +1349,42 @@ impl Model {
         Some(format!("{path}: error injected ({kind:?})"))
     }
 
+    /// Whether the model expects failures: an injected error, or an import no file serves.
     pub fn has_errors(&self) -> bool {
         self.srcs.values().any(|s| s.error.is_some())
+            || self.slang_files().any(|m| m.error.is_some())
+            || !self.slang_unresolved().is_empty()
             || [&self.wgsl, &self.glsl].iter().any(|i| {
                 i.common.error.is_some() || i.extra.as_ref().is_some_and(|e| e.error.is_some())
             })
     }
 
+    /// Removes the injected errors, and adds the directory of each module no import finds
+    /// to `include_dirs` (at the end).
     pub fn fix_errors(&mut self) -> String {
+        let mut added = Vec::new();
+        for which in self.slang_unresolved() {
+            let dir = self
+                .slang
+                .modules
+                .iter()
+                .find(|m| m.which == which)
+                .unwrap()
+                .dir
+                .clone();
+            if !self.slang.dirs.contains(&dir) {
+                self.slang.dirs.push(dir.clone());
+                added.push(dir);
+            }
+        }
+        for m in self
+            .slang
+            .modules
+            .iter_mut()
+            .chain(self.slang.shadows.iter_mut())
+        {
+            m.error = None;
+        }
         for src in self.srcs.values_mut() {
             src.error = None;
         }
@@ -1135,7 +1394,229 @@ impl Model {
                 e.error = None;
             }
         }
-        "injected errors fixed".to_owned()
+        if added.is_empty() {
+            "injected errors fixed".to_owned()
+        } else {
+            format!("include_dirs += {added:?}, injected errors fixed")
+        }
+    }
+
+    // ---------------------------------------------------------------- Slang edits
+
+    pub fn has_slang_shader(&self) -> bool {
+        self.shaders.iter().any(|s| s.slang)
+    }
+
+    /// A constant of an imported module changed (usually in the file Slang finds).
+    pub fn edit_slang_const(&mut self, rng: &mut Rng) -> Option<String> {
+        let imported = self.slang_imported();
+        if imported.is_empty() {
+            return None;
+        }
+        let which = *rng.pick(&imported);
+        let path = match self.slang_resolve(which) {
+            Some(m) if rng.chance(80) => m.path(),
+            _ => {
+                let files: Vec<String> = self
+                    .slang_files()
+                    .filter(|m| m.which == which)
+                    .map(SlangModule::path)
+                    .collect();
+                rng.pick(&files).clone()
+            }
+        };
+        let slot = rng.below(3);
+        let delta = rng.range(1, 5) as u32;
+        *self.const_slot(&path, slot)? += delta;
+        Some(format!(
+            "{path} ({}): constant slot {slot} += {delta}",
+            SLANG_MODULES[which].0
+        ))
+    }
+
+    /// A file of an imported module added earlier on the search path than the one Slang
+    /// finds now (in the sources' directory, an earlier include directory, or the same one
+    /// with the written spelling), with other constants; or such a file removed.
+    pub fn edit_slang_shadow(&mut self, rng: &mut Rng) -> Option<String> {
+        if !self.slang.shadows.is_empty() && rng.chance(50) {
+            let removed = self
+                .slang
+                .shadows
+                .remove(rng.below(self.slang.shadows.len()));
+            return Some(format!("shadowing module file {} removed", removed.path()));
+        }
+        let imported = self.slang_imported();
+        if imported.is_empty() {
+            return None;
+        }
+        let which = *rng.pick(&imported);
+        let found = self.slang_resolve(which)?;
+        let (found_path, found_dir, found_hyphen) = (found.path(), found.dir.clone(), found.hyphen);
+        let search = self.slang_search();
+        let at = search.iter().position(|d| *d == found_dir).unwrap();
+        let mut spots: Vec<(String, bool)> = Vec::new();
+        for dir in &search[..at] {
+            spots.push((dir.clone(), false));
+            spots.push((dir.clone(), true));
+        }
+        if found_hyphen {
+            spots.push((found_dir, false));
+        }
+        let taken: Vec<String> = self.slang_files().map(SlangModule::path).collect();
+        spots.retain(|(d, h)| !taken.contains(&slang_module_path(d, which, *h)));
+        if spots.is_empty() {
+            return None;
+        }
+        let (dir, hyphen) = rng.pick(&spots).clone();
+        let shadow = SlangModule {
+            which,
+            dir,
+            hyphen,
+            k: consts(rng),
+            noise: Noise::default(),
+            error: None,
+        };
+        let desc = format!(
+            "shadowing module file {} added (import {} found {found_path} before)",
+            shadow.path(),
+            SLANG_MODULES[which].0
+        );
+        self.slang.shadows.push(shadow);
+        Some(desc)
+    }
+
+    /// A module moved to another directory (sometimes renamed between `_` and `-`), with
+    /// `include_dirs` updated when it left them, or not (the import then fails until the
+    /// next step's `fix`); or `include_dirs` reordered, shortened or lengthened.
+    pub fn edit_slang_move(&mut self, rng: &mut Rng) -> Option<String> {
+        if !self.has_slang_shader() {
+            return None;
+        }
+        let dirs = &mut self.slang.dirs;
+        match rng.below(10) {
+            0..=5 => {}
+            6 | 7 => {
+                if dirs.len() < 2 {
+                    return None;
+                }
+                let a = rng.below(dirs.len());
+                let b = rng.below(dirs.len());
+                if a == b {
+                    return None;
+                }
+                dirs.swap(a, b);
+                return Some(format!("include_dirs reordered: {dirs:?}"));
+            }
+            8 if dirs.len() > 1 => {
+                let gone = dirs.remove(rng.below(dirs.len()));
+                return Some(format!("include_dirs: {gone} removed: {dirs:?}"));
+            }
+            _ => {
+                let unused: Vec<&str> = SLANG_DIRS
+                    .iter()
+                    .copied()
+                    .filter(|d| !dirs.iter().any(|x| x == d))
+                    .collect();
+                if unused.is_empty() {
+                    return None;
+                }
+                let dir = rng.pick(&unused).to_string();
+                let at = rng.below(dirs.len() + 1);
+                dirs.insert(at, dir.clone());
+                return Some(format!("include_dirs: {dir} added: {dirs:?}"));
+            }
+        }
+        let i = rng.below(self.slang.modules.len());
+        let mut places: Vec<&str> = SLANG_DIRS.to_vec();
+        places.push(SLANG_SRC_DIR);
+        let new_dir = rng.pick(&places).to_string();
+        let flip = rng.chance(30);
+        let update = rng.chance(60);
+        let at = rng.below(self.slang.dirs.len() + 1);
+        let module = &self.slang.modules[i];
+        let old = module.path();
+        let new_hyphen = module.hyphen != flip;
+        let new = slang_module_path(&new_dir, module.which, new_hyphen);
+        if new == old || self.slang_files().any(|m| m.path() == new) {
+            return None;
+        }
+        let module = &mut self.slang.modules[i];
+        module.dir = new_dir.clone();
+        module.hyphen = new_hyphen;
+        let dirs = &mut self.slang.dirs;
+        let listed = new_dir == SLANG_SRC_DIR || dirs.contains(&new_dir);
+        let note = if listed {
+            ""
+        } else if update {
+            dirs.insert(at, new_dir);
+            ", include_dirs updated"
+        } else {
+            ", include_dirs not updated"
+        };
+        Some(format!("module {old} moved to {new}{note}: {dirs:?}"))
+    }
+
+    /// `import fog_k;` (under `#ifdef FOG`) or `import detail_k;` added to or removed from a
+    /// Slang source (with the code that uses it).
+    pub fn edit_slang_import(&mut self, rng: &mut Rng) -> Option<String> {
+        if !self.has_slang_shader() {
+            return None;
+        }
+        let slang: Vec<String> = self
+            .srcs
+            .iter()
+            .filter(|(_, s)| s.lang == Lang::Slang)
+            .map(|(p, _)| p.clone())
+            .collect();
+        if slang.is_empty() {
+            return None;
+        }
+        let read = self.referenced_srcs();
+        let preferred: Vec<String> = slang.iter().filter(|p| read.contains(p)).cloned().collect();
+        let path = if !preferred.is_empty() && rng.chance(85) {
+            rng.pick(&preferred).clone()
+        } else {
+            rng.pick(&slang).clone()
+        };
+        let src = self.srcs.get_mut(&path).unwrap();
+        if rng.chance(65) {
+            src.import_fog = !src.import_fog;
+            Some(format!(
+                "{path}: import fog_k under #ifdef FOG: {}",
+                src.import_fog
+            ))
+        } else {
+            src.import_detail = !src.import_detail;
+            Some(format!("{path}: import detail_k: {}", src.import_detail))
+        }
+    }
+
+    /// A syntax error (or `#error` under `#ifdef FOG`) in a module file, usually the one an
+    /// import finds; fixed in the next step.
+    pub fn edit_slang_error(&mut self, rng: &mut Rng) -> Option<String> {
+        let imported = self.slang_imported();
+        if imported.is_empty() {
+            return None;
+        }
+        let which = *rng.pick(&imported);
+        let path = match self.slang_resolve(which) {
+            Some(m) if rng.chance(85) => m.path(),
+            _ => {
+                let files: Vec<String> = self
+                    .slang_files()
+                    .filter(|m| m.which == which)
+                    .map(SlangModule::path)
+                    .collect();
+                rng.pick(&files).clone()
+            }
+        };
+        let kind = if rng.chance(70) {
+            Injected::Syntax
+        } else {
+            Injected::FogError
+        };
+        self.slang_file_mut(&path)?.error = Some(kind);
+        Some(format!("{path}: error injected ({kind:?})"))
     }
 }
 
@@ -1144,6 +1625,8 @@ pub fn lang_of(path: &str) -> Lang {
         Lang::Wgsl
     } else if path.ends_with(".frag") {
         Lang::Frag
+    } else if path.ends_with(".slang") {
+        Lang::Slang
     } else {
         Lang::Comp
     }
@@ -1169,6 +1652,94 @@ fn push_error(s: &mut String, error: Option<Injected>, glsl: bool) {
             "#ifdef FOG\nfloat fuzz_inverse(mat2 m) { return inverse(m)[0][0]; }\n#endif\n",
         ),
     }
+}
+
+fn push_slang_error(s: &mut String, error: Option<Injected>) {
+    match error {
+        None => {}
+        Some(Injected::Syntax) => s.push_str("static const float BROKEN = ;\n"),
+        // `FogTargetError` is GLSL's only (see `edit_error`).
+        Some(_) => s.push_str("#ifdef FOG\n#error injected by the differential fuzzer\n#endif\n"),
+    }
+}
+
+/// A Slang source: it imports its modules (`fog_k` under `#ifdef FOG`), and its three
+/// entries use their functions, its own constants and the keywords.
+fn render_slang_src(path: &str, src: &SrcFile) -> String {
+    let k = &src.k;
+    let mut s = String::new();
+    let _ = writeln!(s, "// {path}: generated by kiln's differential fuzzer");
+    push_comments(&mut s, &src.noise.top);
+    s.push_str("import common_k;\n");
+    if src.import_detail {
+        s.push_str("import detail_k;\n");
+    }
+    if src.import_fog {
+        s.push_str("#ifdef FOG\nimport fog_k;\n#endif\n");
+    }
+    push_slang_error(&mut s, src.error);
+    let trailing = " ".repeat(src.noise.trailing);
+    let inline = src.noise.inline;
+    let _ = writeln!(s, "static const float L0 = {}.0;{trailing}", k[0]);
+    let _ = writeln!(
+        s,
+        "#ifdef FOG\nstatic const float L_FOG = {}.0;\n#elif defined(SKIN)\nstatic const float L_FOG = {}.0;\n#else\nstatic const float L_FOG = {}.0;\n#endif\n",
+        k[1], k[2], k[3]
+    );
+    s.push_str("RWStructuredBuffer<float> buf;\n\n");
+    s.push_str("[shader(\"fragment\")]\nfloat4 fragMain() : SV_Target\n{\n");
+    push_comments(&mut s, &src.noise.body);
+    s.push_str(&"\n".repeat(src.noise.blanks));
+    let _ = writeln!(
+        s,
+        "    float4 c = float4(commonA() * L0 /* inline {inline} */);"
+    );
+    let _ = writeln!(s, "    c = c * L_FOG; // inline {inline}");
+    // Q is not always defined: tested first, so that Slang does not evaluate it undefined.
+    let _ = writeln!(
+        s,
+        "#if defined(SKIN) && defined(Q)\n#if Q > 1\n    c = c + float4({}.0);\n#endif\n#endif",
+        k[4]
+    );
+    let _ = writeln!(s, "#ifdef Q_HIGH\n    c = c * {}.0;\n#endif", k[5]);
+    if src.import_detail {
+        s.push_str("    c = c + float4(detailA() * detailB());\n");
+    }
+    if src.import_fog {
+        s.push_str("#ifdef FOG\n    c = c + float4(fogA() + fogB());\n#endif\n");
+    }
+    s.push_str("    return c * commonB();\n}\n\n");
+    let _ = writeln!(
+        s,
+        "[shader(\"vertex\")]\nfloat4 vertMain(float4 p : POSITION) : SV_Position\n{{\n    return p * commonA() + float4({}.0, 0.0, 0.0, 1.0);\n}}\n",
+        k[7]
+    );
+    let _ = writeln!(
+        s,
+        "[shader(\"compute\")]\n[numthreads(1, 1, 1)]\nvoid compMain()\n{{\n    buf[0] = commonB() * {}.0;\n}}",
+        k[8]
+    );
+    s
+}
+
+/// A Slang module (or a shadow of one): `PREFIXA()` returns `k[0]`, `PREFIXB()` `k[1]` with
+/// FOG and `k[2]` without.
+fn render_slang_module(m: &SlangModule) -> String {
+    let (name, prefix) = SLANG_MODULES[m.which];
+    let mut s = String::new();
+    let _ = writeln!(s, "// {}: a Slang module, imported as {name}", m.path());
+    push_comments(&mut s, &m.noise.top);
+    let _ = writeln!(s, "module {name};");
+    push_comments(&mut s, &m.noise.body);
+    s.push_str(&"\n".repeat(m.noise.blanks));
+    push_slang_error(&mut s, m.error);
+    let _ = writeln!(s, "public float {prefix}A() {{ return {}.0; }}", m.k[0]);
+    let _ = writeln!(
+        s,
+        "#ifdef FOG\npublic float {prefix}B() {{ return {}.0; }}\n#else\npublic float {prefix}B() {{ return {}.0; }}\n#endif",
+        m.k[1], m.k[2]
+    );
+    s
 }
 
 fn render_common(inc: &IncFile, glsl: bool, extra: Option<&str>) -> String {
