@@ -211,7 +211,7 @@ pub fn run(args: &BuildArgs) -> ExitCode {
     if shard_lost {
         say!("error: this shard could not upload its share to the remote cache");
     }
-    if report.failed > 0 || shard_lost {
+    if report.failed > 0 || report.packs_failed > 0 || shard_lost {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

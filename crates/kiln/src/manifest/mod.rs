@@ -3,12 +3,13 @@
 //!
 //! One module per section of the file: `project` (`[project]`, `[cache]`), `shader`
 //! (`[[shader]]`), `keywords` (its axes and variants), `pass` (`[shader.passes.*]`),
-//! `glslang` (`[shader.glslang]`), `constants` (specialization constants) and `error`.
+//! `glslang` (`[shader.glslang]`), `output` (`[output]`), `constants` (specialization constants) and `error`.
 
 mod constants;
 mod error;
 mod glslang;
 mod keywords;
+mod output;
 mod pass;
 mod project;
 mod shader;
@@ -18,6 +19,7 @@ mod test_manifests;
 
 pub use error::ManifestError;
 pub use keywords::NONE_KEYWORD;
+pub use output::{OutputLayout, OutputSettings};
 pub use pass::PassSpec;
 pub use project::{CacheSettings, Limits, DEFAULT_MAX_VARIANTS, MAX_VARIANTS_PER_SHADER};
 pub use shader::ShaderSpec;
@@ -45,6 +47,8 @@ pub struct Manifest {
     pub limits: Limits,
     /// `[cache]`: the remote cache (never part of any artifact's identity).
     pub cache: CacheSettings,
+    /// `[output]`: the outputs' layout (never part of any artifact's identity).
+    pub output: OutputSettings,
 }
 
 #[derive(Deserialize)]
@@ -53,6 +57,8 @@ struct RawManifest {
     project: RawProject,
     #[serde(default)]
     cache: RawCache,
+    #[serde(default)]
+    output: output::RawOutput,
     #[serde(default)]
     shader: Vec<RawShader>,
 }
@@ -110,6 +116,7 @@ impl Manifest {
             shaders,
             limits,
             cache: raw.cache.settings(),
+            output: cx.output(&raw.output)?,
         })
     }
 

@@ -61,6 +61,12 @@ pub struct BuildReport {
     pub outputs_written: usize,
     /// Output files removed (their variant or target left the manifest).
     pub outputs_removed: usize,
+    /// Packs written (`[output] layout = "both"`): 0 when the last build's still hold
+    /// every output.
+    pub packs_written: usize,
+    /// Packs that could not be written (each is an error in `diagnostics`, and no pack of
+    /// that target is left in the output directory).
+    pub packs_failed: usize,
     /// Errors (failed variants) and warnings (repaired store entries), errors first.
     pub diagnostics: Vec<Diagnostic>,
     /// Per variant that was (re)computed in this build, how its artifacts were obtained.

@@ -70,6 +70,7 @@ fn manifest(db: &Db) -> Arc<Manifest> {
             shaders: Vec::new(),
             limits: Default::default(),
             cache: Default::default(),
+            output: Default::default(),
         })
     })
 }

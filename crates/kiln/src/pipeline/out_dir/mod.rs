@@ -5,6 +5,7 @@
 pub(crate) mod confine;
 pub(crate) mod holds;
 mod interned;
+pub(crate) mod pack;
 pub(crate) mod recycle;
 mod safe_output;
 pub(crate) mod stat;
@@ -32,6 +33,9 @@ pub struct Index {
     /// why; sorted. Its other targets' outputs are in `entries`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failures: Vec<IndexFailure>,
+    /// The packs written beside the loose outputs (`[output] layout = "both"`), by target.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub packs: Vec<pack::IndexPack>,
 }
 
 /// A (variant, target) pair without a current output: it failed to build.
@@ -743,6 +747,7 @@ mod tests {
             kiln_version: "v".into(),
             entries: vec![entry(&variant, "msl", false), entry(&variant, "spv", true)],
             failures: Vec::new(),
+            packs: Vec::new(),
         };
         let json = serde_json::to_string(&index).unwrap();
         let first = format!(

@@ -337,6 +337,8 @@ impl Project {
         let retired = retired?;
         report.outputs_written = commit.written;
         report.outputs_removed = retired.removed;
+        report.packs_written = retired.packs_written;
+        report.packs_failed = retired.packs_failed;
         diagnostics.extend(commit.write_errors);
         diagnostics.extend(retired.warnings);
         diagnostics.extend(plan.index_warnings);

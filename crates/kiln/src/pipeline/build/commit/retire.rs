@@ -6,6 +6,7 @@ use super::{Failed, IndexParts};
 use crate::pipeline::build::plan::LastBuild;
 use crate::pipeline::engine::scope::Revisions;
 use crate::pipeline::out_dir::holds::find;
+use crate::pipeline::out_dir::pack::{self, pack_file_name, IndexPack};
 use crate::pipeline::out_dir::stat::{FileStat, OutputStats};
 use crate::pipeline::out_dir::{self, Index, IndexEntry, INDEX_FILE};
 use crate::pipeline::{Diagnostic, Project, ProjectError, VariantId};
@@ -17,8 +18,13 @@ use std::sync::Arc;
 pub(in crate::pipeline) struct Retired {
     /// Outputs removed.
     pub removed: usize,
-    /// Outputs left alone or that could not be removed.
+    /// Outputs left alone or that could not be removed, and packs that could not be
+    /// written.
     pub warnings: Vec<Diagnostic>,
+    /// Packs written.
+    pub packs_written: usize,
+    /// Packs that could not be written.
+    pub packs_failed: usize,
 }
 
 impl Project {
@@ -54,19 +60,24 @@ impl Project {
             entries.extend(kept);
             entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
         }
-        let index = Index {
+        let mut index = Index {
             kiln_version: crate::base::KILN_VERSION.to_owned(),
             entries,
             failures: failures.into_index(),
+            packs: Vec::new(),
         };
         // With the entries moved out of `last.index`, it holds them iff nothing was added.
-        let unchanged = if all_current {
+        let outputs_unchanged = if all_current {
             index.entries.len() == current.len()
                 && index.failures == last.index.failures
                 && index.kiln_version == last.index.kiln_version
         } else {
-            index == last.index
+            index.entries == last.index.entries
+                && index.failures == last.index.failures
+                && index.kiln_version == last.index.kiln_version
         };
+        index.packs = self.write_packs(&last, &index, outputs_unchanged, &mut stats, &mut retired);
+        let unchanged = outputs_unchanged && index.packs == last.index.packs;
         let stats = self.write_index_files(&index, stats, unchanged, last.index_suspect)?;
         self.last = Some(LastBuild {
             index,
@@ -137,6 +148,83 @@ impl Project {
         kept
     }
 
+    /// The packs `[output] layout` asks for, one per target, made from `index`'s outputs:
+    /// those of the last build kept when its outputs are unchanged and the files still hold
+    /// them, the others written; packs no longer asked for removed. A pack that cannot be
+    /// made is an error and leaves no pack behind: an old one would serve stale bytes.
+    fn write_packs(
+        &self,
+        last: &LastBuild,
+        index: &Index,
+        outputs_unchanged: bool,
+        stats: &mut OutputStats,
+        retired: &mut Retired,
+    ) -> Vec<IndexPack> {
+        let out_dir = &self.out_dir;
+        let wanted: Vec<&'static str> = match self.manifest.output.layout.packs() {
+            true => self
+                .manifest
+                .targets
+                .iter()
+                .map(|t| t.target().name())
+                .collect(),
+            false => Vec::new(),
+        };
+        let mut packs = Vec::with_capacity(wanted.len());
+        for old in &last.index.packs {
+            let kept =
+                wanted.contains(&old.target.as_str()) && old.path == pack_file_name(&old.target);
+            if kept {
+                continue;
+            }
+            stats.forget(&old.path);
+            let path = out_dir.join(&old.path);
+            match pack::remove_pack(out_dir, old) {
+                Ok(true) => retired.removed += 1,
+                Ok(false) if path.exists() => retired.warnings.push(Diagnostic::warning(format!(
+                    "left {} alone: it no longer holds the pack kiln wrote",
+                    path.display()
+                ))),
+                Ok(false) => {}
+                Err(e) => retired.warnings.push(Diagnostic::warning(format!(
+                    "cannot remove retired pack {}: {e}",
+                    path.display()
+                ))),
+            }
+        }
+        for target in wanted {
+            let old = last.index.packs.iter().find(|p| p.target == target);
+            if let Some(old) = old.filter(|_| outputs_unchanged) {
+                if old.path == pack_file_name(target) && pack::pack_holds(out_dir, old, stats) {
+                    packs.push(old.clone());
+                    continue;
+                }
+            }
+            match pack::write_pack(out_dir, target, &self.manifest, &index.entries) {
+                Ok((record, stat)) => {
+                    stats.record(&record.path, stat);
+                    packs.push(record);
+                    retired.packs_written += 1;
+                }
+                Err(why) => {
+                    // Whatever pack is there no longer describes the outputs.
+                    let name = pack_file_name(target);
+                    let stale = out_dir.join(&name);
+                    if old.is_some() && std::fs::remove_file(&stale).is_ok() {
+                        retired.removed += 1;
+                    }
+                    stats.forget(&name);
+                    retired.packs_failed += 1;
+                    retired.warnings.push(Diagnostic::error(format!(
+                        "cannot write the {target} pack {}: {why}",
+                        stale.display()
+                    )));
+                }
+            }
+        }
+        packs
+    }
+
     /// Writes `index.json` unless `unchanged`, and `.kiln-stat` when its records changed,
     /// each also when it was `suspect` (changed behind kiln's back); returns the stats.
     fn write_index_files(
@@ -157,7 +245,9 @@ impl Project {
         }
         if !unchanged {
             stats.retain_only(
-                std::iter::once(INDEX_FILE).chain(index.entries.iter().map(|e| &*e.path)),
+                std::iter::once(INDEX_FILE)
+                    .chain(index.entries.iter().map(|e| &*e.path))
+                    .chain(index.packs.iter().map(|p| p.path.as_str())),
             );
         }
         if stats.needs_write() || suspect {

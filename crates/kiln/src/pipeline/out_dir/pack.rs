@@ -1,0 +1,119 @@
+//! The packs of an output directory: with `[output] layout = "both"`, one file per target,
+//! `<target>.kpack`, holding every output of that target listed in `index.json` (the
+//! format is `kiln_runtime::pack`'s; an engine reads it with `kiln_runtime::Library`).
+//!
+//! A pack is made from the loose outputs the index lists, each checked against its recorded
+//! hash as it is read, so that it never holds bytes the index does not name. It is rewritten
+//! whole, atomically, when the index changed or the file no longer holds what kiln wrote;
+//! a build that changed nothing neither rewrites nor reads it (its stat proves it).
+
+use super::stat::{FileStat, OutputStats};
+use super::{write_atomic, IndexEntry};
+use crate::manifest::Manifest;
+use crate::store::ContentKey;
+use kiln_runtime::pack::PackWriter;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// One pack, as `index.json` records it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexPack {
+    /// The target whose outputs it holds.
+    pub target: String,
+    /// Its path relative to the output directory (`<target>.kpack`).
+    pub path: String,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// blake3 of the whole file; 64 hex digits.
+    #[serde(with = "super::hex_hash")]
+    pub content_hash: ContentKey,
+}
+
+/// The file name of `target`'s pack in an output directory.
+pub fn pack_file_name(target: &str) -> String {
+    format!("{target}.kpack")
+}
+
+/// Writes the pack of `target` in `out_dir` from the outputs `entries` list (every target's;
+/// sorted by path), with the shaders, keywords and passes `manifest` declares. Returns its
+/// record and stat, or why it could not be made.
+pub(crate) fn write_pack(
+    out_dir: &Path,
+    target: &str,
+    manifest: &Manifest,
+    entries: &[IndexEntry],
+) -> Result<(IndexPack, FileStat), String> {
+    let mut writer = PackWriter::new();
+    writer.add_target(target).map_err(|e| e.to_string())?;
+    for shader in &manifest.shaders {
+        writer
+            .add_shader(
+                &shader.name,
+                &shader.keywords,
+                shader.passes.iter().map(|p| &p.name),
+            )
+            .map_err(|e| e.to_string())?;
+    }
+    for entry in entries.iter().filter(|e| *e.target == *target) {
+        let path = out_dir.join(&*entry.path);
+        let bytes =
+            std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        if bytes.len() as u64 != entry.bytes || ContentKey::hash(&bytes) != entry.content_hash {
+            return Err(format!(
+                "{} changed behind kiln's back while the pack was made; build again",
+                path.display()
+            ));
+        }
+        let v = &entry.variant;
+        writer
+            .add_variant(&v.shader, &v.pass, &v.keywords, target, &v.digest, &bytes)
+            .map_err(|e| format!("{}: {e}", entry.path))?;
+    }
+    let bytes = writer.to_bytes().map_err(|e| e.to_string())?;
+    let name = pack_file_name(target);
+    let path = out_dir.join(&name);
+    let meta =
+        write_atomic(&path, &bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    let record = IndexPack {
+        target: target.to_owned(),
+        path: name,
+        bytes: bytes.len() as u64,
+        content_hash: ContentKey::hash(&bytes),
+    };
+    Ok((record, FileStat::of(&meta)))
+}
+
+/// Whether the pack `record` names is still on disk with the bytes kiln wrote: proven by
+/// its recorded stat, else by reading it (then its stat is recorded).
+pub(crate) fn pack_holds(out_dir: &Path, record: &IndexPack, stats: &mut OutputStats) -> bool {
+    let path = out_dir.join(&record.path);
+    let Ok(meta) = std::fs::symlink_metadata(&path) else {
+        return false;
+    };
+    if !meta.is_file() || meta.len() != record.bytes {
+        return false;
+    }
+    let stat = FileStat::of(&meta);
+    if stats.trusts(&record.path, &stat) {
+        return true;
+    }
+    let same = std::fs::read(&path).is_ok_and(|b| ContentKey::hash(&b) == record.content_hash);
+    if same {
+        stats.record(&record.path, stat);
+    }
+    same
+}
+
+/// Removes the pack `record` names if it still holds kiln's bytes; whether it did.
+pub(crate) fn remove_pack(out_dir: &Path, record: &IndexPack) -> std::io::Result<bool> {
+    let path = out_dir.join(&record.path);
+    match std::fs::read(&path) {
+        Ok(bytes) if ContentKey::hash(&bytes) == record.content_hash => {
+            std::fs::remove_file(&path)?;
+            Ok(true)
+        }
+        Ok(_) => Ok(false),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
