@@ -3,7 +3,8 @@
 //! `libkiln_runtime.so`), looks variants up in the sample pack.
 //!
 //! The compiler is `$CC` (it may carry arguments), else `cc`. Without one the test fails,
-//! unless `KILN_SKIP_C_ABI=1`.
+//! unless `KILN_SKIP_C_ABI=1`. `KILN_C_ABI_RUNNER` runs the program under a tool, e.g.
+//! `KILN_C_ABI_RUNNER="valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite"`.
 #![cfg(unix)]
 
 mod common;
@@ -83,7 +84,16 @@ fn run_lookup(exe: &Path, dir: &Path) {
     // The variant with the most keywords first: lookup.c permutes the first one's keywords.
     let mut samples: Vec<_> = SAMPLES.iter().collect();
     samples.sort_by_key(|s| std::cmp::Reverse(s.keywords.len()));
-    let mut command = Command::new(exe);
+    let runner = std::env::var("KILN_C_ABI_RUNNER").unwrap_or_default();
+    let mut runner = runner.split_whitespace();
+    let mut command = match runner.next() {
+        Some(tool) => {
+            let mut command = Command::new(tool);
+            command.args(runner).arg(exe);
+            command
+        }
+        None => Command::new(exe),
+    };
     command.arg(&pack);
     let mut expected = vec![format!("ok open: {} variants", SAMPLES.len())];
     for s in &samples {
