@@ -88,9 +88,10 @@ fn add_variant(w: &mut PackWriter, s: &Sample, digest: &str, bytes: &[u8]) {
         .unwrap();
 }
 
-/// A fresh directory under cargo's per-target temporary directory.
+/// A fresh, empty directory under cargo's per-target temporary directory (one per test
+/// name, emptied by the next run, so runs do not pile up).
 pub fn temp_dir(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
