@@ -1,9 +1,10 @@
 //! The C ABI from C: `tests/c/lookup.c`, compiled by the system C compiler against
 //! `include/kiln_runtime.h` and this build's `libkiln_runtime.a` (and, on Linux, the shared
-//! `libkiln_runtime.so`), looks variants up in the sample pack.
+//! `libkiln_runtime.so`), looks variants up in the sample pack; the header also compiles as
+//! C++.
 //!
-//! The compiler is `$CC` (it may carry arguments), else `cc`. Without one the test fails,
-//! unless `KILN_SKIP_C_ABI=1`. `KILN_C_ABI_RUNNER` runs the program under a tool, e.g.
+//! The compilers are `$CC` and `$CXX` (they may carry arguments), else `cc` and `c++`.
+//! Without one the tests fail, unless `KILN_SKIP_C_ABI=1`. `KILN_C_ABI_RUNNER` runs the program under a tool, e.g.
 //! `KILN_C_ABI_RUNNER="valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite"`.
 #![cfg(unix)]
 
@@ -192,4 +193,55 @@ fn lookup_c_against_the_shared_library() {
         }
         run_lookup(&exe, &dir);
     }
+}
+
+/// The header compiles as C++ too (cbindgen's `cpp_compat`: `extern "C"`), with `$CXX`, else
+/// `c++`.
+#[test]
+fn the_header_compiles_as_cpp() {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = temp_dir("c-abi-cpp");
+    let source = dir.join("header.cpp");
+    std::fs::write(
+        &source,
+        "#include \"kiln_runtime.h\"\n\
+         static_assert(sizeof(KilnVariant::digest) == 13, \"digest\");\n\
+         KilnStatus open_it(KilnLibrary **out) { return kiln_library_open(\"x\", out); }\n",
+    )
+    .unwrap();
+    let cxx = std::env::var("CXX").unwrap_or_default();
+    let mut words = cxx.split_whitespace();
+    let program = words.next().unwrap_or("c++").to_owned();
+    let mut command = Command::new(&program);
+    command
+        .args(words)
+        .args([
+            "-std=c++11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-fsyntax-only",
+            "-I",
+        ])
+        .arg(crate_dir.join("include"))
+        .arg(&source);
+    let output = match command.output() {
+        Ok(output) => output,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            if std::env::var_os("KILN_SKIP_C_ABI").is_some_and(|v| v == "1") {
+                eprintln!("skipped: no C++ compiler `{program}` (KILN_SKIP_C_ABI=1)");
+                return;
+            }
+            panic!(
+                "no C++ compiler `{program}` (set CXX, install g++, or set KILN_SKIP_C_ABI=1 to \
+                 skip the C ABI tests)"
+            );
+        }
+        Err(error) => panic!("cannot run the C++ compiler `{program}`: {error}"),
+    };
+    assert!(
+        output.status.success(),
+        "{command:?} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
