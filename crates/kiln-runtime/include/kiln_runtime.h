@@ -173,7 +173,7 @@ enum KilnStatus kiln_library_get(const struct KilnLibrary *library,
 
 /**
  * The message of the last failed kiln call on this thread (the Rust error's text, such as
- * "unknown keyword `RAIN` for Lit/Forward: shader `Lit` declares [FOG;SKIN]"), or "" if
+ * ``unknown keyword `RAIN` for Lit/Forward: shader `Lit` declares [FOG;SKIN]``), or "" if
  * none failed yet. Never NULL. Valid until the next kiln call on this thread.
  */
 const char *kiln_last_error(void);

@@ -386,7 +386,7 @@ pub unsafe extern "C" fn kiln_library_get(
 }
 
 /// The message of the last failed kiln call on this thread (the Rust error's text, such as
-/// "unknown keyword `RAIN` for Lit/Forward: shader `Lit` declares [FOG;SKIN]"), or "" if
+/// ``unknown keyword `RAIN` for Lit/Forward: shader `Lit` declares [FOG;SKIN]``), or "" if
 /// none failed yet. Never NULL. Valid until the next kiln call on this thread.
 #[no_mangle]
 pub extern "C" fn kiln_last_error() -> *const c_char {
