@@ -36,6 +36,12 @@ fn library_dir() -> PathBuf {
 /// there is no C compiler and `KILN_SKIP_C_ABI=1`.
 fn compile(out: &Path, link: &[String]) -> Option<PathBuf> {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    compile_source(&crate_dir.join("tests/c/lookup.c"), out, link)
+}
+
+/// Compiles the C program `source` into `out/lookup`, as [`compile`] does.
+fn compile_source(source: &Path, out: &Path, link: &[String]) -> Option<PathBuf> {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let cc = std::env::var("CC").unwrap_or_default();
     let mut words = cc.split_whitespace();
     let program = words.next().unwrap_or("cc").to_owned();
@@ -52,7 +58,7 @@ fn compile(out: &Path, link: &[String]) -> Option<PathBuf> {
             "-I",
         ])
         .arg(crate_dir.join("include"))
-        .arg(crate_dir.join("tests/c/lookup.c"))
+        .arg(source)
         .args(link)
         .args(["-lpthread", "-ldl", "-lm", "-o"])
         .arg(&exe);
@@ -243,5 +249,63 @@ fn the_header_compiles_as_cpp() {
         output.status.success(),
         "{command:?} failed:\n{}",
         String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The README's "From C" example, compiled as it stands (inside a `main`, with an `upload`
+/// that prints) and run where `out/demo.kpack` is the sample pack.
+#[test]
+fn the_readme_example_compiles_and_runs() {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(crate_dir.join("README.md")).unwrap();
+    let example = readme
+        .split_once("## From C")
+        .and_then(|(_, rest)| rest.split_once("```c\n"))
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .map(|(example, _)| example)
+        .expect("README.md has a ```c block under \"## From C\"");
+    let (include, body) = example.split_once('\n').unwrap();
+    assert_eq!(include, "#include \"kiln_runtime.h\"");
+    assert!(example.lines().count() < 15, "the example is over 15 lines");
+    let dir = temp_dir("c-abi-readme");
+    std::fs::create_dir(dir.join("out")).unwrap();
+    std::fs::write(dir.join("out/demo.kpack"), common::sample_pack()).unwrap();
+    let source = dir.join("readme.c");
+    std::fs::write(
+        &source,
+        format!(
+            "#include <stdio.h>\n{include}\n\
+             static void upload(const uint8_t *bytes, size_t len, const char *digest) {{\n\
+             printf(\"upload %zu bytes, digest %s, from %c\\n\", len, digest, bytes[0]);\n}}\n\
+             int main(void) {{\n{body}return s == KILN_OK ? 0 : 3;\n}}\n"
+        ),
+    )
+    .unwrap();
+    let library = library_dir().join("libkiln_runtime.a");
+    let Some(exe) = compile_source(&source, &dir, &[library.to_str().unwrap().to_owned()]) else {
+        return;
+    };
+    let output = Command::new(exe).current_dir(&dir).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}:\n{stdout}{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lit = SAMPLES
+        .iter()
+        .find(|s| {
+            (s.shader, s.pass, s.text().as_str(), s.target)
+                == ("Lit", "Forward", "FOG;SKIN", "spirv")
+        })
+        .unwrap();
+    assert_eq!(
+        stdout,
+        format!(
+            "upload {} bytes, digest {}, from a\n",
+            lit.bytes().len(),
+            lit.digest()
+        )
     );
 }
