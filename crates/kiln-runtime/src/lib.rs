@@ -10,6 +10,7 @@
 //!   deterministic, atomic writer and its validating reader.
 //! - [`Library`]: an opened pack; [`Library::get`] finds a variant by shader, pass,
 //!   keywords (any order, repeats allowed) and target, with typed errors.
+//! - [`ffi`]: the same lookup for C and C++ (`include/kiln_runtime.h`).
 //!
 //! ```
 //! use kiln_runtime::{pack::PackWriter, Library, LookupError};
@@ -42,6 +43,7 @@
 )]
 
 pub mod canon;
+pub mod ffi;
 mod library;
 pub mod pack;
 
