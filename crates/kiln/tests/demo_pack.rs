@@ -3,10 +3,71 @@
 //! target's pack through `kiln_runtime::Library` with exactly the loose file's bytes and the
 //! index's digest; every permutation of each keyword set, with a keyword repeated, finds the
 //! same artifact; an unknown keyword and a legal set that was not built are their errors.
+//! The same lookups go through the C ABI (`kiln_runtime::ffi`, what `kiln_runtime.h`
+//! declares), called here as a C caller calls them.
 
 use kiln::pipeline::{BuildOptions, Index, Project};
+use kiln_runtime::ffi::{self, KilnLibrary, KilnStatus, KilnVariant};
 use kiln_runtime::{Library, LookupError};
+use std::ffi::{c_char, CString};
 use std::path::Path;
+
+/// A library opened through the C ABI, closed on drop.
+struct CLibrary(*mut KilnLibrary);
+
+impl CLibrary {
+    fn open(path: &Path) -> CLibrary {
+        let path = CString::new(path.to_str().unwrap()).unwrap();
+        let mut library = std::ptr::null_mut();
+        // SAFETY: a NUL-terminated path and a valid out pointer.
+        let status = unsafe { ffi::kiln_library_open(path.as_ptr(), &mut library) };
+        assert_eq!(status, KilnStatus::KILN_OK);
+        CLibrary(library)
+    }
+
+    /// `kiln_library_get` as C calls it: the status, and the artifact and digest on success.
+    fn get(
+        &self,
+        shader: &str,
+        pass: &str,
+        keywords: &[&str],
+        target: &str,
+    ) -> (KilnStatus, Vec<u8>, String) {
+        let c = |s: &str| CString::new(s).unwrap();
+        let (shader, pass, target) = (c(shader), c(pass), c(target));
+        let keywords: Vec<CString> = keywords.iter().map(|k| c(k)).collect();
+        let pointers: Vec<*const c_char> = keywords.iter().map(|k| k.as_ptr()).collect();
+        let mut out = std::mem::MaybeUninit::<KilnVariant>::zeroed();
+        // SAFETY: every string is NUL-terminated and outlives the call; `pointers` holds
+        // `pointers.len()` of them; `out` is writable.
+        let status = unsafe {
+            ffi::kiln_library_get(
+                self.0,
+                shader.as_ptr(),
+                pass.as_ptr(),
+                pointers.as_ptr(),
+                pointers.len(),
+                target.as_ptr(),
+                out.as_mut_ptr(),
+            )
+        };
+        if status != KilnStatus::KILN_OK {
+            return (status, Vec::new(), String::new());
+        }
+        // SAFETY: on success the call filled `out`; its bytes borrow the open library.
+        let out = unsafe { out.assume_init() };
+        let bytes = unsafe { std::slice::from_raw_parts(out.bytes, out.len) }.to_vec();
+        let digest: String = out.digest[..12].iter().map(|&c| c as u8 as char).collect();
+        (status, bytes, digest)
+    }
+}
+
+impl Drop for CLibrary {
+    fn drop(&mut self) {
+        // SAFETY: opened by `kiln_library_open`, closed once.
+        unsafe { ffi::kiln_library_close(self.0) };
+    }
+}
 
 fn permutations<'a>(set: &[&'a str]) -> Vec<Vec<&'a str>> {
     if set.len() <= 1 {
@@ -44,14 +105,23 @@ fn the_demo_pack_serves_every_variant_as_the_loose_build_wrote_it() {
         .iter()
         .map(|t| t.target().name().to_owned())
         .collect();
-    assert_eq!(report.packs_written, targets.len(), "the demo asks for packs");
+    assert_eq!(
+        report.packs_written,
+        targets.len(),
+        "the demo asks for packs"
+    );
 
     let index = Index::read(&out);
     let mut checked = 0;
     for target in &targets {
         let library = Library::open(out.join(format!("{target}.kpack"))).unwrap();
+        let c_library = CLibrary::open(&out.join(format!("{target}.kpack")));
         library.verify_all().unwrap();
-        let entries: Vec<_> = index.entries.iter().filter(|e| *e.target == **target).collect();
+        let entries: Vec<_> = index
+            .entries
+            .iter()
+            .filter(|e| *e.target == **target)
+            .collect();
         assert_eq!(library.len(), entries.len(), "{target}");
         assert_eq!(entries.len(), report.variants, "{target}");
         for e in entries {
@@ -62,6 +132,17 @@ fn the_demo_pack_serves_every_variant_as_the_loose_build_wrote_it() {
             assert_eq!(first.bytes, &loose[..], "{}", e.path);
             assert_eq!(first.digest, &*e.variant.digest, "{}", e.path);
             assert_eq!(first.keywords.to_vec(), set, "{}", e.path);
+            let mut reversed = set.clone();
+            reversed.reverse();
+            reversed.extend(set.first());
+            let (status, bytes, digest) = c_library.get(shader, pass, &reversed, target);
+            assert_eq!(status, KilnStatus::KILN_OK, "{}", e.path);
+            assert_eq!(
+                (bytes, digest.as_str()),
+                (loose.clone(), &*e.variant.digest),
+                "{}",
+                e.path
+            );
             for mut order in permutations(&set) {
                 if let Some(&k) = order.first() {
                     order.push(k);
@@ -73,7 +154,9 @@ fn the_demo_pack_serves_every_variant_as_the_loose_build_wrote_it() {
         }
         // An unknown keyword names the declared ones; a legal set nobody built is not built.
         match library.get("Lit", "Forward", &["FOG", "FOGG"], target) {
-            Err(LookupError::UnknownKeyword { keyword, declared, .. }) => {
+            Err(LookupError::UnknownKeyword {
+                keyword, declared, ..
+            }) => {
                 assert_eq!(keyword, "FOGG");
                 assert!(declared.contains(&"FOG".to_owned()), "{declared:?}");
             }
@@ -83,6 +166,12 @@ fn the_demo_pack_serves_every_variant_as_the_loose_build_wrote_it() {
             Err(LookupError::NotBuilt { .. }) => {}
             other => panic!("{other:?}"),
         }
+        let unknown = c_library.get("Lit", "Forward", &["FOG", "FOGG"], target).0;
+        assert_eq!(unknown, KilnStatus::KILN_ERR_UNKNOWN_KEYWORD);
+        let unbuilt = c_library
+            .get("Skybox", "Forward", &["CUBEMAP", "PROCEDURAL"], target)
+            .0;
+        assert_eq!(unbuilt, KilnStatus::KILN_ERR_NOT_BUILT);
     }
     assert_eq!(checked, report.variants * targets.len());
 }

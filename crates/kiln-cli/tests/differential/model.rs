@@ -232,6 +232,9 @@ impl Shader {
 #[derive(Clone, Debug)]
 pub struct Model {
     pub targets: Vec<usize>,
+    /// `[output] layout = "both"`: a pack per target beside the loose outputs, compared with
+    /// the clean build's byte for byte like every other file.
+    pub packs: bool,
     pub shaders: Vec<Shader>,
     pub srcs: BTreeMap<String, SrcFile>,
     pub wgsl: Incs,
@@ -271,8 +274,10 @@ impl Model {
             }),
             nested: rng.chance(50),
         };
+        let packs = rng.chance(50);
         let mut model = Model {
             targets,
+            packs,
             shaders: Vec::new(),
             srcs: BTreeMap::new(),
             wgsl: incs(rng, "wgsl"),
@@ -599,6 +604,9 @@ impl Model {
             " ".repeat(self.manifest_noise.trailing)
         );
         s.push_str(&"\n".repeat(self.manifest_noise.blanks));
+        if self.packs {
+            s.push_str("\n[output]\nlayout = \"both\"\n");
+        }
         for shader in &self.shaders {
             let _ = writeln!(s, "\n[[shader]]\nname = \"{}\"", shader.name);
             // The model's GLSL is naga's subset, and the model predicts naga's results; a
@@ -1277,6 +1285,10 @@ impl Model {
     }
 
     pub fn edit_targets(&mut self, rng: &mut Rng) -> Option<String> {
+        if rng.chance(30) {
+            self.packs = !self.packs;
+            return Some(format!("packs {}", if self.packs { "on" } else { "off" }));
+        }
         let t = rng.range(1, TARGETS.len() - 1);
         if let Some(at) = self.targets.iter().position(|x| *x == t) {
             if self.targets.len() <= 2 {

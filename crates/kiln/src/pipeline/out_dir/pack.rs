@@ -3,7 +3,10 @@
 //! format is `kiln_runtime::pack`'s; an engine reads it with `kiln_runtime::Library`).
 //!
 //! A pack is made from the loose outputs the index lists, each checked against its recorded
-//! hash as it is read, so that it never holds bytes the index does not name. It is rewritten
+//! hash as it is read, so that it never holds bytes the index does not name. A stale output
+//! (the last good one of a variant that now fails, kept under `kiln watch`) is not in it: a
+//! pack serves only what the current sources build, and an engine that loaded the old variant
+//! keeps it. It is rewritten
 //! whole, atomically, when the index changed or the file no longer holds what kiln wrote;
 //! a build that changed nothing neither rewrites nor reads it (its stat proves it).
 
@@ -54,7 +57,7 @@ pub(crate) fn write_pack(
             )
             .map_err(|e| e.to_string())?;
     }
-    for entry in entries.iter().filter(|e| *e.target == *target) {
+    for entry in entries.iter().filter(|e| *e.target == *target && !e.stale) {
         let path = out_dir.join(&*entry.path);
         let bytes =
             std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
