@@ -39,6 +39,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         target,
                         "0123456789ab",
                         bytes.as_bytes(),
+                        format!("{{\"shader\":\"{name}\",\"pass\":\"{pass}\"}}").as_bytes(),
                     )?;
                 }
             }

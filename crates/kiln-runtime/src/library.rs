@@ -473,7 +473,8 @@ pub struct Variant<'a> {
     pub digest: &'a str,
     /// The compiled artifact, verified against its checksum.
     pub bytes: &'a [u8],
-    /// The variant's reflection blob (empty in this version of the format).
+    /// The variant's reflection blob as the build stored it (empty when none), borrowed from
+    /// the pack; identical blobs share one copy.
     pub reflection: &'a [u8],
 }
 

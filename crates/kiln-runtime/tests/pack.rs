@@ -8,8 +8,8 @@ use kiln_runtime::pack::{PackError, PackWriter, WriteError, HEADER_LEN};
 use kiln_runtime::{Library, LookupError, OpenError};
 use proptest::prelude::*;
 
-/// (shader, pass, canonical keywords, target) -> (digest, bytes).
-type Oracle = BTreeMap<(String, String, Vec<String>, String), (String, Vec<u8>)>;
+/// (shader, pass, canonical keywords, target) -> (digest, bytes, reflection).
+type Oracle = BTreeMap<(String, String, Vec<String>, String), (String, Vec<u8>, Vec<u8>)>;
 
 fn digest_of(shader: &str, pass: &str, keywords: &[String], target: &str) -> String {
     canon::variant_digest(
@@ -41,6 +41,7 @@ fn sample_writer() -> PackWriter {
                     target,
                     &digest_of("Lit", pass, &keywords, target),
                     &bytes,
+                    &reflection_of(pass, n),
                 )
                 .unwrap();
             }
@@ -55,10 +56,17 @@ fn sample_writer() -> PackWriter {
             "spirv",
             "0123456789ab",
             b"same bytes",
+            b"",
         )
         .unwrap();
     }
     w
+}
+
+/// The sample's reflection blobs: one per pass and keyword-set parity, shared by both
+/// targets (so stored once), of lengths that need padding.
+fn reflection_of(pass: &str, n: usize) -> Vec<u8> {
+    format!("{{\"pass\":\"{pass}\",\"bindings\":{}}}", n % 2).into_bytes()
 }
 
 fn sample() -> Vec<u8> {
@@ -221,7 +229,7 @@ fn writer_refuses_what_the_reader_would() {
         Err(WriteError::InvalidName { what: "target", .. })
     ));
     let add = |w: &mut PackWriter, s: &str, p: &str, k: &[&str], t: &str, d: &str| {
-        w.add_variant(s, p, k, t, d, b"x")
+        w.add_variant(s, p, k, t, d, b"x", b"")
     };
     let d = "0123456789ab";
     assert!(matches!(
@@ -341,8 +349,16 @@ fn the_writer_is_deterministic_and_atomic() {
     for v in all {
         let mut k: Vec<&str> = v.keywords.iter().collect();
         k.reverse();
-        w.add_variant(v.shader, v.pass, &k, v.target, v.digest, v.bytes)
-            .unwrap();
+        w.add_variant(
+            v.shader,
+            v.pass,
+            &k,
+            v.target,
+            v.digest,
+            v.bytes,
+            v.reflection,
+        )
+        .unwrap();
     }
     assert_eq!(w.to_bytes().unwrap(), a);
 
@@ -389,11 +405,20 @@ fn identical_artifacts_are_stored_once() {
             "spirv",
             "0123456789ab",
             &blob,
+            b"",
         )
         .unwrap();
         if let Some(second) = second {
-            w.add_variant("Lit", "Forward", &["FOG"], "spirv", "0123456789ab", second)
-                .unwrap();
+            w.add_variant(
+                "Lit",
+                "Forward",
+                &["FOG"],
+                "spirv",
+                "0123456789ab",
+                second,
+                b"",
+            )
+            .unwrap();
         }
         w.to_bytes().unwrap()
     };
@@ -407,6 +432,64 @@ fn identical_artifacts_are_stored_once() {
     let a = lib.get("Lit", "Forward", &[], "spirv").unwrap().bytes;
     let b = lib.get("Lit", "Forward", &["FOG"], "spirv").unwrap().bytes;
     assert_eq!(a.as_ptr(), b.as_ptr());
+}
+
+#[test]
+fn reflection_blobs_round_trip_and_are_stored_once() {
+    let lib = Library::from_bytes(sample()).unwrap();
+    for pass in ["Forward", "Depth"] {
+        let a = lib.get("Lit", pass, &["FOG"], "spirv").unwrap().reflection;
+        let b = lib.get("Lit", pass, &["FOG"], "msl").unwrap().reflection;
+        let c = lib.get("Lit", pass, &[], "spirv").unwrap().reflection;
+        let d = lib
+            .get("Lit", pass, &["SHADOWS", "FOG", "SKIN"], "msl")
+            .unwrap()
+            .reflection;
+        assert_eq!(a, reflection_of(pass, 1));
+        assert_eq!(c, reflection_of(pass, 0));
+        // The same blob for both targets and for both sets of the same parity: one copy.
+        assert_eq!(a.as_ptr(), b.as_ptr());
+        assert_eq!(a.as_ptr(), d.as_ptr());
+        assert_ne!(a.as_ptr(), c.as_ptr());
+    }
+    // Variants given no reflection read back an empty blob.
+    assert!(lib
+        .get("Unlit", "Forward", &["ALPHA"], "spirv")
+        .unwrap()
+        .reflection
+        .is_empty());
+
+    // A pack's size grows by each distinct blob once, not by the variants using it.
+    let pack = |blobs: &[&[u8]]| {
+        let mut w = PackWriter::new();
+        w.add_target("spirv").unwrap();
+        w.add_shader("Lit", ["A", "B", "C"], ["Forward"]).unwrap();
+        let sets: [&[&str]; 3] = [&[], &["A"], &["B"]];
+        for (set, blob) in sets.iter().zip(blobs) {
+            w.add_variant("Lit", "Forward", set, "spirv", "0123456789ab", b"x", blob)
+                .unwrap();
+        }
+        w.to_bytes().unwrap()
+    };
+    let blob = vec![5u8; 1000];
+    let other = vec![6u8; 1000];
+    let none = pack(&[b"", b"", b""]).len();
+    let shared = pack(&[&blob, &blob, &blob]);
+    let distinct = pack(&[&blob, &other, &blob]).len();
+    assert!(
+        shared.len() < none + 1000 + 16,
+        "{} vs {none}",
+        shared.len()
+    );
+    assert!(distinct >= none + 2000, "{distinct} vs {none}");
+    let lib = Library::from_bytes(shared).unwrap();
+    assert_eq!(
+        lib.get("Lit", "Forward", &["B"], "spirv")
+            .unwrap()
+            .reflection,
+        blob
+    );
+    lib.verify_all().unwrap();
 }
 
 #[test]
@@ -488,15 +571,17 @@ proptest! {
                 chosen.iter().map(|k| k.to_string()).collect::<BTreeSet<_>>().into_iter().collect();
             let key = (s.clone(), p.clone(), canonical.clone(), t.clone());
             let bytes = vec![*blob as u8; blob * 3];
+            // Reflection: empty for blob 0, else one of a few blobs (shared, of odd lengths).
+            let reflection = vec![b'r'; (blob % 3) * 5];
             let digest = digest_of(s, p, &canonical, t);
-            let result = w.add_variant(s, p, &chosen, t, &digest, &bytes);
+            let result = w.add_variant(s, p, &chosen, t, &digest, &bytes, &reflection);
             match oracle.entry(key) {
                 std::collections::btree_map::Entry::Occupied(_) => {
                     prop_assert!(matches!(result, Err(WriteError::DuplicateVariant(_))));
                 }
                 std::collections::btree_map::Entry::Vacant(slot) => {
                     result.unwrap();
-                    slot.insert((digest, bytes));
+                    slot.insert((digest, bytes, reflection));
                 }
             }
         }
@@ -505,7 +590,7 @@ proptest! {
         let lib = Library::from_bytes(bytes).unwrap();
         prop_assert_eq!(lib.len(), oracle.len());
         let mut rng = seed;
-        for ((s, p, k, t), (digest, data)) in &oracle {
+        for ((s, p, k, t), (digest, data, reflection)) in &oracle {
             let mut query: Vec<&str> = k.iter().map(String::as_str).collect();
             if let Some(&first) = query.first() {
                 query.push(first);
@@ -516,6 +601,7 @@ proptest! {
             }
             let v = lib.get(s, p, &query, t).unwrap();
             prop_assert_eq!(v.bytes, &data[..]);
+            prop_assert_eq!(v.reflection, &reflection[..]);
             prop_assert_eq!(v.digest, digest.as_str());
             prop_assert_eq!(v.keywords.to_vec(), k.clone());
         }

@@ -33,7 +33,11 @@
 //!                                 digest [u8; 12] (lower-case hex), reserved u32 = 0,
 //!                                 reflection_offset u64, reflection_len u64 }
 //!  6 ARTIFACTS     n x 48 bytes { offset u64, len u64, blake3 [u8; 32] }  into DATA
-//!  7 REFLECTION    per-entry reflection blobs (empty in this version of kiln)
+//!  7 REFLECTION    the distinct non-empty reflection blobs, each once, in strictly
+//!                  increasing byte order, each as { len u64, bytes } starting at an 8-aligned
+//!                  offset, back to back, zero padding between (none after the last); an
+//!                  entry's reflection (offset, len) names a blob's bytes (after its length),
+//!                  or is (0, 0) for an empty blob
 //!  8 DATA          artifact bytes, each at an 8-aligned offset, in ARTIFACTS order
 //! ```
 //!
@@ -50,7 +54,9 @@
 //!   lexicographically, target): a lookup is a binary search. An entry's pass is one of its
 //!   shader's passes, its keywords a strictly increasing list of its shader's declared
 //!   keywords (a canonical set), its target one of TARGETS, its digest 12 lower-case hex
-//!   digits, its reflection range inside REFLECTION.
+//!   digits, its reflection (0, 0) or exactly one blob of REFLECTION.
+//! - Reflection blobs are distinct (strictly increasing bytes, so identical blobs are stored
+//!   once), laid out as above, and each is used by an entry.
 //! - Artifacts are distinct (strictly increasing blake3, so identical bytes are stored once),
 //!   laid out back to back in DATA at 8-aligned offsets, and each is used by an entry.
 //! - The header's checksum and the checksums of sections 0 to 7 are verified at open. DATA's

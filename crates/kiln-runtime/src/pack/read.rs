@@ -516,7 +516,8 @@ fn check_tables(view: View<'_>) -> Result<(), PackError> {
     let entries = view.entry_count();
     let artifacts = view.artifact_count();
     let mut used = vec![false; artifacts];
-    let reflection_len = view.section(REFLECTION).len() as u64;
+    let blobs = reflection_blobs(view.section(REFLECTION))?;
+    let mut blob_used = vec![false; blobs.len()];
     let mut next_entry = 0usize;
     for i in 0..view.shader_count() {
         let shader = view.shader(i);
@@ -568,12 +569,16 @@ fn check_tables(view: View<'_>) -> Result<(), PackError> {
             if !canon::is_digest(view.digest(&entry).as_bytes()) {
                 return Err(fault("digest is not 12 lower-case hex digits"));
             }
-            let (r_at, r_len) = entry.reflection;
-            if r_at
-                .checked_add(r_len)
-                .is_none_or(|end| end > reflection_len)
-            {
-                return Err(fault("reflection out of bounds"));
+            match entry.reflection {
+                (0, 0) => {}
+                (r_at, r_len) => {
+                    let k = blobs
+                        .binary_search_by(|&(at, _)| at.cmp(&r_at))
+                        .ok()
+                        .filter(|&k| blobs[k].1 == r_len)
+                        .ok_or_else(|| fault("reflection is not a blob of the section"))?;
+                    blob_used[k] = true;
+                }
             }
             if e > next_entry {
                 let before = view.entry(e - 1);
@@ -591,6 +596,9 @@ fn check_tables(view: View<'_>) -> Result<(), PackError> {
     }
     if next_entry != entries {
         return Err(malformed(ENTRIES, "entries no shader owns"));
+    }
+    if blob_used.contains(&false) {
+        return Err(malformed(REFLECTION, "a blob no entry uses"));
     }
 
     // Artifacts: distinct, back to back in DATA at aligned offsets, each used.
@@ -632,4 +640,39 @@ fn check_tables(view: View<'_>) -> Result<(), PackError> {
         return Err(malformed(DATA, "bytes no artifact uses"));
     }
     Ok(())
+}
+
+/// The blobs of a REFLECTION section, as (offset of their bytes, length): each a u64 length
+/// at an 8-aligned offset then its bytes, non-empty, distinct and in strictly increasing byte
+/// order, back to back with zero padding (none after the last).
+pub(crate) fn reflection_blobs(section: &[u8]) -> Result<Vec<(u64, u64)>, PackError> {
+    let mut blobs = Vec::new();
+    let mut at = 0usize;
+    let mut last: Option<&[u8]> = None;
+    while at < section.len() {
+        let fault = |what: &str| malformed(REFLECTION, format!("blob at {at}: {what}"));
+        let len = u64_at(section, at).ok_or_else(|| fault("truncated length"))?;
+        let start = at + 8;
+        let blob = usize::try_from(len)
+            .ok()
+            .and_then(|len| section.get(start..start.checked_add(len)?))
+            .ok_or_else(|| fault("out of bounds"))?;
+        if blob.is_empty() || last.is_some_and(|last| last >= blob) {
+            return Err(fault("empty, repeated or out of order"));
+        }
+        last = Some(blob);
+        blobs.push((start as u64, len));
+        let end = start + blob.len();
+        if end == section.len() {
+            break;
+        }
+        let next = align_up(end).ok_or_else(|| fault("out of bounds"))?;
+        let padding = section
+            .get(end..next)
+            .filter(|p| next < section.len() && p.iter().all(|&b| b == 0))
+            .ok_or_else(|| fault("bad padding"))?;
+        debug_assert!(padding.len() < ALIGN);
+        at = next;
+    }
+    Ok(blobs)
 }
