@@ -46,4 +46,5 @@ pub mod canon;
 mod library;
 pub mod pack;
 
+pub use canon::{pack_file_name, PACK_EXTENSION};
 pub use library::{Keywords, Library, LookupError, OpenError, Variant, Variants};

@@ -344,6 +344,9 @@ impl PackWriter {
             put_u32(&mut shaders, index(first, "entries")?);
             put_u32(&mut shaders, index(entry_count - first, "entries")?);
             put_u32(&mut shaders, 0);
+            // The checksum of this shader's rows of ENTRIES, checked on its first use.
+            let rows = &entries[first * super::ENTRY_RECORD..];
+            shaders.extend_from_slice(blake3::hash(rows).as_bytes());
         }
         index(entry_count, "entries")?;
 
