@@ -158,7 +158,10 @@ const UNCHECKED: u8 = 0;
 const GOOD: u8 = 1;
 const DAMAGED: u8 = 2;
 
-/// No shader in this slot of the shader table.
+/// Lists of names up to this length are searched by a scan rather than a hash.
+const SCANNED_LIST: usize = 8;
+
+/// No string in this slot of the string table.
 const EMPTY_SLOT: u32 = u32::MAX;
 
 /// An opened, validated pack: the engine's door to every variant of a build.
@@ -194,23 +197,44 @@ impl fmt::Debug for Library {
     }
 }
 
-/// A name's hash for the shader table (FxHash-like over 8-byte words; not for untrusted
-/// adversarial input, which would only make lookups slower).
+/// A name's hash for the string table (folded multiplies over 8-byte words, the tail read
+/// as overlapping words, with no copy; not for adversarial input, which would only make
+/// lookups slower).
 #[inline]
 fn name_hash(name: &[u8]) -> usize {
     const K: u64 = 0x517c_c1b7_2722_0a95;
-    let mut h = name.len() as u64;
-    let mut chunks = name.chunks_exact(8);
-    for chunk in &mut chunks {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        h = (h.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(K);
+    let n = name.len();
+    let r8 = |at: usize| {
+        name.get(at..at + 8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map_or(0, u64::from_le_bytes)
+    };
+    let r4 = |at: usize| {
+        name.get(at..at + 4)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map_or(0, u32::from_le_bytes)
+    };
+    // A folded multiply: the 128-bit product's halves xor-ed, so every input bit reaches
+    // the low bits the table indexes with (a plain multiply only carries bits upwards).
+    let mix = |h: u64, w: u64| {
+        let m = u128::from(h ^ w) * u128::from(K);
+        (m as u64) ^ (m >> 64) as u64
+    };
+    let mut h = (n as u64).wrapping_mul(K);
+    if n >= 8 {
+        let mut at = 0;
+        while at + 8 < n {
+            h = mix(h, r8(at));
+            at += 8;
+        }
+        h = mix(h, r8(n - 8));
+    } else if n >= 4 {
+        h = mix(h, u64::from(r4(0)) | u64::from(r4(n - 4)) << 32);
+    } else if n > 0 {
+        let b = |at: usize| u64::from(name.get(at).copied().unwrap_or(0));
+        h = mix(h, b(0) | b(n / 2) << 8 | b(n - 1) << 16);
     }
-    let rest = chunks.remainder();
-    let mut word = [0u8; 8];
-    word[..rest.len()].copy_from_slice(rest);
-    h = (h.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(K);
-    (h ^ (h >> 29)) as usize
+    mix(h, K.rotate_left(32)) as usize
 }
 
 /// Whether `a` and `b` are the same bytes; for the short names of a pack, without a call.
@@ -340,9 +364,10 @@ impl Library {
         })
     }
 
+    /// The sections, borrowed for as long as `self` (a reference: a `View` is 11 slices).
     #[inline]
-    fn view(&self) -> View<'_> {
-        self.view
+    fn view(&self) -> &View<'_> {
+        &self.view
     }
 
     /// The number of variants (entries: one per shader, pass, keyword set and target).
@@ -402,16 +427,13 @@ impl Library {
         target: &str,
     ) -> Result<Variant<'_>, LookupError> {
         let view = self.view();
-        let Some(target_id) = self
-            .string_id(target)
-            .filter(|&id| view.targets().contains(id))
-        else {
+        let Some(target_id) = self.find_in(view.targets(), target) else {
             return Err(self.unknown_target(target));
         };
         let s = self.find_shader(shader)?;
         let rec = view.shader(s);
         let passes = view.ids(rec.passes);
-        let Some(pass_id) = self.string_id(pass).filter(|&id| passes.contains(id)) else {
+        let Some(pass_id) = self.find_in(passes, pass) else {
             return Err(unknown_pass(view, passes, shader, pass));
         };
         let declared = view.ids(rec.declared);
@@ -419,7 +441,7 @@ impl Library {
             // Each keyword checked in the order given (the first unknown one is named, as
             // kiln's `DeclaredKeywords::key` does), then the set made canonical.
             for (id, keyword) in ids.iter_mut().zip(keywords) {
-                match self.string_id(keyword).filter(|&k| declared.contains(k)) {
+                match self.find_in(declared, keyword) {
                     Some(k) => *id = k,
                     None => return Err(unknown_keyword(view, declared, shader, pass, keyword)),
                 }
@@ -497,6 +519,18 @@ impl Library {
         }
     }
 
+    /// The id in `list` (a sorted list of string ids) of the string `text`: a scan of a short
+    /// list, the string table for a longer one.
+    #[inline]
+    fn find_in(&self, list: IdList<'_>, text: &str) -> Option<u32> {
+        if list.len() <= SCANNED_LIST {
+            list.iter()
+                .find(|&id| short_eq(self.string(id).as_bytes(), text.as_bytes()))
+        } else {
+            self.string_id(text).filter(|&id| list.contains(id))
+        }
+    }
+
     /// The string `id` ("" if out of range).
     #[inline]
     fn string(&self, id: u32) -> &str {
@@ -547,7 +581,7 @@ impl Library {
             .get(index as usize)
             .map(|state| state.load(AtomicOrdering::Acquire))
         {
-            Some(GOOD) => Ok(view.artifact_bytes(&view.artifact(index as usize))),
+            Some(GOOD) => Ok(view.artifact_span(index as usize)),
             _ => self.artifact_slow(index),
         }
     }
@@ -601,7 +635,7 @@ impl Library {
 }
 
 #[cold]
-fn unknown_pass(view: View<'_>, passes: IdList<'_>, shader: &str, pass: &str) -> LookupError {
+fn unknown_pass(view: &View<'_>, passes: IdList<'_>, shader: &str, pass: &str) -> LookupError {
     LookupError::UnknownPass {
         shader: shader.to_owned(),
         pass: pass.to_owned(),
@@ -611,7 +645,7 @@ fn unknown_pass(view: View<'_>, passes: IdList<'_>, shader: &str, pass: &str) ->
 
 #[cold]
 fn unknown_keyword(
-    view: View<'_>,
+    view: &View<'_>,
     declared: IdList<'_>,
     shader: &str,
     pass: &str,

@@ -263,18 +263,26 @@ impl<'a> View<'a> {
         self.entries.len() / ENTRY_WORDS
     }
 
+    #[inline]
     pub(crate) fn entry(&self, i: usize) -> EntryRec {
         let at = i * ENTRY_WORDS;
-        let f = |n: usize| word(self.entries, at + n);
-        let g = |n: usize| u64::from(f(n)) | u64::from(f(n + 1)) << 32;
+        let mut f = [0u32; ENTRY_WORDS];
+        if let Some(rec) = self
+            .entries
+            .get(at..at + ENTRY_WORDS)
+            .and_then(|r| <&[u32; ENTRY_WORDS]>::try_from(r).ok())
+        {
+            f = rec.map(u32::from_le);
+        }
+        let g = |n: usize| u64::from(f[n]) | u64::from(f[n + 1]) << 32;
         EntryRec {
-            shader: f(0),
-            pass: f(1),
-            keywords: (f(2), f(3)),
-            target: f(4),
-            artifact: f(5),
+            shader: f[0],
+            pass: f[1],
+            keywords: (f[2], f[3]),
+            target: f[4],
+            artifact: f[5],
             index: i,
-            reserved: f(9),
+            reserved: f[9],
             reflection: (g(10), g(12)),
         }
     }
@@ -307,6 +315,19 @@ impl<'a> View<'a> {
             len: u64_at(s, at + 8).unwrap_or(0),
             sum: sum_at(s, at + 16).unwrap_or([0; 32]),
         }
+    }
+
+    /// Artifact `i`'s bytes as its record locates them, unverified.
+    #[inline]
+    pub(crate) fn artifact_span(&self, i: usize) -> &'a [u8] {
+        let at = i * ARTIFACT_RECORD;
+        let (offset, len) = (
+            u64_at(self.artifacts, at).unwrap_or(0) as usize,
+            u64_at(self.artifacts, at + 8).unwrap_or(0) as usize,
+        );
+        self.data
+            .get(offset..offset.saturating_add(len))
+            .unwrap_or(&[])
     }
 
     /// An artifact's bytes, unverified.
@@ -600,7 +621,7 @@ fn check_tables(view: View<'_>) -> Result<(), PackError> {
 /// each is one of its shader's passes, a canonical set of its declared keywords, a target
 /// of the pack, an artifact of the pack, a 12-hex digest and a reflection blob or none, in
 /// strictly increasing order.
-pub(crate) fn check_shader(view: View<'_>, layout: &Layout, i: usize) -> Result<(), PackError> {
+pub(crate) fn check_shader(view: &View<'_>, layout: &Layout, i: usize) -> Result<(), PackError> {
     let shader = view.shader(i);
     let (first, count) = (shader.entries.0 as usize, shader.entries.1 as usize);
     let rows = view
@@ -675,7 +696,7 @@ fn blob_of(layout: &Layout, reflection: (u64, u64)) -> Option<Option<usize>> {
 /// Checks artifact `i`'s record against its neighbours (it starts where the previous one
 /// ended, aligned; its checksum is greater; the last ends DATA) and its bytes against its
 /// checksum, and returns its bytes.
-pub(crate) fn check_artifact<'a>(view: View<'a>, i: usize) -> Result<&'a [u8], PackError> {
+pub(crate) fn check_artifact<'a>(view: &View<'a>, i: usize) -> Result<&'a [u8], PackError> {
     let fault = |what: &str| malformed(ARTIFACTS, format!("artifact {i}: {what}"));
     let count = view.artifact_count();
     if i >= count {
@@ -719,7 +740,7 @@ pub(crate) fn check_artifact<'a>(view: View<'a>, i: usize) -> Result<&'a [u8], P
 /// What no lookup sees: every section's checksum (ENTRIES, ARTIFACTS and DATA included), an
 /// empty DATA when there is no artifact, and every artifact and reflection blob used by an
 /// entry. Shaders and artifacts are checked by the caller.
-pub(crate) fn check_all(bytes: &[u8], layout: &Layout, view: View<'_>) -> Result<(), PackError> {
+pub(crate) fn check_all(bytes: &[u8], layout: &Layout, view: &View<'_>) -> Result<(), PackError> {
     for (i, &(at, slen)) in layout.sections.iter().enumerate() {
         let section = bytes
             .get(at..at.saturating_add(slen))
