@@ -492,6 +492,148 @@ fn reflection_blobs_round_trip_and_are_stored_once() {
     lib.verify_all().unwrap();
 }
 
+/// Where section `i` starts, from its header row.
+fn section_at(bytes: &[u8], i: usize) -> usize {
+    let row = 32 + i * 48;
+    u64::from_le_bytes(bytes[row..row + 8].try_into().unwrap()) as usize
+}
+
+/// A shader's entries are checked on its first use: damage there opens, then every lookup
+/// of that shader is an error (never a wrong variant), other shaders still read, and
+/// `verify_all` refuses the pack.
+#[test]
+fn damaged_entries_are_refused_on_first_use() {
+    let bytes = sample();
+    let good = Library::from_bytes(bytes.clone()).unwrap();
+    // The first entry's pass id (ENTRIES is section 5; Lit's entries come first).
+    let mut bad = bytes.clone();
+    bad[section_at(&bytes, 5) + 4] ^= 0x01;
+    let lib = Library::from_bytes(bad.clone()).unwrap();
+    for _ in 0..2 {
+        let err = lib
+            .get("Lit", "Forward", &["SKIN", "FOG"], "spirv")
+            .unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                LookupError::CorruptArtifact {
+                    source: PackError::SectionChecksum("entries"),
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("Lit/Forward[FOG;SKIN]"), "{err}");
+    }
+    assert!(lib.variants("Lit").unwrap().all(|v| v.is_err()));
+    assert_eq!(
+        lib.get("Unlit", "Forward", &["ALPHA"], "spirv")
+            .unwrap()
+            .bytes,
+        good.get("Unlit", "Forward", &["ALPHA"], "spirv")
+            .unwrap()
+            .bytes
+    );
+    assert!(lib.verify_all().is_err());
+    // Behind a recomputed checksum, the entry's own checks refuse it on first use.
+    kiln_runtime::pack::reseal_for_fuzzing(&mut bad);
+    let lib = Library::from_bytes(bad).unwrap();
+    assert!(matches!(
+        lib.get("Lit", "Depth", &[], "msl"),
+        Err(LookupError::CorruptArtifact {
+            source: PackError::Malformed { .. },
+            ..
+        })
+    ));
+    assert!(matches!(lib.verify_all(), Err(PackError::Malformed { .. })));
+}
+
+/// Many shaders with similar names, many targets and many declared keywords: the string
+/// table and the long-list paths find every name, and only those.
+#[test]
+fn many_similar_names_are_all_found() {
+    let keywords: Vec<String> = (0..20).map(|k| format!("KW_{k:02}")).collect();
+    let targets: Vec<String> = (0..12).map(|t| format!("target{t}")).collect();
+    let mut w = PackWriter::new();
+    for t in &targets {
+        w.add_target(t).unwrap();
+    }
+    let shaders: Vec<String> = (0..1500).map(|s| format!("Shader{s:05}")).collect();
+    for (n, s) in shaders.iter().enumerate() {
+        w.add_shader(s, &keywords, ["Forward"]).unwrap();
+        let set = [&keywords[n % 20], &keywords[(n * 7) % 20]];
+        let target = &targets[n % 12];
+        w.add_variant(
+            s,
+            "Forward",
+            &set,
+            target,
+            "0123456789ab",
+            s.as_bytes(),
+            b"",
+        )
+        .unwrap();
+    }
+    let lib = Library::from_bytes(w.to_bytes().unwrap()).unwrap();
+    for (n, s) in shaders.iter().enumerate() {
+        let set = [keywords[(n * 7) % 20].as_str(), keywords[n % 20].as_str()];
+        let v = lib.get(s, "Forward", &set, &targets[n % 12]).unwrap();
+        assert_eq!(v.bytes, s.as_bytes());
+        assert!(matches!(
+            lib.get(s, "Forward", &set, &targets[(n + 1) % 12]),
+            Err(LookupError::NotBuilt { .. })
+        ));
+    }
+    for missing in [
+        "Shader01500",
+        "Shader0000",
+        "shader00000",
+        "Shader000000",
+        "",
+    ] {
+        assert!(
+            matches!(
+                lib.get(missing, "Forward", &[], "target0"),
+                Err(LookupError::UnknownShader { .. })
+            ),
+            "{missing}"
+        );
+    }
+    assert!(matches!(
+        lib.get("Shader00000", "Forward", &["KW_20"], "target0"),
+        Err(LookupError::UnknownKeyword { .. })
+    ));
+    assert!(matches!(
+        lib.get("Shader00000", "Forward", &[], "target12"),
+        Err(LookupError::UnknownTarget { .. })
+    ));
+    lib.verify_all().unwrap();
+}
+
+#[test]
+fn open_dir_finds_the_target_pack() {
+    assert_eq!(kiln_runtime::pack_file_name("spirv"), "spirv.kpack");
+    assert_eq!(kiln_runtime::PACK_EXTENSION, "kpack");
+    let dir = std::env::temp_dir().join(format!("kiln-runtime-dir-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    sample_writer()
+        .write(&dir.join(kiln_runtime::pack_file_name("spirv")))
+        .unwrap();
+    let lib = Library::open_dir(&dir, "spirv").unwrap();
+    assert_eq!(lib.len(), 4 * 2 * 2 + 2);
+    let err = Library::open_dir(&dir, "dxil").unwrap_err();
+    assert!(
+        matches!(&err, OpenError::NoPack { target, .. } if target == "dxil"),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("dxil.kpack") && text.contains("layout = \"pack\""),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn an_empty_pack_is_valid() {
     let lib = Library::from_bytes(PackWriter::new().to_bytes().unwrap()).unwrap();
