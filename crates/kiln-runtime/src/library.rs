@@ -3,6 +3,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering as AtomicOrdering};
+use std::sync::OnceLock;
 
 use crate::canon::{self, NameFault};
 use crate::pack::read::{check_all, check_artifact, check_shader, EntryRec, IdList, View};
@@ -158,6 +159,75 @@ const UNCHECKED: u8 = 0;
 const GOOD: u8 = 1;
 const DAMAGED: u8 = 2;
 
+/// Shaders declaring up to this many keywords look a set up as a bit mask of positions in
+/// their declared list, through a table of their entries built on first use; others by a
+/// binary search of their entries.
+const MASK_KEYWORDS: usize = 64;
+
+/// A checked shader's entries by (pass, keyword mask, target): open addressing, linear
+/// probing, each slot an entry's position in the shader's range or [`EMPTY_SLOT`]; empty for
+/// a shader with more than [`MASK_KEYWORDS`] declared keywords.
+struct ShaderIndex {
+    slots: Box<[u32]>,
+}
+
+impl ShaderIndex {
+    /// The entry of (pass, keyword mask, target), `first` being the shader's first entry.
+    #[inline]
+    fn find(
+        &self,
+        view: &View<'_>,
+        first: usize,
+        pass: u32,
+        keywords: u64,
+        target: u32,
+        declared: IdList<'_>,
+    ) -> Option<usize> {
+        let mask = self.slots.len().wrapping_sub(1);
+        let mut slot = entry_hash(pass, keywords, target) & mask;
+        // At least twice as many slots as entries: a probe always meets an empty slot.
+        loop {
+            let i = *self.slots.get(slot)?;
+            if i == EMPTY_SLOT {
+                return None;
+            }
+            let e = first + i as usize;
+            let entry = view.entry(e);
+            if entry.pass == pass
+                && entry.target == target
+                && view
+                    .ids(entry.keywords)
+                    .iter()
+                    .eq(mask_ids(keywords, declared))
+            {
+                return Some(e);
+            }
+            slot = (slot + 1) & mask;
+        }
+    }
+}
+
+/// The ids of the keywords in `mask` (positions in `declared`), in canonical order.
+#[inline]
+fn mask_ids(mut mask: u64, declared: IdList<'_>) -> impl Iterator<Item = u32> + '_ {
+    std::iter::from_fn(move || {
+        (mask != 0).then(|| {
+            let p = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            declared.get(p)
+        })
+    })
+}
+
+/// The hash of an entry's key in a [`ShaderIndex`].
+#[inline]
+fn entry_hash(pass: u32, keywords: u64, target: u32) -> usize {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let m = u128::from(keywords ^ K)
+        * u128::from((u64::from(pass) << 32 | u64::from(target)) ^ K.rotate_left(29));
+    ((m as u64) ^ (m >> 64) as u64) as usize
+}
+
 /// Lists of names up to this length are searched by a scan rather than a hash.
 const SCANNED_LIST: usize = 8;
 
@@ -183,7 +253,8 @@ pub struct Library {
     strings: Box<[&'static str]>,
     /// For each string id, the index of the shader of that name, or [`EMPTY_SLOT`].
     shader_of: Box<[u32]>,
-    shaders: Box<[AtomicU8]>,
+    /// Each shader's entries, checked and indexed on its first use.
+    shaders: Box<[OnceLock<Result<ShaderIndex, PackError>>]>,
     artifacts: Box<[AtomicU8]>,
     backing: Backing,
 }
@@ -353,7 +424,7 @@ impl Library {
         }
         let states = |n: usize| (0..n).map(|_| AtomicU8::new(UNCHECKED)).collect();
         Ok(Library {
-            shaders: states(shader_count),
+            shaders: (0..shader_count).map(|_| OnceLock::new()).collect(),
             artifacts: states(view.artifact_count()),
             view,
             layout,
@@ -437,6 +508,43 @@ impl Library {
             return Err(unknown_pass(view, passes, shader, pass));
         };
         let declared = view.ids(rec.declared);
+        if declared.len() <= MASK_KEYWORDS {
+            // The set as a mask of positions in the declared list: canonical (sorted and
+            // distinct) by construction, and the key of the shader's entry table.
+            let mut mask = 0u64;
+            for keyword in keywords {
+                match self.find_position(declared, keyword) {
+                    Some(p) => mask |= 1 << p,
+                    None => return Err(unknown_keyword(view, declared, shader, pass, keyword)),
+                }
+            }
+            let describe = || {
+                let set: Vec<&str> = mask_ids(mask, declared).map(|id| self.string(id)).collect();
+                canon::keyword_text(&set)
+            };
+            let index = self
+                .shader_index(s)
+                .map_err(|source| LookupError::CorruptArtifact {
+                    variant: format!("{shader}/{pass}[{}] for `{target}`", describe()),
+                    source,
+                })?;
+            let found = index
+                .find(
+                    view,
+                    rec.entries.0 as usize,
+                    pass_id,
+                    mask,
+                    target_id,
+                    declared,
+                )
+                .ok_or_else(|| LookupError::NotBuilt {
+                    shader: shader.to_owned(),
+                    pass: pass.to_owned(),
+                    keywords: describe(),
+                    target: target.to_owned(),
+                })?;
+            return self.variant(found);
+        }
         let found = with_ids(keywords.len(), |ids| {
             // Each keyword checked in the order given (the first unknown one is named, as
             // kiln's `DeclaredKeywords::key` does), then the set made canonical.
@@ -452,7 +560,7 @@ impl Library {
                 let set: Vec<&str> = set.iter().map(|&id| self.string(id)).collect();
                 canon::keyword_text(&set)
             };
-            if let Err(source) = self.check_shader(s) {
+            if let Err(source) = self.shader_index(s) {
                 return Err(LookupError::CorruptArtifact {
                     variant: format!("{shader}/{pass}[{}] for `{target}`", describe()),
                     source,
@@ -492,7 +600,7 @@ impl Library {
         let view = self.view();
         check_all(self.backing.bytes(), &self.layout, view)?;
         for s in 0..view.shader_count() {
-            self.check_shader(s)?;
+            self.shader_index(s)?;
         }
         for i in 0..view.artifact_count() {
             self.artifact(i as u32)?;
@@ -531,6 +639,17 @@ impl Library {
         }
     }
 
+    /// The position in `list` (a sorted list of string ids) of the string `text`.
+    #[inline]
+    fn find_position(&self, list: IdList<'_>, text: &str) -> Option<usize> {
+        if list.len() <= SCANNED_LIST {
+            list.iter()
+                .position(|id| short_eq(self.string(id).as_bytes(), text.as_bytes()))
+        } else {
+            self.string_id(text).and_then(|id| list.position(id))
+        }
+    }
+
     /// The string `id` ("" if out of range).
     #[inline]
     fn string(&self, id: u32) -> &str {
@@ -549,27 +668,52 @@ impl Library {
             })
     }
 
-    /// Shader `s`'s entries, checked once.
+    /// Shader `s`'s entries, checked and indexed once.
     #[inline]
-    fn check_shader(&self, s: usize) -> Result<(), PackError> {
-        match self
-            .shaders
-            .get(s)
-            .map(|state| state.load(AtomicOrdering::Acquire))
-        {
-            Some(GOOD) => Ok(()),
-            _ => self.check_shader_slow(s),
+    fn shader_index(&self, s: usize) -> Result<&ShaderIndex, PackError> {
+        match self.shaders.get(s) {
+            Some(cell) => cell
+                .get_or_init(|| self.index_shader(s))
+                .as_ref()
+                .map_err(Clone::clone),
+            None => Err(PackError::Malformed {
+                section: "shaders",
+                what: format!("shader {s} out of range"),
+            }),
         }
     }
 
+    /// Checks shader `s`'s entries, then indexes them by (pass, keyword mask, target).
     #[cold]
-    fn check_shader_slow(&self, s: usize) -> Result<(), PackError> {
-        let result = check_shader(self.view(), &self.layout, s);
-        if let Some(state) = self.shaders.get(s) {
-            let checked = if result.is_ok() { GOOD } else { DAMAGED };
-            state.store(checked, AtomicOrdering::Release);
+    fn index_shader(&self, s: usize) -> Result<ShaderIndex, PackError> {
+        let view = self.view();
+        check_shader(view, &self.layout, s)?;
+        let rec = view.shader(s);
+        let declared = view.ids(rec.declared);
+        if declared.len() > MASK_KEYWORDS {
+            return Ok(ShaderIndex {
+                slots: Box::new([]),
+            });
         }
-        result
+        let (first, count) = (rec.entries.0 as usize, rec.entries.1 as usize);
+        let size = (count * 2).next_power_of_two();
+        let mut slots = vec![EMPTY_SLOT; size].into_boxed_slice();
+        let mask = size - 1;
+        for e in first..first + count {
+            let entry = view.entry(e);
+            let keywords = view.ids(entry.keywords).iter().fold(0u64, |m, id| {
+                // Checked: every keyword of the entry is declared.
+                m | declared.position(id).map_or(0, |p| 1 << p)
+            });
+            let mut slot = entry_hash(entry.pass, keywords, entry.target) & mask;
+            while slots.get(slot).is_some_and(|&i| i != EMPTY_SLOT) {
+                slot = (slot + 1) & mask;
+            }
+            if let Some(i) = slots.get_mut(slot) {
+                *i = (e - first) as u32;
+            }
+        }
+        Ok(ShaderIndex { slots })
     }
 
     /// The bytes of artifact `index`, checked once.
@@ -794,7 +938,7 @@ impl<'a> Iterator for Variants<'a> {
         }
         let entry = self.next;
         self.next += 1;
-        if let Err(source) = self.library.check_shader(self.shader) {
+        if let Err(source) = self.library.shader_index(self.shader) {
             let view = self.library.view();
             let name = view.string(view.shader_name(self.shader));
             return Some(Err(LookupError::CorruptArtifact {

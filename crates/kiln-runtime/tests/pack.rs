@@ -610,6 +610,57 @@ fn many_similar_names_are_all_found() {
     lib.verify_all().unwrap();
 }
 
+/// Past 64 declared keywords a shader is searched by keyword ids rather than a mask: the same
+/// answers either way.
+#[test]
+fn shaders_with_many_declared_keywords() {
+    for declared in [63usize, 64, 65, 100] {
+        let keywords: Vec<String> = (0..declared).map(|k| format!("K{k:03}")).collect();
+        let mut w = PackWriter::new();
+        w.add_target("spirv").unwrap();
+        w.add_shader("Big", &keywords, ["Forward"]).unwrap();
+        let sets: Vec<Vec<&str>> = vec![
+            vec![],
+            vec![&keywords[declared - 1]],
+            vec![&keywords[0], &keywords[declared - 1], &keywords[40]],
+            vec![
+                &keywords[1],
+                &keywords[2],
+                &keywords[3],
+                &keywords[63.min(declared - 1)],
+            ],
+        ];
+        for (n, set) in sets.iter().enumerate() {
+            let bytes = vec![n as u8; 10 + n];
+            w.add_variant("Big", "Forward", set, "spirv", "0123456789ab", &bytes, b"")
+                .unwrap();
+        }
+        let lib = Library::from_bytes(w.to_bytes().unwrap()).unwrap();
+        for (n, set) in sets.iter().enumerate() {
+            let mut query: Vec<&str> = set.iter().rev().copied().collect();
+            query.extend(set.first());
+            let v = lib.get("Big", "Forward", &query, "spirv").unwrap();
+            assert_eq!(v.bytes, vec![n as u8; 10 + n], "{declared}: {query:?}");
+            assert_eq!(v.keywords.to_vec(), canon::canonicalize(set.clone()));
+        }
+        assert_eq!(
+            lib.get("Big", "Forward", &[&keywords[5], &keywords[4]], "spirv")
+                .unwrap_err(),
+            LookupError::NotBuilt {
+                shader: "Big".into(),
+                pass: "Forward".into(),
+                keywords: format!("{};{}", keywords[4], keywords[5]),
+                target: "spirv".into(),
+            }
+        );
+        assert!(matches!(
+            lib.get("Big", "Forward", &[&keywords[0], "NOPE"], "spirv"),
+            Err(LookupError::UnknownKeyword { keyword, .. }) if keyword == "NOPE"
+        ));
+        lib.verify_all().unwrap();
+    }
+}
+
 #[test]
 fn open_dir_finds_the_target_pack() {
     assert_eq!(kiln_runtime::pack_file_name("spirv"), "spirv.kpack");

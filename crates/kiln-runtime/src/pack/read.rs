@@ -385,6 +385,18 @@ impl<'a> IdList<'a> {
         self.0.iter().map(|&w| u32::from_le(w))
     }
 
+    /// The id at position `i` (0 if out of range).
+    #[inline]
+    pub(crate) fn get(&self, i: usize) -> u32 {
+        word(self.0, i)
+    }
+
+    /// The position of `id` (sorted lists only).
+    #[inline]
+    pub(crate) fn position(&self, id: u32) -> Option<usize> {
+        self.0.binary_search_by(|&w| u32::from_le(w).cmp(&id)).ok()
+    }
+
     /// Whether the list holds `id` (sorted lists only).
     pub(crate) fn contains(&self, id: u32) -> bool {
         self.0
