@@ -153,8 +153,7 @@ impl Backing {
     }
 }
 
-/// States of a shader's entries and of an artifact: not yet checked, checked and good,
-/// checked and damaged.
+/// States of an artifact: not yet checked, checked and good, checked and damaged.
 const UNCHECKED: u8 = 0;
 const GOOD: u8 = 1;
 const DAMAGED: u8 = 2;
