@@ -27,6 +27,17 @@ use sha2::{Digest as _, Sha256};
 /// with the index).
 pub const INDEX_FILE: &str = "index.json";
 
+/// The extension of a pack file: kiln writes one pack per target, `<output dir>/<target>.kpack`
+/// ([`pack_file_name`]).
+pub const PACK_EXTENSION: &str = "kpack";
+
+/// The file name of `target`'s pack in kiln's output directory (`spirv.kpack`), the one rule
+/// kiln writes with and [`Library::open_dir`](crate::Library::open_dir) reads with. A target
+/// is a valid name ([`check_name`]), so the file name is one path component.
+pub fn pack_file_name(target: &str) -> String {
+    format!("{target}.{PACK_EXTENSION}")
+}
+
 /// The manifest's spelling of "no keyword from this axis"; also the keyword part of the output
 /// file name of the empty set (`_.spv`). No declared keyword is ever `_`.
 pub const NONE_KEYWORD: &str = "_";

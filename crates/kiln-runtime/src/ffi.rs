@@ -165,7 +165,7 @@ unsafe fn text<'a>(ptr: *const c_char, what: &str) -> Result<&'a str, Failure> {
 
 fn open_failure(error: OpenError) -> Failure {
     let status = match &error {
-        OpenError::Io { .. } => KilnStatus::KILN_ERR_IO,
+        OpenError::Io { .. } | OpenError::NoPack { .. } => KilnStatus::KILN_ERR_IO,
         OpenError::Corrupt { .. } => KilnStatus::KILN_ERR_CORRUPT,
     };
     (status, error.to_string())

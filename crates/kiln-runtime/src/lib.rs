@@ -19,12 +19,13 @@
 //! let mut writer = PackWriter::new();
 //! writer.add_target("spirv")?;
 //! writer.add_shader("Lit", ["FOG", "SKIN"], ["Forward"])?;
-//! writer.add_variant("Lit", "Forward", &["SKIN", "FOG"], "spirv", "2a876a0d5092", b"\x03\x02\x23\x07")?;
+//! writer.add_variant("Lit", "Forward", &["SKIN", "FOG"], "spirv", "2a876a0d5092", b"\x03\x02\x23\x07", b"{}")?;
 //! let library = Library::from_bytes(writer.to_bytes()?)?;
 //!
 //! let variant = library.get("Lit", "Forward", &["FOG", "SKIN", "FOG"], "spirv")?;
 //! assert_eq!(variant.bytes, b"\x03\x02\x23\x07");
 //! assert_eq!(variant.digest, "2a876a0d5092");
+//! assert_eq!(variant.reflection, b"{}");
 //! assert!(matches!(
 //!     library.get("Lit", "Forward", &["RAIN"], "spirv"),
 //!     Err(LookupError::UnknownKeyword { .. })
@@ -47,4 +48,5 @@ pub mod ffi;
 mod library;
 pub mod pack;
 
+pub use canon::{pack_file_name, PACK_EXTENSION};
 pub use library::{Keywords, Library, LookupError, OpenError, Variant, Variants};

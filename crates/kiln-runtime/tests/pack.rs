@@ -8,8 +8,8 @@ use kiln_runtime::pack::{PackError, PackWriter, WriteError, HEADER_LEN};
 use kiln_runtime::{Library, LookupError, OpenError};
 use proptest::prelude::*;
 
-/// (shader, pass, canonical keywords, target) -> (digest, bytes).
-type Oracle = BTreeMap<(String, String, Vec<String>, String), (String, Vec<u8>)>;
+/// (shader, pass, canonical keywords, target) -> (digest, bytes, reflection).
+type Oracle = BTreeMap<(String, String, Vec<String>, String), (String, Vec<u8>, Vec<u8>)>;
 
 fn digest_of(shader: &str, pass: &str, keywords: &[String], target: &str) -> String {
     canon::variant_digest(
@@ -41,6 +41,7 @@ fn sample_writer() -> PackWriter {
                     target,
                     &digest_of("Lit", pass, &keywords, target),
                     &bytes,
+                    &reflection_of(pass, n),
                 )
                 .unwrap();
             }
@@ -55,10 +56,17 @@ fn sample_writer() -> PackWriter {
             "spirv",
             "0123456789ab",
             b"same bytes",
+            b"",
         )
         .unwrap();
     }
     w
+}
+
+/// The sample's reflection blobs: one per pass and keyword-set parity, shared by both
+/// targets (so stored once), of lengths that need padding.
+fn reflection_of(pass: &str, n: usize) -> Vec<u8> {
+    format!("{{\"pass\":\"{pass}\",\"bindings\":{}}}", n % 2).into_bytes()
 }
 
 fn sample() -> Vec<u8> {
@@ -221,7 +229,7 @@ fn writer_refuses_what_the_reader_would() {
         Err(WriteError::InvalidName { what: "target", .. })
     ));
     let add = |w: &mut PackWriter, s: &str, p: &str, k: &[&str], t: &str, d: &str| {
-        w.add_variant(s, p, k, t, d, b"x")
+        w.add_variant(s, p, k, t, d, b"x", b"")
     };
     let d = "0123456789ab";
     assert!(matches!(
@@ -341,8 +349,16 @@ fn the_writer_is_deterministic_and_atomic() {
     for v in all {
         let mut k: Vec<&str> = v.keywords.iter().collect();
         k.reverse();
-        w.add_variant(v.shader, v.pass, &k, v.target, v.digest, v.bytes)
-            .unwrap();
+        w.add_variant(
+            v.shader,
+            v.pass,
+            &k,
+            v.target,
+            v.digest,
+            v.bytes,
+            v.reflection,
+        )
+        .unwrap();
     }
     assert_eq!(w.to_bytes().unwrap(), a);
 
@@ -389,11 +405,20 @@ fn identical_artifacts_are_stored_once() {
             "spirv",
             "0123456789ab",
             &blob,
+            b"",
         )
         .unwrap();
         if let Some(second) = second {
-            w.add_variant("Lit", "Forward", &["FOG"], "spirv", "0123456789ab", second)
-                .unwrap();
+            w.add_variant(
+                "Lit",
+                "Forward",
+                &["FOG"],
+                "spirv",
+                "0123456789ab",
+                second,
+                b"",
+            )
+            .unwrap();
         }
         w.to_bytes().unwrap()
     };
@@ -407,6 +432,257 @@ fn identical_artifacts_are_stored_once() {
     let a = lib.get("Lit", "Forward", &[], "spirv").unwrap().bytes;
     let b = lib.get("Lit", "Forward", &["FOG"], "spirv").unwrap().bytes;
     assert_eq!(a.as_ptr(), b.as_ptr());
+}
+
+#[test]
+fn reflection_blobs_round_trip_and_are_stored_once() {
+    let lib = Library::from_bytes(sample()).unwrap();
+    for pass in ["Forward", "Depth"] {
+        let a = lib.get("Lit", pass, &["FOG"], "spirv").unwrap().reflection;
+        let b = lib.get("Lit", pass, &["FOG"], "msl").unwrap().reflection;
+        let c = lib.get("Lit", pass, &[], "spirv").unwrap().reflection;
+        let d = lib
+            .get("Lit", pass, &["SHADOWS", "FOG", "SKIN"], "msl")
+            .unwrap()
+            .reflection;
+        assert_eq!(a, reflection_of(pass, 1));
+        assert_eq!(c, reflection_of(pass, 0));
+        // The same blob for both targets and for both sets of the same parity: one copy.
+        assert_eq!(a.as_ptr(), b.as_ptr());
+        assert_eq!(a.as_ptr(), d.as_ptr());
+        assert_ne!(a.as_ptr(), c.as_ptr());
+    }
+    // Variants given no reflection read back an empty blob.
+    assert!(lib
+        .get("Unlit", "Forward", &["ALPHA"], "spirv")
+        .unwrap()
+        .reflection
+        .is_empty());
+
+    // A pack's size grows by each distinct blob once, not by the variants using it.
+    let pack = |blobs: &[&[u8]]| {
+        let mut w = PackWriter::new();
+        w.add_target("spirv").unwrap();
+        w.add_shader("Lit", ["A", "B", "C"], ["Forward"]).unwrap();
+        let sets: [&[&str]; 3] = [&[], &["A"], &["B"]];
+        for (set, blob) in sets.iter().zip(blobs) {
+            w.add_variant("Lit", "Forward", set, "spirv", "0123456789ab", b"x", blob)
+                .unwrap();
+        }
+        w.to_bytes().unwrap()
+    };
+    let blob = vec![5u8; 1000];
+    let other = vec![6u8; 1000];
+    let none = pack(&[b"", b"", b""]).len();
+    let shared = pack(&[&blob, &blob, &blob]);
+    let distinct = pack(&[&blob, &other, &blob]).len();
+    assert!(
+        shared.len() < none + 1000 + 16,
+        "{} vs {none}",
+        shared.len()
+    );
+    assert!(distinct >= none + 2000, "{distinct} vs {none}");
+    let lib = Library::from_bytes(shared).unwrap();
+    assert_eq!(
+        lib.get("Lit", "Forward", &["B"], "spirv")
+            .unwrap()
+            .reflection,
+        blob
+    );
+    lib.verify_all().unwrap();
+}
+
+/// Where section `i` starts, from its header row.
+fn section_at(bytes: &[u8], i: usize) -> usize {
+    let row = 32 + i * 48;
+    u64::from_le_bytes(bytes[row..row + 8].try_into().unwrap()) as usize
+}
+
+/// A shader's entries are checked on its first use: damage there opens, then every lookup
+/// of that shader is an error (never a wrong variant), other shaders still read, and
+/// `verify_all` refuses the pack.
+#[test]
+fn damaged_entries_are_refused_on_first_use() {
+    let bytes = sample();
+    let good = Library::from_bytes(bytes.clone()).unwrap();
+    // The first entry's pass id (ENTRIES is section 5; Lit's entries come first).
+    let mut bad = bytes.clone();
+    bad[section_at(&bytes, 5) + 4] ^= 0x01;
+    let lib = Library::from_bytes(bad.clone()).unwrap();
+    for _ in 0..2 {
+        let err = lib
+            .get("Lit", "Forward", &["SKIN", "FOG"], "spirv")
+            .unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                LookupError::CorruptArtifact {
+                    source: PackError::SectionChecksum("entries"),
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("Lit/Forward[FOG;SKIN]"), "{err}");
+    }
+    assert!(lib.variants("Lit").unwrap().all(|v| v.is_err()));
+    assert_eq!(
+        lib.get("Unlit", "Forward", &["ALPHA"], "spirv")
+            .unwrap()
+            .bytes,
+        good.get("Unlit", "Forward", &["ALPHA"], "spirv")
+            .unwrap()
+            .bytes
+    );
+    assert!(lib.verify_all().is_err());
+    // Behind a recomputed checksum, the entry's own checks refuse it on first use.
+    kiln_runtime::pack::reseal_for_fuzzing(&mut bad);
+    let lib = Library::from_bytes(bad).unwrap();
+    assert!(matches!(
+        lib.get("Lit", "Depth", &[], "msl"),
+        Err(LookupError::CorruptArtifact {
+            source: PackError::Malformed { .. },
+            ..
+        })
+    ));
+    assert!(matches!(lib.verify_all(), Err(PackError::Malformed { .. })));
+}
+
+/// Many shaders with similar names, many targets and many declared keywords: the string
+/// table and the long-list paths find every name, and only those.
+#[test]
+fn many_similar_names_are_all_found() {
+    let keywords: Vec<String> = (0..20).map(|k| format!("KW_{k:02}")).collect();
+    let targets: Vec<String> = (0..12).map(|t| format!("target{t}")).collect();
+    let mut w = PackWriter::new();
+    for t in &targets {
+        w.add_target(t).unwrap();
+    }
+    let shaders: Vec<String> = (0..1500).map(|s| format!("Shader{s:05}")).collect();
+    for (n, s) in shaders.iter().enumerate() {
+        w.add_shader(s, &keywords, ["Forward"]).unwrap();
+        let set = [&keywords[n % 20], &keywords[(n * 7) % 20]];
+        let target = &targets[n % 12];
+        w.add_variant(
+            s,
+            "Forward",
+            &set,
+            target,
+            "0123456789ab",
+            s.as_bytes(),
+            b"",
+        )
+        .unwrap();
+    }
+    let lib = Library::from_bytes(w.to_bytes().unwrap()).unwrap();
+    for (n, s) in shaders.iter().enumerate() {
+        let set = [keywords[(n * 7) % 20].as_str(), keywords[n % 20].as_str()];
+        let v = lib.get(s, "Forward", &set, &targets[n % 12]).unwrap();
+        assert_eq!(v.bytes, s.as_bytes());
+        assert!(matches!(
+            lib.get(s, "Forward", &set, &targets[(n + 1) % 12]),
+            Err(LookupError::NotBuilt { .. })
+        ));
+    }
+    for missing in [
+        "Shader01500",
+        "Shader0000",
+        "shader00000",
+        "Shader000000",
+        "",
+    ] {
+        assert!(
+            matches!(
+                lib.get(missing, "Forward", &[], "target0"),
+                Err(LookupError::UnknownShader { .. })
+            ),
+            "{missing}"
+        );
+    }
+    assert!(matches!(
+        lib.get("Shader00000", "Forward", &["KW_20"], "target0"),
+        Err(LookupError::UnknownKeyword { .. })
+    ));
+    assert!(matches!(
+        lib.get("Shader00000", "Forward", &[], "target12"),
+        Err(LookupError::UnknownTarget { .. })
+    ));
+    lib.verify_all().unwrap();
+}
+
+/// Past 64 declared keywords a shader is searched by keyword ids rather than a mask: the same
+/// answers either way.
+#[test]
+fn shaders_with_many_declared_keywords() {
+    for declared in [63usize, 64, 65, 100] {
+        let keywords: Vec<String> = (0..declared).map(|k| format!("K{k:03}")).collect();
+        let mut w = PackWriter::new();
+        w.add_target("spirv").unwrap();
+        w.add_shader("Big", &keywords, ["Forward"]).unwrap();
+        let sets: Vec<Vec<&str>> = vec![
+            vec![],
+            vec![&keywords[declared - 1]],
+            vec![&keywords[0], &keywords[declared - 1], &keywords[40]],
+            vec![
+                &keywords[1],
+                &keywords[2],
+                &keywords[3],
+                &keywords[63.min(declared - 1)],
+            ],
+        ];
+        for (n, set) in sets.iter().enumerate() {
+            let bytes = vec![n as u8; 10 + n];
+            w.add_variant("Big", "Forward", set, "spirv", "0123456789ab", &bytes, b"")
+                .unwrap();
+        }
+        let lib = Library::from_bytes(w.to_bytes().unwrap()).unwrap();
+        for (n, set) in sets.iter().enumerate() {
+            let mut query: Vec<&str> = set.iter().rev().copied().collect();
+            query.extend(set.first());
+            let v = lib.get("Big", "Forward", &query, "spirv").unwrap();
+            assert_eq!(v.bytes, vec![n as u8; 10 + n], "{declared}: {query:?}");
+            assert_eq!(v.keywords.to_vec(), canon::canonicalize(set.clone()));
+        }
+        assert_eq!(
+            lib.get("Big", "Forward", &[&keywords[5], &keywords[4]], "spirv")
+                .unwrap_err(),
+            LookupError::NotBuilt {
+                shader: "Big".into(),
+                pass: "Forward".into(),
+                keywords: format!("{};{}", keywords[4], keywords[5]),
+                target: "spirv".into(),
+            }
+        );
+        assert!(matches!(
+            lib.get("Big", "Forward", &[&keywords[0], "NOPE"], "spirv"),
+            Err(LookupError::UnknownKeyword { keyword, .. }) if keyword == "NOPE"
+        ));
+        lib.verify_all().unwrap();
+    }
+}
+
+#[test]
+fn open_dir_finds_the_target_pack() {
+    assert_eq!(kiln_runtime::pack_file_name("spirv"), "spirv.kpack");
+    assert_eq!(kiln_runtime::PACK_EXTENSION, "kpack");
+    let dir = std::env::temp_dir().join(format!("kiln-runtime-dir-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    sample_writer()
+        .write(&dir.join(kiln_runtime::pack_file_name("spirv")))
+        .unwrap();
+    let lib = Library::open_dir(&dir, "spirv").unwrap();
+    assert_eq!(lib.len(), 4 * 2 * 2 + 2);
+    let err = Library::open_dir(&dir, "dxil").unwrap_err();
+    assert!(
+        matches!(&err, OpenError::NoPack { target, .. } if target == "dxil"),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("dxil.kpack") && text.contains("layout = \"both\""),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -488,15 +764,17 @@ proptest! {
                 chosen.iter().map(|k| k.to_string()).collect::<BTreeSet<_>>().into_iter().collect();
             let key = (s.clone(), p.clone(), canonical.clone(), t.clone());
             let bytes = vec![*blob as u8; blob * 3];
+            // Reflection: empty for blob 0, else one of a few blobs (shared, of odd lengths).
+            let reflection = vec![b'r'; (blob % 3) * 5];
             let digest = digest_of(s, p, &canonical, t);
-            let result = w.add_variant(s, p, &chosen, t, &digest, &bytes);
+            let result = w.add_variant(s, p, &chosen, t, &digest, &bytes, &reflection);
             match oracle.entry(key) {
                 std::collections::btree_map::Entry::Occupied(_) => {
                     prop_assert!(matches!(result, Err(WriteError::DuplicateVariant(_))));
                 }
                 std::collections::btree_map::Entry::Vacant(slot) => {
                     result.unwrap();
-                    slot.insert((digest, bytes));
+                    slot.insert((digest, bytes, reflection));
                 }
             }
         }
@@ -505,7 +783,7 @@ proptest! {
         let lib = Library::from_bytes(bytes).unwrap();
         prop_assert_eq!(lib.len(), oracle.len());
         let mut rng = seed;
-        for ((s, p, k, t), (digest, data)) in &oracle {
+        for ((s, p, k, t), (digest, data, reflection)) in &oracle {
             let mut query: Vec<&str> = k.iter().map(String::as_str).collect();
             if let Some(&first) = query.first() {
                 query.push(first);
@@ -516,6 +794,7 @@ proptest! {
             }
             let v = lib.get(s, p, &query, t).unwrap();
             prop_assert_eq!(v.bytes, &data[..]);
+            prop_assert_eq!(v.reflection, &reflection[..]);
             prop_assert_eq!(v.digest, digest.as_str());
             prop_assert_eq!(v.keywords.to_vec(), k.clone());
         }
@@ -604,8 +883,14 @@ fn resealed_table_corruptions_are_errors_or_consistent_packs() {
             bad[at] ^= flip;
             kiln_runtime::pack::reseal_for_fuzzing(&mut bad);
             match Library::from_bytes(bad) {
-                Ok(lib) => {
+                // A shader's entries and an artifact's record are checked on first use:
+                // damage there is refused by `verify_all` (and by lookups, see `exercise`).
+                Ok(lib) if lib.verify_all().is_ok() => {
                     opened += usize::from(in_tables);
+                    exercise(&lib);
+                }
+                Ok(lib) => {
+                    refused += usize::from(in_tables);
                     exercise(&lib);
                 }
                 Err(_) => refused += usize::from(in_tables),

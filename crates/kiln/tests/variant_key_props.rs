@@ -111,7 +111,7 @@ proptest! {
                 continue;
             }
             writer
-                .add_variant("Lit", "Forward", key.keywords().names(), "spirv", &key.digest(), key.keyword_text().as_bytes())
+                .add_variant("Lit", "Forward", key.keywords().names(), "spirv", &key.digest(), key.keyword_text().as_bytes(), b"")
                 .unwrap();
             keys.push((key, words));
         }

@@ -1,6 +1,16 @@
-//! The pack reader's validation: every offset, length, order and checksum of the header and
-//! tables is checked once, at open, before anything is served. After [`validate`] returns a
-//! [`Layout`], every record read through [`View`] is in bounds and consistent.
+//! The pack reader's validation, in three steps (see the module doc of [`super`]):
+//!
+//! - [`validate`], at open: the header, where every section lies, the checksums of the small
+//!   tables (strings, id lists, targets, shaders, reflection) and their invariants, and that
+//!   the shaders' entry ranges partition ENTRIES. It returns a [`Layout`].
+//! - [`check_shader`], before a shader's entries are first used: their checksum (kept in the
+//!   shader's record, so verified at open) and every invariant of its entries.
+//! - [`check_artifact`], before an artifact is first served: its record's place among its
+//!   neighbours and its bytes' checksum.
+//!
+//! [`check_all`] adds what no single lookup can see (DATA's and every section's own checksum,
+//! every artifact and blob used). Reads through [`View`] never panic, whatever the bytes; they
+//! are meaningful once the step covering them has passed.
 
 use std::cmp::Ordering;
 
@@ -55,19 +65,20 @@ fn malformed(section: usize, what: impl Into<String>) -> PackError {
     }
 }
 
-/// Where each section lies in the file, validated.
+/// Words per record.
+const SHADER_WORDS: usize = SHADER_RECORD / 4;
+const ENTRY_WORDS: usize = ENTRY_RECORD / 4;
+const STRING_WORDS: usize = STRING_RECORD / 4;
+
+/// Where each section lies in the file, validated, and what open learnt.
 #[derive(Clone, Debug)]
 pub(crate) struct Layout {
     /// (offset, len) of each section.
     pub(crate) sections: [(usize, usize); SECTION_COUNT],
-    /// DATA's checksum, verified on demand.
-    pub(crate) data_sum: [u8; 32],
-}
-
-impl Layout {
-    pub(crate) fn count(&self, section: usize, record: usize) -> usize {
-        self.sections[section].1 / record
-    }
+    /// Each section's checksum as the header records it.
+    pub(crate) sums: [[u8; 32]; SECTION_COUNT],
+    /// The reflection blobs: (offset of their bytes, length), by offset.
+    pub(crate) blobs: Box<[(u64, u64)]>,
 }
 
 fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
@@ -89,6 +100,14 @@ fn sum_at(bytes: &[u8], at: usize) -> Option<[u8; 32]> {
     Some(a)
 }
 
+/// `bytes` as little-endian u32 words, if it is 4-aligned in memory and a multiple of 4 long.
+fn words(bytes: &[u8]) -> Option<&[u32]> {
+    // SAFETY: every bit pattern is a valid u32, and `align_to` only reinterprets the part of
+    // the slice that is suitably aligned, borrowed for the same lifetime.
+    let (before, words, after) = unsafe { bytes.align_to::<u32>() };
+    (before.is_empty() && after.is_empty()).then_some(words)
+}
+
 /// A shader record.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ShaderRec {
@@ -107,7 +126,7 @@ pub(crate) struct EntryRec {
     pub(crate) keywords: (u32, u32),
     pub(crate) target: u32,
     pub(crate) artifact: u32,
-    pub(crate) digest: usize,
+    index: usize,
     reserved: u32,
     pub(crate) reflection: (u64, u64),
 }
@@ -120,128 +139,177 @@ pub(crate) struct ArtifactRec {
     pub(crate) sum: [u8; 32],
 }
 
-/// Typed reads of a pack's records. Out-of-range reads give zeros and empty strings instead
-/// of panicking; after [`validate`] none happens.
-#[derive(Clone, Copy)]
+/// The sections of a pack, sliced once: the tables as little-endian words where their records
+/// are made of u32s (every section is 8-aligned in the file, and the file is held 8-aligned in
+/// memory). Out-of-range reads give zeros and empty strings instead of panicking.
+#[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct View<'a> {
-    pub(crate) bytes: &'a [u8],
-    pub(crate) layout: &'a Layout,
+    pub(crate) string_index: &'a [u32],
+    pub(crate) string_bytes: &'a [u8],
+    pub(crate) ids: &'a [u32],
+    pub(crate) targets: &'a [u32],
+    pub(crate) shaders: &'a [u32],
+    shader_bytes: &'a [u8],
+    entries: &'a [u32],
+    entry_bytes: &'a [u8],
+    artifacts: &'a [u8],
+    reflection: &'a [u8],
+    data: &'a [u8],
+}
+
+#[inline]
+fn word(words: &[u32], i: usize) -> u32 {
+    words.get(i).map_or(0, |&w| u32::from_le(w))
+}
+
+/// Strings: the id's bytes in `index`/`bytes` (empty if out of range).
+#[inline]
+pub(crate) fn string_bytes<'a>(index: &[u32], bytes: &'a [u8], id: u32) -> &'a [u8] {
+    let at = id as usize * STRING_WORDS;
+    let offset = word(index, at) as usize;
+    let len = word(index, at + 1) as usize;
+    bytes.get(offset..offset.saturating_add(len)).unwrap_or(&[])
 }
 
 impl<'a> View<'a> {
-    fn section(&self, section: usize) -> &'a [u8] {
-        let (at, len) = self.layout.sections[section];
-        self.bytes.get(at..at.saturating_add(len)).unwrap_or(&[])
-    }
-
-    fn u32_in(&self, section: usize, at: usize) -> u32 {
-        u32_at(self.section(section), at).unwrap_or(0)
+    /// The view of `bytes` as `layout` locates its sections; `None` if a table is not
+    /// 4-aligned in memory (never for a validated layout over an 8-aligned buffer).
+    pub(crate) fn new(bytes: &'a [u8], layout: &Layout) -> Option<View<'a>> {
+        let section = |i: usize| {
+            let (at, len) = layout.sections[i];
+            bytes.get(at..at.checked_add(len)?)
+        };
+        let shader_bytes = section(SHADERS)?;
+        let entry_bytes = section(ENTRIES)?;
+        Some(View {
+            string_index: words(section(STRING_INDEX)?)?,
+            string_bytes: section(STRING_BYTES)?,
+            ids: words(section(ID_LISTS)?)?,
+            targets: words(section(TARGETS)?)?,
+            shaders: words(shader_bytes)?,
+            shader_bytes,
+            entries: words(entry_bytes)?,
+            entry_bytes,
+            artifacts: section(ARTIFACTS)?,
+            reflection: section(REFLECTION)?,
+            data: section(DATA)?,
+        })
     }
 
     pub(crate) fn string_count(&self) -> usize {
-        self.layout.count(STRING_INDEX, STRING_RECORD)
+        self.string_index.len() / STRING_WORDS
     }
 
     /// The bytes of string `id` (empty if out of range): what searches compare, since the
     /// canonical order is byte order and UTF-8 need not be checked again.
+    #[inline]
     pub(crate) fn string_bytes(&self, id: u32) -> &'a [u8] {
-        let at = id as usize * STRING_RECORD;
-        let offset = self.u32_in(STRING_INDEX, at) as usize;
-        let len = self.u32_in(STRING_INDEX, at + 4) as usize;
-        self.section(STRING_BYTES)
-            .get(offset..offset.saturating_add(len))
-            .unwrap_or(&[])
-    }
-
-    /// The name field of shader `i`, without the rest of its record.
-    pub(crate) fn shader_name(&self, i: usize) -> u32 {
-        self.u32_in(SHADERS, i * SHADER_RECORD)
+        string_bytes(self.string_index, self.string_bytes, id)
     }
 
     /// The string `id`, empty if out of range or not UTF-8 (neither survives validation).
     pub(crate) fn string(&self, id: u32) -> &'a str {
-        let at = id as usize * STRING_RECORD;
-        let offset = self.u32_in(STRING_INDEX, at) as usize;
-        let len = self.u32_in(STRING_INDEX, at + 4) as usize;
-        self.section(STRING_BYTES)
-            .get(offset..offset.saturating_add(len))
-            .and_then(|b| std::str::from_utf8(b).ok())
-            .unwrap_or("")
+        std::str::from_utf8(self.string_bytes(id)).unwrap_or("")
     }
 
-    /// The id list `(first, count)`, as the raw little-endian bytes of its u32s.
+    /// The id list `(first, count)` (empty if out of range).
+    #[inline]
     pub(crate) fn ids(&self, (first, count): (u32, u32)) -> IdList<'a> {
-        let at = first as usize * ID_RECORD;
-        let len = count as usize * ID_RECORD;
+        let at = first as usize;
         IdList(
-            self.section(ID_LISTS)
-                .get(at..at.saturating_add(len))
+            self.ids
+                .get(at..at.saturating_add(count as usize))
                 .unwrap_or(&[]),
         )
     }
 
     pub(crate) fn targets(&self) -> IdList<'a> {
-        IdList(self.section(TARGETS))
+        IdList(self.targets)
     }
 
     pub(crate) fn shader_count(&self) -> usize {
-        self.layout.count(SHADERS, SHADER_RECORD)
+        self.shaders.len() / SHADER_WORDS
     }
 
+    /// The name field of shader `i`, without the rest of its record.
+    #[inline]
+    pub(crate) fn shader_name(&self, i: usize) -> u32 {
+        word(self.shaders, i * SHADER_WORDS)
+    }
+
+    #[inline]
     pub(crate) fn shader(&self, i: usize) -> ShaderRec {
-        let at = i * SHADER_RECORD;
-        let f = |n: usize| self.u32_in(SHADERS, at + 4 * n);
-        ShaderRec {
-            name: f(0),
-            declared: (f(1), f(2)),
-            passes: (f(3), f(4)),
-            entries: (f(5), f(6)),
-            reserved: f(7),
+        let mut f = [0u32; 8];
+        if let Some(w) = self.shaders.get(i * SHADER_WORDS..i * SHADER_WORDS + 8) {
+            for (f, &w) in f.iter_mut().zip(w) {
+                *f = u32::from_le(w);
+            }
         }
+        ShaderRec {
+            name: f[0],
+            declared: (f[1], f[2]),
+            passes: (f[3], f[4]),
+            entries: (f[5], f[6]),
+            reserved: f[7],
+        }
+    }
+
+    /// The checksum of shader `i`'s entries, from its record.
+    fn shader_sum(&self, i: usize) -> [u8; 32] {
+        sum_at(self.shader_bytes, i * SHADER_RECORD + 32).unwrap_or([0; 32])
     }
 
     pub(crate) fn entry_count(&self) -> usize {
-        self.layout.count(ENTRIES, ENTRY_RECORD)
+        self.entries.len() / ENTRY_WORDS
     }
 
+    #[inline]
     pub(crate) fn entry(&self, i: usize) -> EntryRec {
-        let at = i * ENTRY_RECORD;
-        let f = |n: usize| self.u32_in(ENTRIES, at + 4 * n);
-        let g = |n: usize| u64_at(self.section(ENTRIES), at + n).unwrap_or(0);
+        let at = i * ENTRY_WORDS;
+        let mut f = [0u32; ENTRY_WORDS];
+        if let Some(rec) = self
+            .entries
+            .get(at..at + ENTRY_WORDS)
+            .and_then(|r| <&[u32; ENTRY_WORDS]>::try_from(r).ok())
+        {
+            f = rec.map(u32::from_le);
+        }
+        let g = |n: usize| u64::from(f[n]) | u64::from(f[n + 1]) << 32;
         EntryRec {
-            shader: f(0),
-            pass: f(1),
-            keywords: (f(2), f(3)),
-            target: f(4),
-            artifact: f(5),
-            digest: at + 24,
-            reserved: f(9),
-            reflection: (g(40), g(48)),
+            shader: f[0],
+            pass: f[1],
+            keywords: (f[2], f[3]),
+            target: f[4],
+            artifact: f[5],
+            index: i,
+            reserved: f[9],
+            reflection: (g(10), g(12)),
         }
     }
 
-    /// An entry's digest (12 hex digits after validation).
+    /// An entry's digest (12 hex digits once its shader is checked).
     pub(crate) fn digest(&self, entry: &EntryRec) -> &'a str {
-        self.section(ENTRIES)
-            .get(entry.digest..entry.digest + canon::DIGEST_HEX_LEN)
+        let at = entry.index * ENTRY_RECORD + 24;
+        self.entry_bytes
+            .get(at..at + canon::DIGEST_HEX_LEN)
             .and_then(|b| std::str::from_utf8(b).ok())
             .unwrap_or("")
     }
 
     pub(crate) fn reflection(&self, entry: &EntryRec) -> &'a [u8] {
         let (at, len) = (entry.reflection.0 as usize, entry.reflection.1 as usize);
-        self.section(REFLECTION)
+        self.reflection
             .get(at..at.saturating_add(len))
             .unwrap_or(&[])
     }
 
     pub(crate) fn artifact_count(&self) -> usize {
-        self.layout.count(ARTIFACTS, ARTIFACT_RECORD)
+        self.artifacts.len() / ARTIFACT_RECORD
     }
 
     pub(crate) fn artifact(&self, i: usize) -> ArtifactRec {
         let at = i * ARTIFACT_RECORD;
-        let s = self.section(ARTIFACTS);
+        let s = self.artifacts;
         ArtifactRec {
             offset: u64_at(s, at).unwrap_or(0),
             len: u64_at(s, at + 8).unwrap_or(0),
@@ -249,62 +317,52 @@ impl<'a> View<'a> {
         }
     }
 
-    /// An artifact's bytes, unverified.
-    pub(crate) fn artifact_bytes(&self, rec: &ArtifactRec) -> &'a [u8] {
-        let (at, len) = (rec.offset as usize, rec.len as usize);
-        self.section(DATA)
-            .get(at..at.saturating_add(len))
+    /// Artifact `i`'s bytes as its record locates them, unverified.
+    #[inline]
+    pub(crate) fn artifact_span(&self, i: usize) -> &'a [u8] {
+        let at = i * ARTIFACT_RECORD;
+        let (offset, len) = (
+            u64_at(self.artifacts, at).unwrap_or(0) as usize,
+            u64_at(self.artifacts, at + 8).unwrap_or(0) as usize,
+        );
+        self.data
+            .get(offset..offset.saturating_add(len))
             .unwrap_or(&[])
     }
 
-    pub(crate) fn data(&self) -> &'a [u8] {
-        self.section(DATA)
+    /// An artifact's bytes, unverified.
+    pub(crate) fn artifact_bytes(&self, rec: &ArtifactRec) -> &'a [u8] {
+        let (at, len) = (rec.offset as usize, rec.len as usize);
+        self.data.get(at..at.saturating_add(len)).unwrap_or(&[])
     }
 
-    /// Compares entry `i`'s key with (pass, keyword ids, target), reading only the fields
-    /// it needs.
-    pub(crate) fn cmp_entry(
+    /// Binary search of entries `first..end` for (pass, keyword ids, target), reading only
+    /// the fields it needs.
+    #[inline]
+    pub(crate) fn find_entry(
         &self,
-        i: usize,
+        (first, end): (usize, usize),
         pass: u32,
-        keywords: impl IntoIterator<Item = u32>,
+        keywords: &[u32],
         target: u32,
-    ) -> Ordering {
-        let at = i * ENTRY_RECORD;
-        let field = |n: usize| self.u32_in(ENTRIES, at + 4 * n);
-        field(1)
-            .cmp(&pass)
-            .then_with(|| self.ids((field(2), field(3))).iter().cmp(keywords))
-            .then_with(|| field(4).cmp(&target))
-    }
-}
-
-/// A list of u32 ids, read in place.
-#[derive(Clone, Copy)]
-pub(crate) struct IdList<'a>(&'a [u8]);
-
-impl<'a> IdList<'a> {
-    pub(crate) fn len(&self) -> usize {
-        self.0.len() / ID_RECORD
-    }
-
-    pub(crate) fn get(&self, i: usize) -> u32 {
-        u32_at(self.0, i * ID_RECORD).unwrap_or(0)
-    }
-
-    pub(crate) fn iter(self) -> impl ExactSizeIterator<Item = u32> + Clone + 'a {
-        self.0
-            .chunks_exact(ID_RECORD)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    /// The position of the string `key` in this list of ids sorted by their strings (in
-    /// [`canon::keyword_order`], which is byte order).
-    pub(crate) fn find_str(&self, view: &View<'_>, key: &str) -> Option<usize> {
-        let (mut lo, mut hi) = (0, self.len());
+    ) -> Option<usize> {
+        let (mut lo, mut hi) = (first, end);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            match view.string_bytes(self.get(mid)).cmp(key.as_bytes()) {
+            let at = mid * ENTRY_WORDS;
+            let rec: &[u32; ENTRY_WORDS] = self
+                .entries
+                .get(at..at + ENTRY_WORDS)
+                .and_then(|r| r.try_into().ok())?;
+            let order = u32::from_le(rec[1]).cmp(&pass).then_with(|| {
+                self.ids((u32::from_le(rec[2]), u32::from_le(rec[3])))
+                    .0
+                    .iter()
+                    .map(|&w| u32::from_le(w))
+                    .cmp(keywords.iter().copied())
+                    .then_with(|| u32::from_le(rec[4]).cmp(&target))
+            });
+            match order {
                 Ordering::Less => lo = mid + 1,
                 Ordering::Greater => hi = mid,
                 Ordering::Equal => return Some(mid),
@@ -312,38 +370,49 @@ impl<'a> IdList<'a> {
         }
         None
     }
+}
+
+/// A list of u32 ids, read in place.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct IdList<'a>(&'a [u32]);
+
+impl<'a> IdList<'a> {
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub(crate) fn iter(self) -> impl ExactSizeIterator<Item = u32> + Clone + 'a {
+        self.0.iter().map(|&w| u32::from_le(w))
+    }
+
+    /// The id at position `i` (0 if out of range).
+    #[inline]
+    pub(crate) fn get(&self, i: usize) -> u32 {
+        word(self.0, i)
+    }
+
+    /// The position of `id` (sorted lists only).
+    #[inline]
+    pub(crate) fn position(&self, id: u32) -> Option<usize> {
+        self.0.binary_search_by(|&w| u32::from_le(w).cmp(&id)).ok()
+    }
 
     /// Whether the list holds `id` (sorted lists only).
     pub(crate) fn contains(&self, id: u32) -> bool {
-        let (mut lo, mut hi) = (0, self.len());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            match self.get(mid).cmp(&id) {
-                Ordering::Less => lo = mid + 1,
-                Ordering::Greater => hi = mid,
-                Ordering::Equal => return true,
-            }
-        }
-        false
+        self.0
+            .binary_search_by(|&w| u32::from_le(w).cmp(&id))
+            .is_ok()
     }
 
     fn strictly_increasing(&self) -> bool {
-        let mut it = self.iter();
-        let Some(mut last) = it.next() else {
-            return true;
-        };
-        for id in it {
-            if id <= last {
-                return false;
-            }
-            last = id;
-        }
-        true
+        self.0
+            .windows(2)
+            .all(|w| u32::from_le(w[0]) < u32::from_le(w[1]))
     }
 }
 
-/// Checks everything but the artifacts' bytes (see the module doc of [`super`]) and returns
-/// where the sections lie.
+/// Checks the header and the small tables (see the module doc) and returns where the
+/// sections lie. `bytes` must be 8-aligned in memory.
 pub(crate) fn validate(bytes: &[u8]) -> Result<Layout, PackError> {
     let len = bytes.len() as u64;
     if bytes.len() < MAGIC.len() || bytes[..MAGIC.len()] != MAGIC {
@@ -426,7 +495,17 @@ pub(crate) fn validate(bytes: &[u8]) -> Result<Layout, PackError> {
             what: format!("sections end at {expected_at}, the file at {}", bytes.len()),
         });
     }
-    for (i, &(at, slen)) in sections.iter().enumerate().take(DATA) {
+    // The small tables' checksums now; ENTRIES is covered per shader (each shader's record
+    // holds its entries' checksum), ARTIFACTS per artifact and DATA per artifact, lazily.
+    for i in [
+        STRING_INDEX,
+        STRING_BYTES,
+        ID_LISTS,
+        TARGETS,
+        SHADERS,
+        REFLECTION,
+    ] {
+        let (at, slen) = sections[i];
         if blake3::hash(&bytes[at..at + slen]).as_bytes() != &sums[i] {
             return Err(PackError::SectionChecksum(SECTION_NAMES[i]));
         }
@@ -450,27 +529,30 @@ pub(crate) fn validate(bytes: &[u8]) -> Result<Layout, PackError> {
             return Err(malformed(section, "too many records"));
         }
     }
+    let blobs = reflection_blobs(&bytes[sections[REFLECTION].0..][..sections[REFLECTION].1])?;
     let layout = Layout {
         sections,
-        data_sum: sums[DATA],
+        sums,
+        blobs: blobs.into_boxed_slice(),
     };
-    check_tables(View {
-        bytes,
-        layout: &layout,
+    let view = View::new(bytes, &layout).ok_or_else(|| PackError::Malformed {
+        section: "header",
+        what: "tables not aligned in memory".to_owned(),
     })?;
+    check_tables(view)?;
     Ok(layout)
 }
 
-/// The tables' own invariants, once the sections are known to lie in the file.
+/// The small tables' invariants, once the sections are known to lie in the file.
 fn check_tables(view: View<'_>) -> Result<(), PackError> {
     // Strings: back to back, UTF-8, valid names, strictly increasing.
     let strings = view.string_count();
-    let string_bytes = view.section(STRING_BYTES);
+    let string_bytes = view.string_bytes;
     let mut next = 0usize;
     let mut last: Option<&str> = None;
     for id in 0..strings {
-        let at = view.u32_in(STRING_INDEX, id * STRING_RECORD) as usize;
-        let slen = view.u32_in(STRING_INDEX, id * STRING_RECORD + 4) as usize;
+        let at = word(view.string_index, id * STRING_WORDS) as usize;
+        let slen = word(view.string_index, id * STRING_WORDS + 1) as usize;
         if at != next {
             return Err(malformed(
                 STRING_INDEX,
@@ -501,7 +583,7 @@ fn check_tables(view: View<'_>) -> Result<(), PackError> {
         return Err(malformed(STRING_BYTES, "bytes no string uses"));
     }
     let strings = strings as u32;
-    let ids = IdList(view.section(ID_LISTS));
+    let ids = IdList(view.ids);
     if ids.iter().any(|id| id >= strings) {
         return Err(malformed(ID_LISTS, "a string id out of range"));
     }
@@ -514,9 +596,6 @@ fn check_tables(view: View<'_>) -> Result<(), PackError> {
     let id_count = ids.len() as u64;
     let in_ids = |(first, count): (u32, u32)| u64::from(first) + u64::from(count) <= id_count;
     let entries = view.entry_count();
-    let artifacts = view.artifact_count();
-    let mut used = vec![false; artifacts];
-    let reflection_len = view.section(REFLECTION).len() as u64;
     let mut next_entry = 0usize;
     for i in 0..view.shader_count() {
         let shader = view.shader(i);
@@ -524,7 +603,7 @@ fn check_tables(view: View<'_>) -> Result<(), PackError> {
         if shader.name >= strings || shader.reserved != 0 {
             return Err(fault("bad name or reserved field"));
         }
-        if i > 0 && view.shader(i - 1).name >= shader.name {
+        if i > 0 && view.shader_name(i - 1) >= shader.name {
             return Err(fault("out of order"));
         }
         if !in_ids(shader.declared) || !in_ids(shader.passes) {
@@ -542,94 +621,202 @@ fn check_tables(view: View<'_>) -> Result<(), PackError> {
         if end > entries {
             return Err(fault("entries out of bounds"));
         }
-        for e in next_entry..end {
-            let entry = view.entry(e);
-            let fault = |what: &str| malformed(ENTRIES, format!("entry {e}: {what}"));
-            if entry.shader != shader.name || entry.reserved != 0 {
-                return Err(fault("wrong shader or reserved field"));
-            }
-            if !passes.contains(entry.pass) {
-                return Err(fault("pass not declared by its shader"));
-            }
-            if !in_ids(entry.keywords) {
-                return Err(fault("keywords out of bounds"));
-            }
-            let keywords = view.ids(entry.keywords);
-            if !keywords.strictly_increasing() || keywords.iter().any(|k| !declared.contains(k)) {
-                return Err(fault("keywords not a canonical set of declared keywords"));
-            }
-            if !targets.contains(entry.target) {
-                return Err(fault("unknown target"));
-            }
-            let used_artifact = used
-                .get_mut(entry.artifact as usize)
-                .ok_or_else(|| fault("artifact out of range"))?;
-            *used_artifact = true;
-            if !canon::is_digest(view.digest(&entry).as_bytes()) {
-                return Err(fault("digest is not 12 lower-case hex digits"));
-            }
-            let (r_at, r_len) = entry.reflection;
-            if r_at
-                .checked_add(r_len)
-                .is_none_or(|end| end > reflection_len)
-            {
-                return Err(fault("reflection out of bounds"));
-            }
-            if e > next_entry {
-                let before = view.entry(e - 1);
-                let order = before
-                    .pass
-                    .cmp(&entry.pass)
-                    .then_with(|| view.ids(before.keywords).iter().cmp(keywords.iter()))
-                    .then_with(|| before.target.cmp(&entry.target));
-                if order != Ordering::Less {
-                    return Err(fault("out of order"));
-                }
-            }
-        }
         next_entry = end;
     }
     if next_entry != entries {
         return Err(malformed(ENTRIES, "entries no shader owns"));
     }
+    Ok(())
+}
 
-    // Artifacts: distinct, back to back in DATA at aligned offsets, each used.
-    let data_len = view.data().len() as u64;
-    let mut next_at = 0u64;
-    for (i, &is_used) in used.iter().enumerate() {
-        let rec = view.artifact(i);
-        let fault = |what: &str| malformed(ARTIFACTS, format!("artifact {i}: {what}"));
-        if rec.offset != next_at {
-            return Err(fault("not where the last one ended"));
-        }
-        let end = rec
-            .offset
-            .checked_add(rec.len)
-            .filter(|&end| end <= data_len)
-            .ok_or_else(|| fault("out of bounds"))?;
-        if i > 0 && view.artifact(i - 1).sum >= rec.sum {
-            return Err(fault("checksums out of order"));
-        }
-        if !is_used {
-            return Err(fault("used by no entry"));
-        }
-        // The padding between artifacts is not read here: opening must not touch the data
-        // pages. DATA's checksum (`verify_all`) covers it; a served artifact is checked by
-        // its own.
-        let padded = end
-            .checked_add(ALIGN as u64 - 1)
-            .map(|n| n & !(ALIGN as u64 - 1));
-        next_at = padded.ok_or_else(|| fault("out of bounds"))?;
+/// Checks shader `i`'s entries (its record is checked at open): their checksum, then that
+/// each is one of its shader's passes, a canonical set of its declared keywords, a target
+/// of the pack, an artifact of the pack, a 12-hex digest and a reflection blob or none, in
+/// strictly increasing order.
+pub(crate) fn check_shader(view: &View<'_>, layout: &Layout, i: usize) -> Result<(), PackError> {
+    let shader = view.shader(i);
+    let (first, count) = (shader.entries.0 as usize, shader.entries.1 as usize);
+    let rows = view
+        .entry_bytes
+        .get(first * ENTRY_RECORD..(first + count) * ENTRY_RECORD)
+        .ok_or_else(|| malformed(SHADERS, format!("shader {i}: entries out of bounds")))?;
+    if blake3::hash(rows).as_bytes() != &view.shader_sum(i) {
+        return Err(PackError::SectionChecksum(SECTION_NAMES[ENTRIES]));
     }
-    let last_end = match artifacts {
-        0 => 0,
-        n => {
-            let rec = view.artifact(n - 1);
-            rec.offset + rec.len
+    let declared = view.ids(shader.declared);
+    let passes = view.ids(shader.passes);
+    let targets = view.targets();
+    let id_count = view.ids.len() as u64;
+    let artifacts = view.artifact_count();
+    for e in first..first + count {
+        let entry = view.entry(e);
+        let fault = |what: &str| malformed(ENTRIES, format!("entry {e}: {what}"));
+        if entry.shader != shader.name || entry.reserved != 0 {
+            return Err(fault("wrong shader or reserved field"));
         }
-    };
-    if last_end != data_len {
-        return Err(malformed(DATA, "bytes no artifact uses"));
+        if !passes.contains(entry.pass) {
+            return Err(fault("pass not declared by its shader"));
+        }
+        if u64::from(entry.keywords.0) + u64::from(entry.keywords.1) > id_count {
+            return Err(fault("keywords out of bounds"));
+        }
+        let keywords = view.ids(entry.keywords);
+        if !keywords.strictly_increasing() || keywords.iter().any(|k| !declared.contains(k)) {
+            return Err(fault("keywords not a canonical set of declared keywords"));
+        }
+        if !targets.contains(entry.target) {
+            return Err(fault("unknown target"));
+        }
+        if entry.artifact as usize >= artifacts {
+            return Err(fault("artifact out of range"));
+        }
+        if !canon::is_digest(view.digest(&entry).as_bytes()) {
+            return Err(fault("digest is not 12 lower-case hex digits"));
+        }
+        if blob_of(layout, entry.reflection).is_none() {
+            return Err(fault("reflection is not a blob of the section"));
+        }
+        if e > first {
+            let before = view.entry(e - 1);
+            let order = before
+                .pass
+                .cmp(&entry.pass)
+                .then_with(|| view.ids(before.keywords).iter().cmp(keywords.iter()))
+                .then_with(|| before.target.cmp(&entry.target));
+            if order != Ordering::Less {
+                return Err(fault("out of order"));
+            }
+        }
     }
     Ok(())
+}
+
+/// The blob an entry's reflection names: `Some(None)` for none (0, 0), `Some(Some(k))` for
+/// blob `k`, `None` if it names no blob exactly.
+fn blob_of(layout: &Layout, reflection: (u64, u64)) -> Option<Option<usize>> {
+    match reflection {
+        (0, 0) => Some(None),
+        (at, len) => layout
+            .blobs
+            .binary_search_by(|&(b, _)| b.cmp(&at))
+            .ok()
+            .filter(|&k| layout.blobs[k].1 == len)
+            .map(Some),
+    }
+}
+
+/// Checks artifact `i`'s record against its neighbours (it starts where the previous one
+/// ended, aligned; its checksum is greater; the last ends DATA) and its bytes against its
+/// checksum, and returns its bytes.
+pub(crate) fn check_artifact<'a>(view: &View<'a>, i: usize) -> Result<&'a [u8], PackError> {
+    let fault = |what: &str| malformed(ARTIFACTS, format!("artifact {i}: {what}"));
+    let count = view.artifact_count();
+    if i >= count {
+        return Err(fault("out of range"));
+    }
+    let rec = view.artifact(i);
+    let expected_at = match i {
+        0 => 0,
+        _ => {
+            let before = view.artifact(i - 1);
+            if before.sum >= rec.sum {
+                return Err(fault("checksums out of order"));
+            }
+            before
+                .offset
+                .checked_add(before.len)
+                .and_then(|end| end.checked_add(ALIGN as u64 - 1))
+                .map(|n| n & !(ALIGN as u64 - 1))
+                .ok_or_else(|| fault("out of bounds"))?
+        }
+    };
+    if rec.offset != expected_at {
+        return Err(fault("not where the last one ended"));
+    }
+    let data_len = view.data.len() as u64;
+    let end = rec
+        .offset
+        .checked_add(rec.len)
+        .filter(|&end| end <= data_len)
+        .ok_or_else(|| fault("out of bounds"))?;
+    if i + 1 == count && end != data_len {
+        return Err(malformed(DATA, "bytes no artifact uses"));
+    }
+    let bytes = view.artifact_bytes(&rec);
+    if blake3::hash(bytes).as_bytes() != &rec.sum {
+        return Err(PackError::ArtifactChecksum(i as u32));
+    }
+    Ok(bytes)
+}
+
+/// What no lookup sees: every section's checksum (ENTRIES, ARTIFACTS and DATA included), an
+/// empty DATA when there is no artifact, and every artifact and reflection blob used by an
+/// entry. Shaders and artifacts are checked by the caller.
+pub(crate) fn check_all(bytes: &[u8], layout: &Layout, view: &View<'_>) -> Result<(), PackError> {
+    for (i, &(at, slen)) in layout.sections.iter().enumerate() {
+        let section = bytes
+            .get(at..at.saturating_add(slen))
+            .ok_or(PackError::SectionChecksum(SECTION_NAMES[i]))?;
+        if blake3::hash(section).as_bytes() != &layout.sums[i] {
+            return Err(PackError::SectionChecksum(SECTION_NAMES[i]));
+        }
+    }
+    if view.artifact_count() == 0 && !view.data.is_empty() {
+        return Err(malformed(DATA, "bytes no artifact uses"));
+    }
+    let mut used = vec![false; view.artifact_count()];
+    let mut blob_used = vec![false; layout.blobs.len()];
+    for e in 0..view.entry_count() {
+        let entry = view.entry(e);
+        if let Some(used) = used.get_mut(entry.artifact as usize) {
+            *used = true;
+        }
+        if let Some(Some(k)) = blob_of(layout, entry.reflection) {
+            blob_used[k] = true;
+        }
+    }
+    if let Some(i) = used.iter().position(|&u| !u) {
+        return Err(malformed(
+            ARTIFACTS,
+            format!("artifact {i}: used by no entry"),
+        ));
+    }
+    if blob_used.contains(&false) {
+        return Err(malformed(REFLECTION, "a blob no entry uses"));
+    }
+    Ok(())
+}
+
+/// The blobs of a REFLECTION section, as (offset of their bytes, length): each a u64 length
+/// at an 8-aligned offset then its bytes, non-empty, distinct and in strictly increasing byte
+/// order, back to back with zero padding (none after the last).
+pub(crate) fn reflection_blobs(section: &[u8]) -> Result<Vec<(u64, u64)>, PackError> {
+    let mut blobs = Vec::new();
+    let mut at = 0usize;
+    let mut last: Option<&[u8]> = None;
+    while at < section.len() {
+        let fault = |what: &str| malformed(REFLECTION, format!("blob at {at}: {what}"));
+        let len = u64_at(section, at).ok_or_else(|| fault("truncated length"))?;
+        let start = at + 8;
+        let blob = usize::try_from(len)
+            .ok()
+            .and_then(|len| section.get(start..start.checked_add(len)?))
+            .ok_or_else(|| fault("out of bounds"))?;
+        if blob.is_empty() || last.is_some_and(|last| last >= blob) {
+            return Err(fault("empty, repeated or out of order"));
+        }
+        last = Some(blob);
+        blobs.push((start as u64, len));
+        let end = start + blob.len();
+        if end == section.len() {
+            break;
+        }
+        let next = align_up(end).ok_or_else(|| fault("out of bounds"))?;
+        section
+            .get(end..next)
+            .filter(|p| next < section.len() && p.iter().all(|&b| b == 0))
+            .ok_or_else(|| fault("bad padding"))?;
+        at = next;
+    }
+    Ok(blobs)
 }

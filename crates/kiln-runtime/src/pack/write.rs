@@ -73,6 +73,8 @@ type EntryKey = (String, String, Vec<String>, String);
 struct EntryValue {
     digest: [u8; 12],
     artifact: [u8; 32],
+    /// The reflection blob's blake3, `None` for an empty blob.
+    reflection: Option<[u8; 32]>,
 }
 
 #[derive(Default)]
@@ -93,6 +95,8 @@ pub struct PackWriter {
     entries: BTreeMap<EntryKey, EntryValue>,
     /// Distinct artifacts by blake3: identical bytes are held and stored once.
     artifacts: BTreeMap<[u8; 32], Vec<u8>>,
+    /// Distinct non-empty reflection blobs by blake3: stored once, in byte order.
+    reflections: HashMap<[u8; 32], Vec<u8>>,
 }
 
 fn checked(what: &'static str, name: &str) -> Result<String, WriteError> {
@@ -146,7 +150,10 @@ impl PackWriter {
     }
 
     /// Adds the variant (`shader`, `pass`, `keywords`) for `target`: its 12-hex `digest` (as
-    /// kiln computed it, [`canon::variant_digest`]) and its artifact `bytes`.
+    /// kiln computed it, [`canon::variant_digest`]), its artifact `bytes` and its
+    /// `reflection` blob (empty for none). Identical artifacts, and identical reflection
+    /// blobs, are stored once.
+    #[allow(clippy::too_many_arguments)]
     pub fn add_variant<S: AsRef<str>>(
         &mut self,
         shader: &str,
@@ -155,6 +162,7 @@ impl PackWriter {
         target: &str,
         digest: &str,
         bytes: &[u8],
+        reflection: &[u8],
     ) -> Result<(), WriteError> {
         let spec = self
             .shaders
@@ -200,11 +208,19 @@ impl PackWriter {
         }
         let hash = *blake3::hash(bytes).as_bytes();
         self.artifacts.entry(hash).or_insert_with(|| bytes.to_vec());
+        let reflection = (!reflection.is_empty()).then(|| {
+            let sum = *blake3::hash(reflection).as_bytes();
+            self.reflections
+                .entry(sum)
+                .or_insert_with(|| reflection.to_vec());
+            sum
+        });
         self.entries.insert(
             key,
             EntryValue {
                 digest,
                 artifact: hash,
+                reflection,
             },
         );
         Ok(())
@@ -274,6 +290,19 @@ impl PackWriter {
             .map(|(i, hash)| Ok((hash, index(i, "artifacts")?)))
             .collect::<Result<_, WriteError>>()?;
 
+        // Reflection: each distinct non-empty blob once, in byte order, as its length (u64)
+        // then its bytes, each blob's length at an 8-aligned offset.
+        let mut blobs: Vec<(&[u8; 32], &Vec<u8>)> = self.reflections.iter().collect();
+        blobs.sort_unstable_by(|a, b| a.1.cmp(b.1));
+        let mut reflection: Vec<u8> = Vec::new();
+        let mut blob_at: HashMap<&[u8; 32], (u64, u64)> = HashMap::new();
+        for (sum, blob) in blobs {
+            pad(&mut reflection);
+            put_u64(&mut reflection, blob.len() as u64);
+            blob_at.insert(sum, (reflection.len() as u64, blob.len() as u64));
+            reflection.extend_from_slice(blob);
+        }
+
         let mut shaders = Vec::new();
         let mut entries = Vec::new();
         let mut entry_count = 0usize;
@@ -298,9 +327,13 @@ impl PackWriter {
                 );
                 entries.extend_from_slice(&value.digest);
                 put_u32(&mut entries, 0);
-                // Reflection: none yet (offset 0, length 0).
-                put_u64(&mut entries, 0);
-                put_u64(&mut entries, 0);
+                // Reflection: where the blob's bytes start, and their length; (0, 0) for none.
+                let (r_at, r_len) = value
+                    .reflection
+                    .and_then(|sum| blob_at.get(&sum).copied())
+                    .unwrap_or((0, 0));
+                put_u64(&mut entries, r_at);
+                put_u64(&mut entries, r_len);
                 entry_count += 1;
             }
             put_u32(&mut shaders, id(shader));
@@ -311,6 +344,9 @@ impl PackWriter {
             put_u32(&mut shaders, index(first, "entries")?);
             put_u32(&mut shaders, index(entry_count - first, "entries")?);
             put_u32(&mut shaders, 0);
+            // The checksum of this shader's rows of ENTRIES, checked on its first use.
+            let rows = &entries[first * super::ENTRY_RECORD..];
+            shaders.extend_from_slice(blake3::hash(rows).as_bytes());
         }
         index(entry_count, "entries")?;
 
@@ -328,7 +364,6 @@ impl PackWriter {
             artifacts.extend_from_slice(hash);
             data.extend_from_slice(bytes);
         }
-        let reflection: Vec<u8> = Vec::new();
 
         let mut sections: [&[u8]; SECTION_COUNT] = [&[]; SECTION_COUNT];
         sections[STRING_INDEX] = &string_index;

@@ -84,7 +84,7 @@ pub fn sample_pack() -> Vec<u8> {
 
 /// The one call to `PackWriter::add_variant` (its parameters are changing).
 fn add_variant(w: &mut PackWriter, s: &Sample, digest: &str, bytes: &[u8]) {
-    w.add_variant(s.shader, s.pass, s.keywords, s.target, digest, bytes)
+    w.add_variant(s.shader, s.pass, s.keywords, s.target, digest, bytes, b"")
         .unwrap();
 }
 

@@ -32,10 +32,9 @@ pub struct IndexPack {
     pub content_hash: ContentKey,
 }
 
-/// The file name of `target`'s pack in an output directory.
-pub fn pack_file_name(target: &str) -> String {
-    format!("{target}.kpack")
-}
+/// The file name of `target`'s pack in an output directory (`<target>.kpack`): the
+/// runtime's rule, so that `Library::open_dir` finds what kiln wrote.
+pub use kiln_runtime::pack_file_name;
 
 /// Writes the pack of `target` in `out_dir` from the outputs `entries` list (every target's;
 /// sorted by path), with the shaders, keywords and passes `manifest` declares. Returns its
@@ -69,7 +68,15 @@ pub(crate) fn write_pack(
         }
         let v = &entry.variant;
         writer
-            .add_variant(&v.shader, &v.pass, &v.keywords, target, &v.digest, &bytes)
+            .add_variant(
+                &v.shader,
+                &v.pass,
+                &v.keywords,
+                target,
+                &v.digest,
+                &bytes,
+                b"",
+            )
             .map_err(|e| format!("{}: {e}", entry.path))?;
     }
     let bytes = writer.to_bytes().map_err(|e| e.to_string())?;
