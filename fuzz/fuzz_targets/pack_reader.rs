@@ -44,6 +44,7 @@ fuzz_target!(|data: &[u8]| {
                 .expect("an iterated variant is found");
             assert_eq!(found.bytes, variant.bytes);
             assert_eq!(found.digest, variant.digest);
+            assert_eq!(found.reflection, variant.reflection);
         }
         for pass in &passes {
             let _ = lib.get(shader, pass, &declared, targets.first().copied().unwrap_or("x"));

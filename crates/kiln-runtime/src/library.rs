@@ -591,6 +591,24 @@ impl Library {
         })
     }
 
+    /// The artifact whose blake3 is `hash`, verified as [`Library::get`] serves artifacts;
+    /// `None` when the pack holds none. Artifacts are stored sorted by hash, so this is a
+    /// binary search: kiln takes the bytes a new pack shares with the old one from the old
+    /// one instead of reading every output file again.
+    pub fn artifact_by_hash(&self, hash: &[u8; 32]) -> Result<Option<&[u8]>, PackError> {
+        let view = self.view();
+        let (mut lo, mut hi) = (0, view.artifact_count());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match view.artifact(mid).sum.cmp(hash) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return self.artifact(mid as u32).map(Some),
+            }
+        }
+        Ok(None)
+    }
+
     /// Verifies every byte of the pack: every section's checksum, every shader's entries,
     /// every artifact's checksum, and that every artifact and reflection blob is used.
     /// [`Library::open`] checks only the header and the small tables, and [`Library::get`]

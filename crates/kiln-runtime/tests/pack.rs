@@ -942,3 +942,33 @@ fn a_library_is_shared_between_threads() {
         assert_eq!(thread.join().unwrap(), want);
     }
 }
+
+#[test]
+fn artifacts_are_found_by_their_hash_and_a_damaged_one_is_an_error() {
+    let bytes = sample_writer().to_bytes().unwrap();
+    let library = Library::from_bytes(bytes.clone()).unwrap();
+    let mut found = 0;
+    for shader in library.shaders() {
+        for variant in library.variants(shader).unwrap() {
+            let variant = variant.unwrap();
+            let hash = *blake3::hash(variant.bytes).as_bytes();
+            let by_hash = library.artifact_by_hash(&hash).unwrap().unwrap();
+            assert_eq!(by_hash.as_ptr(), variant.bytes.as_ptr());
+            found += 1;
+        }
+    }
+    assert!(found > 0);
+    assert_eq!(library.artifact_by_hash(&[0x5a; 32]).unwrap(), None);
+
+    // One byte of an artifact flipped: the lookup by hash refuses it.
+    let victim = b"spirv:Depth:3spirv:Depth:3spirv:Depth:3spirv:Depth:3spirv:Depth:3spirv:Depth:3";
+    let at = bytes
+        .windows(victim.len())
+        .position(|w| w == victim)
+        .expect("the sample's artifact is in the file");
+    let mut damaged = bytes;
+    damaged[at] ^= 1;
+    let library = Library::from_bytes(damaged).unwrap();
+    let hash = *blake3::hash(victim).as_bytes();
+    assert!(library.artifact_by_hash(&hash).is_err());
+}

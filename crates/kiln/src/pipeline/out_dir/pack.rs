@@ -2,8 +2,10 @@
 //! `<target>.kpack`, holding every output of that target listed in `index.json` (the
 //! format is `kiln_runtime::pack`'s; an engine reads it with `kiln_runtime::Library`).
 //!
-//! A pack is made from the loose outputs the index lists, each checked against its recorded
-//! hash as it is read, so that it never holds bytes the index does not name. A stale output
+//! A pack is made from the outputs the index lists, each checked against its recorded hash,
+//! so that it never holds bytes the index does not name: taken from the pack it replaces
+//! when that one holds them (one mapped file, artifacts found by hash), else read from the
+//! loose file. A stale output
 //! (the last good one of a variant that now fails, kept under `kiln watch`) is not in it: a
 //! pack serves only what the current sources build, and an engine that loaded the old variant
 //! keeps it. It is rewritten
@@ -15,6 +17,7 @@ use super::{write_atomic, IndexEntry};
 use crate::manifest::Manifest;
 use crate::store::ContentKey;
 use kiln_runtime::pack::PackWriter;
+use kiln_runtime::Library;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -37,13 +40,15 @@ pub struct IndexPack {
 pub use kiln_runtime::pack_file_name;
 
 /// Writes the pack of `target` in `out_dir` from the outputs `entries` list (every target's;
-/// sorted by path), with the shaders, keywords and passes `manifest` declares. Returns its
-/// record and stat, or why it could not be made.
+/// sorted by path), with the shaders, keywords and passes `manifest` declares; the bytes
+/// `old` (the pack it replaces) holds are taken from it. Returns its record and stat, or why
+/// it could not be made.
 pub(crate) fn write_pack(
     out_dir: &Path,
     target: &str,
     manifest: &Manifest,
     entries: &[IndexEntry],
+    old: Option<&Library>,
 ) -> Result<(IndexPack, FileStat), String> {
     let mut writer = PackWriter::new();
     writer.add_target(target).map_err(|e| e.to_string())?;
@@ -91,6 +96,19 @@ pub(crate) fn write_pack(
         content_hash: ContentKey::hash(&bytes),
     };
     Ok((record, FileStat::of(&meta)))
+}
+
+/// The loose output of `entry`, checked against the hash the index records.
+fn read_output(out_dir: &Path, entry: &IndexEntry) -> Result<Vec<u8>, String> {
+    let path = out_dir.join(&*entry.path);
+    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if bytes.len() as u64 != entry.bytes || ContentKey::hash(&bytes) != entry.content_hash {
+        return Err(format!(
+            "{} changed behind kiln's back while the pack was made; build again",
+            path.display()
+        ));
+    }
+    Ok(bytes)
 }
 
 /// Whether the pack `record` names is still on disk with the bytes kiln wrote: proven by

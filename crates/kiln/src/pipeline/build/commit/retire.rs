@@ -200,7 +200,17 @@ impl Project {
                     continue;
                 }
             }
-            match pack::write_pack(out_dir, target, &self.manifest, &index.entries) {
+            // The bytes it shares with the pack it replaces come from that one (verified by
+            // hash as they are read), not from thousands of loose files.
+            let previous =
+                old.and_then(|old| kiln_runtime::Library::open(out_dir.join(&old.path)).ok());
+            match pack::write_pack(
+                out_dir,
+                target,
+                &self.manifest,
+                &index.entries,
+                previous.as_ref(),
+            ) {
                 Ok((record, stat)) => {
                     stats.record(&record.path, stat);
                     packs.push(record);
