@@ -236,6 +236,8 @@ pub fn report_json(report: &BuildReport) -> serde_json::Value {
         "failed_outputs": report.failed_outputs,
         "outputs_written": report.outputs_written,
         "outputs_removed": report.outputs_removed,
+        "packs_written": report.packs_written,
+        "packs_failed": report.packs_failed,
         "elapsed_ms": report.elapsed.as_secs_f64() * 1000.0,
         "summary": {
             "failed": report.summary.failed,
@@ -295,6 +297,9 @@ fn print_report(project: &Project, report: &BuildReport, json: bool) {
         report.outputs_removed,
         report.elapsed.as_secs_f64() * 1000.0
     );
+    if report.packs_written > 0 {
+        say!("{} pack(s) written", report.packs_written);
+    }
     if let Some(shard) = &report.shard {
         say!(
             "shard {}: {} of {} distinct compile jobs (expected cost {:.2}x the mean shard's; {} costs recorded); no outputs written",

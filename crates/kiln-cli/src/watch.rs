@@ -368,4 +368,7 @@ fn print_rebuild(project: &Project, report: &BuildReport, latency: Option<Durati
         report.outputs_written,
         report.outputs_removed,
     );
+    if report.packs_written > 0 {
+        say!("{} pack(s) replaced", report.packs_written);
+    }
 }
