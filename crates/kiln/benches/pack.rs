@@ -14,8 +14,10 @@
 //! Without `--bench` (as under `cargo test --benches`) it runs once on a small project.
 
 #[path = "common/project.rs"]
+#[allow(dead_code)]
 mod project;
 #[path = "common/stats.rs"]
+#[allow(dead_code)]
 mod stats;
 
 use kiln::pipeline::{BuildOptions, BuildReport, Project};

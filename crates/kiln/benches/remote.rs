@@ -25,6 +25,10 @@
 //!   warm-from-remote. On the server's database 1, so the shard balance reads the WGSL
 //!   project's costs alone. Skipped with a message without the `glslang` feature.
 //!
+//! - `remote build_packs ...` and `remote glslang_build_packs ...`: each line again with
+//!   `[output] layout = "both"` (a pack per target beside the loose outputs, issue 27), same
+//!   remote, same protocol: what writing packs adds to each build.
+//!
 //! `cargo bench -p kiln --bench remote` (`KILN_BENCH_REPS=N` to change the 3 reps); without
 //! `--bench` (e.g. under `cargo test -p kiln --bench remote`) small projects (64 WGSL and 8
 //! HLSL variants) and one rep. Skips with a message without `redis-server`.
@@ -208,6 +212,28 @@ fn run(full: bool) -> Result<(), String> {
         ratio(line.cold.median, line.warm_local.median),
     );
 
+    let packs = with_packs(&manifest)?;
+    let line = measure(
+        &packs,
+        &temp.path().join("wgsl-packs"),
+        &url,
+        scale.variants(),
+        reps,
+        "packs_",
+    )?;
+    println!(
+        "remote build_packs reps={reps} cold_ms={:.1} (min {:.1}) warm_remote_ms={:.1} (min {:.1}) warm_local_ms={:.1} (min {:.1}) cold_over_warm_remote={:.1}x warm_remote_over_warm_local={:.2}x cold_over_warm_local={:.1}x",
+        ms(line.cold.median),
+        ms(line.cold.min),
+        ms(line.warm_remote.median),
+        ms(line.warm_remote.min),
+        ms(line.warm_local.median),
+        ms(line.warm_local.min),
+        ratio(line.cold.median, line.warm_remote.median),
+        ratio(line.warm_remote.median, line.warm_local.median),
+        ratio(line.cold.median, line.warm_local.median),
+    );
+
     // Shard balance by the compile times the fill build recorded.
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg("kiln:v2:cost:*")
@@ -297,7 +323,37 @@ fn glslang_line(full: bool, temp: &Path, port: u16, reps: usize) -> Result<(), S
         ratio(line.cold.min, line.warm_remote.min),
         ratio(line.warm_remote.median, line.warm_local.median),
     );
+    let packs = with_packs(&generated.manifest)?;
+    let line = measure(
+        &packs,
+        &temp.join("hlsl-packs"),
+        &url,
+        generated.variants,
+        reps,
+        "glslang_packs_",
+    )?;
+    println!(
+        "remote glslang_build_packs reps={reps} cold_ms={:.1} (min {:.1}) warm_remote_ms={:.1} (min {:.1}) warm_local_ms={:.1} (min {:.1}) cold_over_warm_remote={:.1}x (min over min {:.1}x)",
+        ms(line.cold.median),
+        ms(line.cold.min),
+        ms(line.warm_remote.median),
+        ms(line.warm_remote.min),
+        ms(line.warm_local.median),
+        ms(line.warm_local.min),
+        ratio(line.cold.median, line.warm_remote.median),
+        ratio(line.cold.min, line.warm_remote.min),
+    );
     Ok(())
+}
+
+/// A second manifest beside `manifest` (same shaders, same artifacts: the layout is not part
+/// of any identity) that also asks for a pack per target.
+fn with_packs(manifest: &Path) -> Result<std::path::PathBuf, String> {
+    let text = std::fs::read_to_string(manifest).map_err(|e| e.to_string())?;
+    let packs = manifest.with_file_name("kiln-packs.toml");
+    std::fs::write(&packs, format!("{text}\n[output]\nlayout = \"both\"\n"))
+        .map_err(|e| e.to_string())?;
+    Ok(packs)
 }
 
 /// One line's builds, reps alternated.
