@@ -103,3 +103,86 @@ fn watch_rebuilds_only_what_an_edit_touched_and_stops_cleanly() {
     assert_eq!(names, ["FOG+SKIN.spv", "FOG.spv", "SKIN.spv", "_.spv"]);
     assert!(out.join("index.json").exists());
 }
+
+#[test]
+fn watch_replaces_the_pack_after_each_rebuild_and_an_open_reader_keeps_the_old_bytes() {
+    use kiln_runtime::Library;
+    use std::os::unix::fs::MetadataExt;
+    let manifest = MANIFEST.replace("[[shader]]", "[output]\nlayout = \"both\"\n\n[[shader]]");
+    let dir = TempProject::from_files([("kiln.toml", manifest.as_str()), ("lit.wgsl", LIT)]);
+    let mut child = dir
+        .command(env!("CARGO_BIN_EXE_kiln"), "watch")
+        .arg("--json")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = || -> Value {
+        let line = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("no report from kiln watch");
+        serde_json::from_str(&line).unwrap()
+    };
+    let first = next();
+    assert_eq!(first["packs_written"], 1, "{first}");
+    let pack = dir.path("out/spirv.kpack");
+    let old = Library::open(&pack).unwrap();
+    let old_fog = old
+        .get("Lit", "Forward", &["FOG"], "spirv")
+        .unwrap()
+        .bytes
+        .to_vec();
+    let old_skin = old
+        .get("Lit", "Forward", &["SKIN"], "spirv")
+        .unwrap()
+        .bytes
+        .to_vec();
+    let old_inode = std::fs::metadata(&pack).unwrap().ino();
+
+    let text = LIT.replace("c * 0.25", "c * 0.75");
+    std::fs::write(dir.path("lit.wgsl.tmp"), text).unwrap();
+    std::fs::rename(dir.path("lit.wgsl.tmp"), dir.path("lit.wgsl")).unwrap();
+    let second = next();
+    assert_eq!(second["compiled"], 2, "{second}");
+    assert_eq!(second["packs_written"], 1, "{second}");
+    assert_ne!(
+        std::fs::metadata(&pack).unwrap().ino(),
+        old_inode,
+        "replaced by a rename"
+    );
+    let new = Library::open(&pack).unwrap();
+    new.verify_all().unwrap();
+    let loose = std::fs::read(dir.path("out/Lit/Forward/FOG.spv")).unwrap();
+    assert_eq!(
+        new.get("Lit", "Forward", &["FOG"], "spirv").unwrap().bytes,
+        &loose[..]
+    );
+    assert_ne!(loose, old_fog);
+    assert_eq!(
+        new.get("Lit", "Forward", &["SKIN"], "spirv").unwrap().bytes,
+        &old_skin[..]
+    );
+    // The reader that mapped the old pack still reads the old bytes, whole.
+    assert_eq!(
+        old.get("Lit", "Forward", &["FOG"], "spirv").unwrap().bytes,
+        &old_fog[..]
+    );
+    old.verify_all().unwrap();
+
+    let interrupted = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    assert!(child.wait().unwrap().success());
+}
