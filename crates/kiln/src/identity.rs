@@ -461,6 +461,10 @@ pub fn namespace(compiler: CompilerKind, target: &TargetConfig) -> Namespace {
         .with_option("options", target.options_string())
         .with_capability(capabilities(target));
     match compiler {
+        // Reflection reads naga's SPIR-V with SPIRV-Cross.
+        CompilerKind::Naga if target.target() == compile::Target::Reflection => {
+            namespace.with_option("translator", compile::cross::version(target.target()))
+        }
         CompilerKind::Naga => namespace,
         // glslang and Slang write SPIR-V; every other target is the translator's work too.
         CompilerKind::Glslang | CompilerKind::Slang => {
@@ -484,8 +488,9 @@ pub fn shader_revision<'a>(
         .any(|pass| matches!(pass.front_end, FrontEnd::Glslang(_) | FrontEnd::Slang(_)));
     for target in targets {
         e.target(target);
-        if translated {
-            // glslang's SPIR-V reaches the other targets through a translator.
+        if translated || target.target() == compile::Target::Reflection {
+            // glslang's SPIR-V reaches the other targets through a translator; every
+            // front end's SPIR-V reaches reflection through SPIRV-Cross.
             e.str(&compile::cross::version(target.target()));
         }
     }

@@ -158,7 +158,9 @@ impl Context<'_> {
         if targets.is_empty() {
             return Err(self.error(Some(raw.span()), "`targets` is empty".into()));
         }
-        Ok(targets)
+        // Reflection reads the spirv target's SPIR-V: its version is part of its identity.
+        let spirv = targets.iter().find_map(TargetConfig::spirv_version);
+        Ok(targets.into_iter().map(|t| t.reflecting(spirv)).collect())
     }
 
     /// One entry of `targets`, with its own capabilities, else the project's.

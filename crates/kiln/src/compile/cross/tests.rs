@@ -163,20 +163,31 @@ fn the_stage_table_allows_what_the_translators_write() {
             })
             .collect()
     };
-    use Target::{Glsl, Hlsl, Msl, Spirv, Wgsl};
+    use Target::{Glsl, Hlsl, Msl, Reflection, Spirv, Wgsl};
     for stage in [Stage::Vertex, Stage::Fragment, Stage::Compute] {
-        assert_eq!(allowed(stage), [Spirv, Msl, Hlsl, Glsl, Wgsl], "{stage}");
+        assert_eq!(
+            allowed(stage),
+            [Spirv, Msl, Hlsl, Glsl, Wgsl, Reflection],
+            "{stage}"
+        );
     }
-    assert_eq!(allowed(Stage::Geometry), [Spirv, Glsl]);
-    assert_eq!(allowed(Stage::TessControl), [Spirv, Msl, Glsl]);
-    assert_eq!(allowed(Stage::TessEvaluation), [Spirv, Msl, Glsl]);
+    assert_eq!(allowed(Stage::Geometry), [Spirv, Glsl, Reflection]);
+    assert_eq!(allowed(Stage::TessControl), [Spirv, Msl, Glsl, Reflection]);
+    assert_eq!(
+        allowed(Stage::TessEvaluation),
+        [Spirv, Msl, Glsl, Reflection]
+    );
     for stage in [
         Stage::Task,
         Stage::Mesh,
         Stage::RayGeneration,
         Stage::Callable,
     ] {
-        assert_eq!(allowed(stage), [Spirv], "{stage}");
+        assert_eq!(allowed(stage), [Spirv, Reflection], "{stage}");
+        // Reflection reads any stage, whichever translator is asked.
+        for translator in Translator::ALL {
+            assert_eq!(stage_support(translator, stage, Reflection), Ok(()));
+        }
     }
     // naga, asked directly, reads only its own stages.
     assert!(stage_support(Translator::Naga, Stage::TessControl, Target::Glsl).is_err());
