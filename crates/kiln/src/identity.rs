@@ -816,6 +816,36 @@ mod tests {
     }
 
     #[test]
+    fn a_reflection_s_identity_has_the_spirv_it_reads_and_its_reflector() {
+        let reflection = TargetConfig::new(Target::Reflection);
+        let of = |spirv| reflection.clone().reflecting(spirv);
+        for compiler in [
+            CompilerKind::Naga,
+            CompilerKind::Glslang,
+            CompilerKind::Slang,
+        ] {
+            let alone = namespace(compiler, &of(None));
+            let with_10 = namespace(compiler, &of(Some((1, 0))));
+            let with_13 = namespace(compiler, &of(Some((1, 3))));
+            assert_ne!(alone, with_10, "{compiler:?}");
+            assert_ne!(with_10, with_13, "{compiler:?}");
+            assert_eq!(with_13.target_options()["options"], "spirv=1.3");
+            // SPIRV-Cross reads every front end's SPIR-V, naga's too.
+            assert_eq!(
+                with_13.target_options()["translator"],
+                compile::cross::version(Target::Reflection),
+                "{compiler:?}"
+            );
+        }
+        // A naga shader's revision changes with the reflector as with the target's options.
+        let r = |spirv| revision(&shader(), &[of(spirv)], "a");
+        assert_ne!(r(None), r(Some((1, 3))));
+        // Other targets ignore `reflecting`.
+        let msl = TargetConfig::new(Target::Msl);
+        assert_eq!(msl.clone().reflecting(Some((1, 3))), msl);
+    }
+
+    #[test]
     fn capabilities_are_in_the_namespace_and_the_job_key() {
         let default = TargetConfig::new(Target::Msl);
         let narrowed = default

@@ -337,6 +337,32 @@ mod tests {
     }
 
     #[test]
+    fn reflection_is_a_target_that_records_the_spirv_target_s_version() {
+        use crate::compile::Target;
+        let listed = |targets: &str| {
+            let text = LIT.replace(
+                "targets = [\"spirv\", { name = \"msl\", version = \"2.0\" }]",
+                &format!("targets = {targets}"),
+            );
+            parse(&text).map(|m| m.targets)
+        };
+        let targets = listed(r#"["reflection", { name = "spirv", version = "1.3" }]"#).unwrap();
+        assert_eq!(targets[0].target(), Target::Reflection);
+        assert_eq!(targets[0].options_string(), "spirv=1.3");
+        assert_eq!(targets[0].reflected_spirv(), Some((1, 3)));
+        let alone = listed(r#"["msl", "reflection"]"#).unwrap();
+        assert_eq!(alone[1].options_string(), "spirv=none");
+        let e = listed(r#"[{ name = "reflection", version = "1.3" }]"#).unwrap_err();
+        assert!(e.message.contains("no option `version`"), "{e}");
+        let e = listed(r#"["reflections"]"#).unwrap_err();
+        assert!(
+            e.message
+                .contains("one of spirv, msl, hlsl, glsl, wgsl, reflection"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn capabilities_default_per_target_and_are_set_per_project_and_per_target() {
         use crate::compile::{supported_capabilities, Capabilities, Target};
         let m = parse(LIT).unwrap();
