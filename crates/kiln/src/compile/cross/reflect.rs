@@ -9,23 +9,29 @@
 //! whitespace: the same SPIR-V gives the same bytes. The schema is the README's
 //! "Reflection" section; [`Reflection`] is its definition.
 //!
+//! SPIRV-Cross says which variables are resources of which kind, their decorations, names,
+//! entry points and execution modes. Types, array sizes and the push-constant block's size
+//! are read from the words themselves (`types.rs`): `spirv-cross2`'s type reflection
+//! computes the size of every struct it describes, and an array sized by a specialization
+//! constant operation (`uint counts[MAX + 1]`, in the public samples) makes it read a
+//! constant that is not one, which crashes the process.
+//!
 //! What is reported is what SPIRV-Cross's `--reflect` reports, so the two can be compared
 //! (`scripts/reflect_check.sh`): every resource the module declares (not only those the
 //! entry point uses), each resource's name as SPIRV-Cross names it (the block's name for
 //! uniform and storage buffers, the variable's otherwise, `_<id>` when the module has no
 //! name), no built-in stage variable.
 
+mod types;
+
 use super::spirv_cross::{execution_model, refuse_unhandled};
 use super::{pick_entry, translator_error, Translator};
 use crate::compile::{CompileError, CompilePhase, Stage, Target};
 use serde::Serialize;
-use spirv_cross2::handle::{Handle, TypeId};
-use spirv_cross2::reflect::{
-    ArrayDimension, BitWidth, Resource, ResourceType, Scalar, ScalarKind, TypeInner,
-};
+use spirv_cross2::reflect::{Resource, ResourceType};
 use spirv_cross2::spirv::{Decoration, ExecutionMode, ExecutionModel};
 use spirv_cross2::{targets, Compiler, Module, SpirvCrossError};
-use std::collections::BTreeMap;
+use types::Types;
 
 /// A reflected entry point: the JSON document. Fields are declared in byte order of their
 /// names, which is the order serde writes them in.
@@ -113,17 +119,11 @@ pub(super) fn reflect(spirv: &[u32], stage: Stage, entry: &str) -> Result<Vec<u8
 /// [`reflect`], as a value.
 pub(crate) fn read(spirv: &[u32], stage: Stage, entry: &str) -> Result<Reflection, CompileError> {
     refuse_unhandled(spirv, Target::Reflection)?;
-    let error = |e: SpirvCrossError| {
-        let phase = match e {
-            SpirvCrossError::InvalidSpirv(_) => CompilePhase::Parse,
-            _ => CompilePhase::Emit,
-        };
-        translator_error(phase, Translator::SpirvCross, Target::Reflection, e)
-    };
-    let mut compiler = Compiler::<targets::None>::new(Module::from_words(spirv)).map_err(error)?;
+    let mut compiler =
+        Compiler::<targets::None>::new(Module::from_words(spirv)).map_err(cross_error)?;
     let entries: Vec<_> = compiler
         .entry_points()
-        .map_err(error)?
+        .map_err(cross_error)?
         .map(|ep| {
             (
                 ep.name.to_string(),
@@ -134,29 +134,48 @@ pub(crate) fn read(spirv: &[u32], stage: Stage, entry: &str) -> Result<Reflectio
         })
         .collect();
     let model = pick_entry(&entries, entry, Some(stage))?;
-    compiler.set_entry_point(entry, model).map_err(error)?;
-    let images = ImageTypes::scan(spirv);
+    compiler
+        .set_entry_point(entry, model)
+        .map_err(cross_error)?;
+    let types = Types::scan(spirv);
     let reader = Reader {
         compiler: &compiler,
-        images: &images,
+        types: &types,
     };
-    reader.reflection(entry, model).map_err(error)
+    reader.reflection(entry, model)
+}
+
+/// A SPIRV-Cross error as the reflection target's.
+fn cross_error(e: SpirvCrossError) -> CompileError {
+    let phase = match e {
+        SpirvCrossError::InvalidSpirv(_) => CompilePhase::Parse,
+        _ => CompilePhase::Emit,
+    };
+    translator_error(phase, Translator::SpirvCross, Target::Reflection, e)
+}
+
+/// A fact the words do not give (an array length kiln cannot evaluate, a type it cannot
+/// size), as the reflection target's error.
+fn unreadable(what: String) -> CompileError {
+    CompileError::new(CompilePhase::Emit, format!("reflection: {what}"), None)
 }
 
 /// The reading of one module, its entry point set.
 struct Reader<'a> {
     compiler: &'a Compiler<targets::None>,
-    images: &'a ImageTypes,
+    types: &'a Types,
 }
 
 impl Reader<'_> {
-    fn reflection(
-        &self,
-        entry: &str,
-        model: ExecutionModel,
-    ) -> Result<Reflection, SpirvCrossError> {
+    fn reflection(&self, entry: &str, model: ExecutionModel) -> Result<Reflection, CompileError> {
         let c = self.compiler;
-        let resources = c.shader_resources()?;
+        let resources = c.shader_resources().map_err(cross_error)?;
+        let list = |ty: ResourceType| -> Result<Vec<Resource<'static>>, CompileError> {
+            Ok(resources
+                .resources_for_type(ty)
+                .map_err(cross_error)?
+                .collect())
+        };
         let mut bindings = Vec::new();
         for (resource_type, kind) in [
             (ResourceType::UniformBuffer, Kind::UniformBuffer),
@@ -171,27 +190,29 @@ impl Reader<'_> {
                 Kind::AccelerationStructure,
             ),
         ] {
-            for resource in resources.resources_for_type(resource_type)? {
+            for resource in list(resource_type)? {
                 bindings.push(self.binding(&resource, kind)?);
             }
         }
         bindings.sort_by(|a, b| {
             (a.set, a.binding, &a.name, a.kind).cmp(&(b.set, b.binding, &b.name, b.kind))
         });
-        let mut push_constant_size = None;
-        for resource in resources.resources_for_type(ResourceType::PushConstant)? {
-            if let TypeInner::Struct(block) = c.type_description(resource.base_type_id)?.inner {
-                let size = u32::try_from(block.size).unwrap_or(u32::MAX);
-                push_constant_size = Some(push_constant_size.map_or(size, |s: u32| s.max(size)));
-            }
+        let mut push_constant_size: Option<u32> = None;
+        for resource in list(ResourceType::PushConstant)? {
+            let size = self
+                .types
+                .declared_size(resource.base_type_id.id())
+                .map_err(unreadable)?;
+            let size = u32::try_from(size).unwrap_or(u32::MAX);
+            push_constant_size = Some(push_constant_size.map_or(size, |s| s.max(size)));
         }
         let mut inputs = Vec::new();
-        for resource in resources.resources_for_type(ResourceType::StageInput)? {
+        for resource in list(ResourceType::StageInput)? {
             inputs.push(self.stage_variable(&resource)?);
         }
         inputs.sort();
         let mut outputs = Vec::new();
-        for resource in resources.resources_for_type(ResourceType::StageOutput)? {
+        for resource in list(ResourceType::StageOutput)? {
             outputs.push(self.stage_variable(&resource)?);
         }
         outputs.sort();
@@ -219,18 +240,21 @@ impl Reader<'_> {
         })
     }
 
-    fn binding(&self, resource: &Resource<'_>, kind: Kind) -> Result<Binding, SpirvCrossError> {
+    fn binding(&self, resource: &Resource<'_>, kind: Kind) -> Result<Binding, CompileError> {
         let c = self.compiler;
-        let literal = |decoration| -> Result<Option<u32>, SpirvCrossError> {
-            Ok(c.decoration(resource.id, decoration)?
+        let literal = |decoration| -> Result<Option<u32>, CompileError> {
+            Ok(c.decoration(resource.id, decoration)
+                .map_err(cross_error)?
                 .and_then(|v| v.as_literal()))
         };
         let set = literal(Decoration::DescriptorSet)?.unwrap_or(0);
         let binding = literal(Decoration::Binding)?.unwrap_or(0);
-        let array_size = self.array_size(resource.type_id)?;
-        let image = self.images.get(resource.base_type_id.id());
+        let (array_size, element) = self
+            .types
+            .variable_array(resource.type_id.id(), resource.base_type_id.id())
+            .map_err(unreadable)?;
         // A texel buffer is an image of dimension Buffer.
-        let buffer_image = image.is_some_and(|i| i.dim == DIM_BUFFER);
+        let buffer_image = self.types.is_buffer_image(element);
         let kind = match kind {
             Kind::CombinedImageSampler | Kind::SampledImage if buffer_image => {
                 Kind::UniformTexelBuffer
@@ -240,18 +264,16 @@ impl Reader<'_> {
         };
         let readonly = match kind {
             Kind::StorageBuffer => Some(
-                c.buffer_block_decorations(resource.id)?
+                c.buffer_block_decorations(resource.id)
+                    .map_err(cross_error)?
                     .is_some_and(|d| d.contains(&Decoration::NonWritable)),
             ),
             Kind::StorageImage | Kind::StorageTexelBuffer => Some(
-                c.decoration(resource.id, Decoration::NonWritable)?
+                c.decoration(resource.id, Decoration::NonWritable)
+                    .map_err(cross_error)?
                     .is_some(),
             ),
             _ => None,
-        };
-        let ty = match image {
-            Some(image) => image.glsl_name(self.images),
-            None => self.type_name(resource.base_type_id, 0)?,
         };
         Ok(Binding {
             array_size,
@@ -260,113 +282,55 @@ impl Reader<'_> {
             name: resource_name(resource),
             readonly,
             set,
-            ty,
+            ty: self.types.name(element).map_err(unreadable)?,
         })
     }
 
-    fn stage_variable(&self, resource: &Resource<'_>) -> Result<StageVariable, SpirvCrossError> {
+    fn stage_variable(&self, resource: &Resource<'_>) -> Result<StageVariable, CompileError> {
         let location = self
             .compiler
-            .decoration(resource.id, Decoration::Location)?
+            .decoration(resource.id, Decoration::Location)
+            .map_err(cross_error)?
             .and_then(|v| v.as_literal());
+        let ty = self
+            .types
+            .pointee(resource.type_id.id())
+            .unwrap_or(resource.base_type_id.id());
         Ok(StageVariable {
             location,
             name: resource_name(resource),
-            ty: self.type_name(resource.type_id, 0)?,
+            ty: self.types.name(ty).map_err(unreadable)?,
         })
     }
 
-    /// The product of an arrayed type's dimensions (0 when one is runtime-sized), 1 for a
-    /// type that is not an array.
-    fn array_size(&self, ty: Handle<TypeId>) -> Result<u32, SpirvCrossError> {
-        let TypeInner::Array { dimensions, .. } = self.compiler.type_description(ty)?.inner else {
-            return Ok(1);
-        };
-        let mut size: u32 = 1;
-        for dimension in &dimensions {
-            size = size.saturating_mul(self.dimension(dimension)?);
-        }
-        Ok(size)
-    }
-
-    fn dimension(&self, dimension: &ArrayDimension) -> Result<u32, SpirvCrossError> {
-        Ok(match dimension {
-            ArrayDimension::Literal(n) => *n,
-            ArrayDimension::Constant(c) => {
-                self.compiler.specialization_constant_value::<u32>(*c)?
-            }
-        })
-    }
-
-    /// The GLSL spelling of a type (arrays C-style, outermost first; `[]` runtime-sized).
-    fn type_name(&self, ty: Handle<TypeId>, depth: u32) -> Result<String, SpirvCrossError> {
-        // Pointers to pointers (physical storage buffers) cannot recurse without end.
-        if depth > 16 {
-            return Ok("unknown".to_owned());
-        }
-        if let Some(image) = self.images.get(ty.id()) {
-            return Ok(image.glsl_name(self.images));
-        }
-        let description = self.compiler.type_description(ty)?;
-        Ok(match description.inner {
-            TypeInner::Unknown => "unknown".to_owned(),
-            TypeInner::Void => "void".to_owned(),
-            TypeInner::Scalar(scalar) => scalar_name(&scalar).to_owned(),
-            TypeInner::Vector { width, scalar } => format!("{}vec{width}", prefix(&scalar)),
-            TypeInner::Matrix {
-                columns,
-                rows,
-                scalar,
-            } => {
-                if columns == rows {
-                    format!("{}mat{columns}", prefix(&scalar))
-                } else {
-                    format!("{}mat{columns}x{rows}", prefix(&scalar))
-                }
-            }
-            TypeInner::Struct(_) => description
-                .name
-                .map(|n| n.to_string())
-                .filter(|n| !n.is_empty())
-                .unwrap_or_else(|| format!("_{}", ty.id())),
-            TypeInner::Array {
-                base, dimensions, ..
-            } => {
-                let mut name = self.type_name(base, depth + 1)?;
-                // SPIR-V lists the innermost dimension first.
-                for dimension in dimensions.iter().rev() {
-                    match self.dimension(dimension)? {
-                        0 => name.push_str("[]"),
-                        n => name.push_str(&format!("[{n}]")),
-                    }
-                }
-                name
-            }
-            TypeInner::Pointer { base, .. } => self.type_name(base, depth + 1)?,
-            TypeInner::Image(_) => "image".to_owned(),
-            TypeInner::AccelerationStructure => "accelerationStructureEXT".to_owned(),
-            TypeInner::Sampler => "sampler".to_owned(),
-        })
-    }
-
-    /// The literal workgroup size: `LocalSize`'s literals, or `LocalSizeId`'s constants'
-    /// values, each dimension that a specialization constant sets (through the
-    /// `WorkgroupSize` built-in or `LocalSizeId`) replaced by that constant's default.
-    fn workgroup_size(&self) -> Result<[u32; 3], SpirvCrossError> {
-        let c = self.compiler;
-        let mut size = [1, 1, 1];
+    /// The literal workgroup size: `LocalSize`'s literals, or the values of `LocalSizeId`'s
+    /// constants, each dimension that a specialization constant sets (through the
+    /// `WorkgroupSize` built-in or `LocalSizeId`) being that constant's default.
+    fn workgroup_size(&self) -> Result<[u32; 3], CompileError> {
         use spirv_cross2::reflect::ExecutionModeArguments as A;
-        match c.execution_mode_arguments(ExecutionMode::LocalSizeId)? {
+        let c = self.compiler;
+        let value = |id: u32| -> Result<u32, CompileError> {
+            self.types
+                .constant(id)
+                .and_then(|v| u32::try_from(v).ok())
+                .ok_or_else(|| {
+                    unreadable(format!(
+                        "the workgroup size's constant %{id} has no value kiln can read"
+                    ))
+                })
+        };
+        let mut size = [1, 1, 1];
+        match c
+            .execution_mode_arguments(ExecutionMode::LocalSizeId)
+            .map_err(cross_error)?
+        {
             Some(A::LocalSizeId { x, y, z }) => {
-                size = [
-                    c.specialization_constant_value::<u32>(x)?,
-                    c.specialization_constant_value::<u32>(y)?,
-                    c.specialization_constant_value::<u32>(z)?,
-                ];
+                size = [value(x.id())?, value(y.id())?, value(z.id())?];
             }
             _ => {
-                if let Some(A::LocalSize { x, y, z }) =
-                    c.execution_mode_arguments(ExecutionMode::LocalSize)?
+                if let Some(A::LocalSize { x, y, z }) = c
+                    .execution_mode_arguments(ExecutionMode::LocalSize)
+                    .map_err(cross_error)?
                 {
                     size = [x, y, z];
                 }
@@ -378,7 +342,7 @@ impl Reader<'_> {
             .enumerate()
         {
             if let Some(constant) = constant {
-                size[at] = c.specialization_constant_value::<u32>(constant.id)?;
+                size[at] = value(constant.id.id())?;
             }
         }
         Ok(size)
@@ -440,169 +404,6 @@ fn stage_name(model: ExecutionModel) -> &'static str {
         ExecutionModel::TaskNV => "task",
         ExecutionModel::MeshNV => "mesh",
         _ => "unknown",
-    }
-}
-
-fn scalar_name(scalar: &Scalar) -> &'static str {
-    match (scalar.kind, scalar.size) {
-        (ScalarKind::Bool, _) => "bool",
-        (ScalarKind::Float, BitWidth::HalfWord) => "float16_t",
-        (ScalarKind::Float, BitWidth::DoubleWord) => "double",
-        (ScalarKind::Float, _) => "float",
-        (ScalarKind::Int, BitWidth::Byte) => "int8_t",
-        (ScalarKind::Int, BitWidth::HalfWord) => "int16_t",
-        (ScalarKind::Int, BitWidth::DoubleWord) => "int64_t",
-        (ScalarKind::Int, _) => "int",
-        (ScalarKind::Uint, BitWidth::Byte) => "uint8_t",
-        (ScalarKind::Uint, BitWidth::HalfWord) => "uint16_t",
-        (ScalarKind::Uint, BitWidth::DoubleWord) => "uint64_t",
-        (ScalarKind::Uint, _) => "uint",
-    }
-}
-
-/// GLSL's prefix of vector and matrix types of `scalar` (`vec`, `ivec`, `dmat`, `f16vec`).
-fn prefix(scalar: &Scalar) -> &'static str {
-    match (scalar.kind, scalar.size) {
-        (ScalarKind::Bool, _) => "b",
-        (ScalarKind::Float, BitWidth::HalfWord) => "f16",
-        (ScalarKind::Float, BitWidth::DoubleWord) => "d",
-        (ScalarKind::Float, _) => "",
-        (ScalarKind::Int, BitWidth::Byte) => "i8",
-        (ScalarKind::Int, BitWidth::HalfWord) => "i16",
-        (ScalarKind::Int, BitWidth::DoubleWord) => "i64",
-        (ScalarKind::Int, _) => "i",
-        (ScalarKind::Uint, BitWidth::Byte) => "u8",
-        (ScalarKind::Uint, BitWidth::HalfWord) => "u16",
-        (ScalarKind::Uint, BitWidth::DoubleWord) => "u64",
-        (ScalarKind::Uint, _) => "u",
-    }
-}
-
-const DIM_BUFFER: u32 = 5;
-const DIM_SUBPASS_DATA: u32 = 6;
-
-/// An `OpTypeImage`, or an `OpTypeSampledImage` of one, read from the words: SPIRV-Cross's
-/// type reflection leaves out whether a storage image is arrayed or multisampled.
-#[derive(Clone, Copy, Debug)]
-struct ImageType {
-    /// The sampled type's id.
-    sampled_type: u32,
-    dim: u32,
-    depth: u32,
-    arrayed: bool,
-    multisampled: bool,
-    /// 1: used with a sampler, 2: storage (read/write).
-    sampled: u32,
-    /// Whether this is the `OpTypeSampledImage` (a combined image sampler).
-    combined: bool,
-}
-
-/// The image types of a module by id, with the scalar types images sample.
-#[derive(Default)]
-struct ImageTypes {
-    images: BTreeMap<u32, ImageType>,
-    /// id -> (is float, is signed int).
-    scalars: BTreeMap<u32, (bool, bool)>,
-}
-
-impl ImageTypes {
-    fn scan(words: &[u32]) -> Self {
-        const OP_TYPE_INT: u32 = 21;
-        const OP_TYPE_FLOAT: u32 = 22;
-        const OP_TYPE_IMAGE: u32 = 25;
-        const OP_TYPE_SAMPLED_IMAGE: u32 = 27;
-        let mut types = Self::default();
-        let mut sampled = Vec::new();
-        let mut at = 5;
-        while let Some(&first) = words.get(at) {
-            let count = (first >> 16) as usize;
-            if count == 0 {
-                break;
-            }
-            let Some(operands) = words.get(at + 1..at + count) else {
-                break;
-            };
-            match (first & 0xffff, operands) {
-                (OP_TYPE_INT, [id, _, signed, ..]) => {
-                    types.scalars.insert(*id, (false, *signed != 0));
-                }
-                (OP_TYPE_FLOAT, [id, ..]) => {
-                    types.scalars.insert(*id, (true, false));
-                }
-                (OP_TYPE_IMAGE, [id, sampled_type, dim, depth, arrayed, ms, sampled, ..]) => {
-                    types.images.insert(
-                        *id,
-                        ImageType {
-                            sampled_type: *sampled_type,
-                            dim: *dim,
-                            depth: *depth,
-                            arrayed: *arrayed != 0,
-                            multisampled: *ms != 0,
-                            sampled: *sampled,
-                            combined: false,
-                        },
-                    );
-                }
-                (OP_TYPE_SAMPLED_IMAGE, [id, image, ..]) => sampled.push((*id, *image)),
-                _ => {}
-            }
-            at += count;
-        }
-        for (id, image) in sampled {
-            if let Some(image) = types.images.get(&image).copied() {
-                types.images.insert(
-                    id,
-                    ImageType {
-                        combined: true,
-                        ..image
-                    },
-                );
-            }
-        }
-        types
-    }
-
-    fn get(&self, id: u32) -> Option<&ImageType> {
-        self.images.get(&id)
-    }
-}
-
-impl ImageType {
-    /// The GLSL name: `sampler2DArrayShadow`, `utexture2D`, `image3D`, `subpassInputMS`.
-    fn glsl_name(&self, types: &ImageTypes) -> String {
-        let prefix = match types.scalars.get(&self.sampled_type) {
-            Some((false, true)) => "i",
-            Some((false, false)) => "u",
-            _ => "",
-        };
-        if self.dim == DIM_SUBPASS_DATA {
-            let ms = if self.multisampled { "MS" } else { "" };
-            return format!("{prefix}subpassInput{ms}");
-        }
-        let base = if self.combined {
-            "sampler"
-        } else if self.sampled == 2 {
-            "image"
-        } else {
-            "texture"
-        };
-        let dim = match self.dim {
-            0 => "1D",
-            1 => "2D",
-            2 => "3D",
-            3 => "Cube",
-            4 => "2DRect",
-            DIM_BUFFER => "Buffer",
-            _ => "",
-        };
-        let ms = if self.multisampled { "MS" } else { "" };
-        let array = if self.arrayed { "Array" } else { "" };
-        let shadow = if self.combined && self.depth == 1 {
-            "Shadow"
-        } else {
-            ""
-        };
-        format!("{prefix}{base}{dim}{ms}{array}{shadow}")
     }
 }
 

@@ -421,3 +421,44 @@ fn a_missing_entry_point_and_broken_spirv_fail_the_target_not_the_process() {
     let error = super::super::reflect(&[1, 2, 3], Stage::Vertex, "main").unwrap_err();
     assert!(error.message.contains("SPIR-V"), "{error}");
 }
+
+/// Arrays sized by specialization constants (and operations of them: `spirv-cross2`'s type
+/// reflection crashed the process on those, so kiln reads types from the words), and a
+/// push-constant block of buffer references (8-byte addresses).
+const SIZED_BY_CONSTANTS: &str = "#version 450
+#extension GL_EXT_buffer_reference : require
+layout(constant_id = 0) const int MAX_LOD = 5;
+layout(local_size_x = 4) in;
+layout(buffer_reference, std430) readonly buffer Matrices { mat4 m; };
+layout(push_constant) uniform Push { Matrices scene; Matrices model; } pc;
+layout(set = 0, binding = 0) buffer Stats { uint count; uint lods[MAX_LOD + 1]; } stats;
+layout(set = 0, binding = 1) uniform sampler2D maps[MAX_LOD * 2];
+void main() {
+    stats.lods[gl_LocalInvocationID.x] = uint(textureLod(maps[1], vec2(0.0), 0.0).x);
+    stats.count = uint(pc.scene.m[0][0] + pc.model.m[1][1]);
+}
+";
+
+#[test]
+fn arrays_sized_by_constant_operations_and_buffer_references() {
+    let run = |constants: &Constants| -> serde_json::Value {
+        let results = compile(
+            glslang(),
+            SourceLanguage::Glsl,
+            SIZED_BY_CONSTANTS,
+            Stage::Compute,
+            "main",
+            constants,
+            &[TargetConfig::new(Target::Reflection)],
+        );
+        serde_json::from_slice(&results[0].clone().expect("built")).expect("JSON")
+    };
+    let value = run(&Constants::new());
+    assert_eq!(value["push_constant_size"], 16, "{value}");
+    assert_eq!(value["bindings"][0]["name"], "Stats", "{value}");
+    assert_eq!(value["bindings"][1]["type"], "sampler2D", "{value}");
+    assert_eq!(value["bindings"][1]["array_size"], 10, "{value}");
+    assert_eq!(value["workgroup_size"], serde_json::json!([4, 1, 1]));
+    let set = Constants::from([("MAX_LOD".to_owned(), ConstantValue(3.0))]);
+    assert_eq!(run(&set)["bindings"][1]["array_size"], 6);
+}
