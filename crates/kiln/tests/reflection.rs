@@ -215,3 +215,66 @@ fn a_reflection_target_alone_needs_no_spirv_target() {
         16
     );
 }
+
+const SLANG: &str = r#"struct Params { float4 tint; float exposure; };
+ConstantBuffer<Params> params;
+Texture2D albedo;
+SamplerState albedo_sampler;
+
+[shader("fragment")]
+float4 fragmentMain(float2 uv : TEXCOORD0) : SV_Target
+{
+    return albedo.Sample(albedo_sampler, uv) * params.tint * params.exposure;
+}
+"#;
+
+/// Slang's SPIR-V is reflected as glslang's is; its entry point is `main` in the SPIR-V, as
+/// slangc names it.
+#[test]
+fn a_slang_shader_is_reflected_from_slang_s_spirv() {
+    if let Err(e) = kiln::compile::slang::version() {
+        assert!(
+            std::env::var("KILN_REQUIRE_SLANG").as_deref() != Ok("1"),
+            "KILN_REQUIRE_SLANG=1 but {e}"
+        );
+        eprintln!("skipped: {e}");
+        return;
+    }
+    if !kiln::compile::glslang::AVAILABLE {
+        return;
+    }
+    let f = TempProject::from_files([
+        (
+            "kiln.toml",
+            "[project]\ntargets = [\"reflection\"]\n\n[[shader]]\nname = \"Lit\"\nsource = \"lit.slang\"\n\n[shader.passes.Fragment]\nstage = \"fragment\"\nentry = \"fragmentMain\"\n",
+        ),
+        ("lit.slang", SLANG),
+    ]);
+    f.build();
+    let index = Index::read(&f.path("out"));
+    assert!(index.failures.is_empty(), "{:?}", index.failures);
+    let value = json(&f, "out/Lit/Fragment/_.reflect.json");
+    assert_eq!(value["entry_point"], "main", "{value}");
+    assert_eq!(value["stage"], "fragment", "{value}");
+    let kinds: Vec<(u64, u64, &str, &str)> = value["bindings"]
+        .as_array()
+        .expect("bindings")
+        .iter()
+        .map(|b| {
+            (
+                b["set"].as_u64().unwrap(),
+                b["binding"].as_u64().unwrap(),
+                b["kind"].as_str().unwrap(),
+                b["type"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds.iter().map(|k| k.2).collect::<Vec<_>>(),
+        ["uniform_buffer", "sampled_image", "sampler"],
+        "{value}"
+    );
+    assert_eq!(kinds[1].3, "texture2D", "{value}");
+    assert_eq!(value["inputs"][0]["type"], "vec2", "{value}");
+    assert_eq!(value["outputs"][0]["location"], 0, "{value}");
+}

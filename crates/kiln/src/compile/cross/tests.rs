@@ -230,3 +230,29 @@ fn a_module_spirv_cross_cannot_read_is_refused_not_aborted() {
         assert!(e.message.contains("UntypedPointersKHR"), "{target}: {e}");
     }
 }
+
+/// Reflection needs SPIRV-Cross: without the `glslang` feature each reflection pair fails
+/// alone, saying how to build, and never panics.
+#[test]
+fn reflection_without_spirv_cross_fails_saying_how_to_build() {
+    let wgsl = "@fragment fn main() -> @location(0) vec4<f32> { return vec4<f32>(1.0); }";
+    let result = crate::compile::compile(
+        crate::compile::SourceLanguage::Wgsl,
+        wgsl,
+        Stage::Fragment,
+        "main",
+        &TargetConfig::new(Target::Reflection),
+    );
+    if cfg!(feature = "glslang") {
+        let json = String::from_utf8(result.expect("reflected")).expect("UTF-8");
+        assert!(json.contains(r#""stage":"fragment""#), "{json}");
+    } else {
+        let e = result.unwrap_err();
+        assert_eq!(e.phase, CompilePhase::Unsupported, "{e}");
+        assert!(
+            e.message
+                .contains("the reflection target needs kiln built with the `glslang` feature"),
+            "{e}"
+        );
+    }
+}
