@@ -135,6 +135,10 @@ fn wgsl_vertex_bindings_and_inputs() {
         ],
         "{json}"
     );
+    // naga's unnamed block around each global is named by what the shader declared.
+    assert_eq!(bindings[0]["type"], "Globals", "{json}");
+    assert_eq!(bindings[1]["type"], "Light[]", "{json}");
+    assert_eq!(bindings[0]["name"], "globals", "{json}");
     let inputs: Vec<(u64, &str, &str)> = value["inputs"]
         .as_array()
         .unwrap()

@@ -315,12 +315,23 @@ impl Types {
             Ty::Sampler => "sampler".to_owned(),
             Ty::AccelerationStructure => "accelerationStructureEXT".to_owned(),
             Ty::RayQuery => "rayQueryEXT".to_owned(),
-            Ty::Struct { .. } => self
-                .names
-                .get(&ty)
-                .filter(|name| !name.is_empty())
-                .cloned()
-                .unwrap_or_else(|| format!("_{ty}")),
+            Ty::Struct { members } => match self.names.get(&ty).filter(|n| !n.is_empty()) {
+                Some(name) => name.clone(),
+                // naga wraps a uniform or storage global that is not a struct block in an
+                // unnamed one-member block (`var<uniform> globals: Globals`): the type of
+                // that member is what the shader wrote.
+                None => match members.as_slice() {
+                    [only] => {
+                        let inner = self.name_at(*only, depth + 1)?;
+                        if inner.starts_with('_') {
+                            format!("_{ty}")
+                        } else {
+                            inner
+                        }
+                    }
+                    _ => format!("_{ty}"),
+                },
+            },
             Ty::Pointer { pointee } => self.name_at(*pointee, depth + 1)?,
             Ty::Array { .. } | Ty::RuntimeArray { .. } => {
                 let mut dims = String::new();
