@@ -46,7 +46,7 @@ impl Translator {
     pub const ALL: [Translator; 2] = [Self::Naga, Self::SpirvCross];
 
     /// The translator kiln uses for `target`; `None` for SPIR-V, whose artifact is the
-    /// SPIR-V itself, and for reflection, which translates nothing ([`reflect`]). Chosen by
+    /// SPIR-V itself, and for reflection, which translates nothing ([`reflect()`]). Chosen by
     /// measured coverage (see the module documentation).
     pub fn for_target(target: Target) -> Option<Self> {
         match target {
