@@ -461,6 +461,10 @@ pub fn namespace(compiler: CompilerKind, target: &TargetConfig) -> Namespace {
         .with_option("options", target.options_string())
         .with_capability(capabilities(target));
     match compiler {
+        // Reflection reads naga's SPIR-V with SPIRV-Cross.
+        CompilerKind::Naga if target.target() == compile::Target::Reflection => {
+            namespace.with_option("translator", compile::cross::version(target.target()))
+        }
         CompilerKind::Naga => namespace,
         // glslang and Slang write SPIR-V; every other target is the translator's work too.
         CompilerKind::Glslang | CompilerKind::Slang => {
@@ -484,8 +488,9 @@ pub fn shader_revision<'a>(
         .any(|pass| matches!(pass.front_end, FrontEnd::Glslang(_) | FrontEnd::Slang(_)));
     for target in targets {
         e.target(target);
-        if translated {
-            // glslang's SPIR-V reaches the other targets through a translator.
+        if translated || target.target() == compile::Target::Reflection {
+            // glslang's SPIR-V reaches the other targets through a translator; every
+            // front end's SPIR-V reaches reflection through SPIRV-Cross.
             e.str(&compile::cross::version(target.target()));
         }
     }
@@ -808,6 +813,36 @@ mod tests {
         let spirv = [TargetConfig::new(Target::Spirv)];
         let msl = [TargetConfig::new(Target::Msl)];
         assert_ne!(job_key(&base, &spirv), job_key(&base, &msl));
+    }
+
+    #[test]
+    fn a_reflection_s_identity_has_the_spirv_it_reads_and_its_reflector() {
+        let reflection = TargetConfig::new(Target::Reflection);
+        let of = |spirv| reflection.clone().reflecting(spirv);
+        for compiler in [
+            CompilerKind::Naga,
+            CompilerKind::Glslang,
+            CompilerKind::Slang,
+        ] {
+            let alone = namespace(compiler, &of(None));
+            let with_10 = namespace(compiler, &of(Some((1, 0))));
+            let with_13 = namespace(compiler, &of(Some((1, 3))));
+            assert_ne!(alone, with_10, "{compiler:?}");
+            assert_ne!(with_10, with_13, "{compiler:?}");
+            assert_eq!(with_13.target_options()["options"], "spirv=1.3");
+            // SPIRV-Cross reads every front end's SPIR-V, naga's too.
+            assert_eq!(
+                with_13.target_options()["translator"],
+                compile::cross::version(Target::Reflection),
+                "{compiler:?}"
+            );
+        }
+        // A naga shader's revision changes with the reflector as with the target's options.
+        let r = |spirv| revision(&shader(), &[of(spirv)], "a");
+        assert_ne!(r(None), r(Some((1, 3))));
+        // Other targets ignore `reflecting`.
+        let msl = TargetConfig::new(Target::Msl);
+        assert_eq!(msl.clone().reflecting(Some((1, 3))), msl);
     }
 
     #[test]

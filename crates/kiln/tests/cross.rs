@@ -81,7 +81,7 @@ fn assert_translated(target: Target, source: &str, out: &str, resources: &[&str]
         Target::Hlsl => "SPIRV_Cross_",
         Target::Glsl => "#version 450",
         Target::Wgsl => "@",
-        Target::Spirv => unreachable!("SPIR-V is not text"),
+        Target::Spirv | Target::Reflection => unreachable!("not a translated text"),
     };
     assert!(
         out.contains(marker),

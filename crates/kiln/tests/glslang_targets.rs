@@ -252,7 +252,7 @@ fn manifest_constants_reach_every_target_of_a_glslang_shader() {
 
 const REACH_MANIFEST: &str = r#"
 [project]
-targets = ["spirv", "msl", "hlsl", "glsl", "wgsl"]
+targets = ["spirv", "msl", "hlsl", "glsl", "wgsl", "reflection"]
 
 [[shader]]
 name = "Surface"
@@ -447,6 +447,23 @@ fn glsl_and_hlsl_projects_build_every_target_they_can_express() {
                 glslang_validator(&text, stage_of(shader, pass), Checked::Hlsl, &what);
             }
             Target::Wgsl => wgsl_valid(&String::from_utf8(bytes).expect("text"), &what),
+            Target::Reflection => {
+                let value: serde_json::Value = serde_json::from_slice(&bytes).expect("JSON");
+                let stage = match stage_of(shader, pass) {
+                    "vert" => "vertex",
+                    "frag" => "fragment",
+                    "geom" => "geometry",
+                    "tesc" => "tess_control",
+                    "tese" => "tess_evaluation",
+                    _ => "compute",
+                };
+                assert_eq!(value["stage"], stage, "{what}");
+                assert_eq!(
+                    value["workgroup_size"].is_array(),
+                    stage == "compute",
+                    "{what}"
+                );
+            }
             // No Metal compiler here: MSL is checked for its header only.
             Target::Msl => assert!(String::from_utf8(bytes)
                 .expect("text")
@@ -468,6 +485,8 @@ fn glsl_and_hlsl_projects_build_every_target_they_can_express() {
     assert_eq!(failed(Target::Glsl), 0, "{failures:#?}");
     assert_eq!(failed(Target::Msl), 1, "{failures:#?}");
     assert_eq!(failed(Target::Hlsl), 3, "{failures:#?}");
+    // Reflection reads every stage's SPIR-V.
+    assert_eq!(failed(Target::Reflection), 0, "{failures:#?}");
     assert!(f.path("out/Patch/Control/_.metal").exists());
     assert!(f.read("out/Explode/Main/_.glsl").contains("EmitVertex()"));
 

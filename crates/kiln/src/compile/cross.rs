@@ -21,6 +21,8 @@
 //! comes first, because SPIRV-Cross trusts its input.
 
 mod naga_in;
+#[cfg(feature = "glslang")]
+mod reflect;
 mod spec;
 #[cfg(feature = "glslang")]
 mod spirv_cross;
@@ -44,10 +46,11 @@ impl Translator {
     pub const ALL: [Translator; 2] = [Self::Naga, Self::SpirvCross];
 
     /// The translator kiln uses for `target`; `None` for SPIR-V, whose artifact is the
-    /// SPIR-V itself. Chosen by measured coverage (see the module documentation).
+    /// SPIR-V itself, and for reflection, which translates nothing ([`reflect()`]). Chosen by
+    /// measured coverage (see the module documentation).
     pub fn for_target(target: Target) -> Option<Self> {
         match target {
-            Target::Spirv => None,
+            Target::Spirv | Target::Reflection => None,
             Target::Msl | Target::Hlsl | Target::Glsl => Some(Self::SpirvCross),
             Target::Wgsl => Some(Self::Naga),
         }
@@ -64,7 +67,7 @@ impl Translator {
     /// Whether this translator writes `target` (in this build).
     pub fn writes(self, target: Target) -> bool {
         match self {
-            Self::Naga => target != Target::Spirv,
+            Self::Naga => target.is_shader() && target != Target::Spirv,
             Self::SpirvCross => {
                 cfg!(feature = "glslang")
                     && matches!(target, Target::Msl | Target::Hlsl | Target::Glsl)
@@ -100,12 +103,42 @@ fn spirv_cross_version() -> String {
 }
 
 /// The exact version of everything [`from_spirv`] can run for `target` (the translator kiln
-/// uses for it), for the store namespace of artifacts translated from SPIR-V. Empty for the
-/// SPIR-V target, whose bytes are the front end's.
+/// uses for it; SPIRV-Cross, the reflector, for reflection), for the store namespace of
+/// artifacts made from SPIR-V. Empty for the SPIR-V target, whose bytes are the front end's.
 pub fn version(target: Target) -> String {
+    if target == Target::Reflection {
+        return spirv_cross_version();
+    }
     Translator::for_target(target)
         .map(Translator::version)
         .unwrap_or_default()
+}
+
+/// Why the reflection target fails in a kiln built without SPIRV-Cross.
+pub const REFLECTION_NEEDS_GLSLANG: &str =
+    "the reflection target needs kiln built with the `glslang` feature (the default features; it reads SPIR-V with SPIRV-Cross, which needs a C++ compiler)";
+
+/// The reflection target's artifact: the interface of the entry point `entry` of `stage` in
+/// `spirv`, read with SPIRV-Cross's reflection API, as canonical compact JSON (the schema is
+/// in the README's "Reflection" section). Any stage is reflected. Without the cargo feature
+/// `glslang` (no SPIRV-Cross), an [`CompilePhase::Unsupported`] error.
+pub fn reflect(spirv: &[u32], stage: Stage, entry: &str) -> Result<Vec<u8>, CompileError> {
+    words::check(spirv)?;
+    #[cfg(feature = "glslang")]
+    {
+        contain_named("SPIRV-Cross", CompilePhase::Emit, || {
+            reflect::reflect(spirv, stage, entry)
+        })
+    }
+    #[cfg(not(feature = "glslang"))]
+    {
+        let _ = (stage, entry);
+        Err(CompileError::new(
+            CompilePhase::Unsupported,
+            REFLECTION_NEEDS_GLSLANG.to_owned(),
+            None,
+        ))
+    }
 }
 
 /// Turns SPIR-V (as glslang wrote it) into the artifact of `target`, for the entry point
@@ -118,6 +151,9 @@ pub fn from_spirv(
     entry: &str,
     target: &TargetConfig,
 ) -> Result<Vec<u8>, CompileError> {
+    if target.target() == Target::Reflection {
+        return reflect(spirv, stage, entry);
+    }
     match Translator::for_target(target.target()) {
         None => {
             words::check(spirv)?;
@@ -146,7 +182,7 @@ pub fn stage_support(
 ) -> Result<(), &'static str> {
     use Stage as S;
     use Target as T;
-    if target == T::Spirv {
+    if matches!(target, T::Spirv | T::Reflection) {
         return Ok(());
     }
     if stage.naga_supports() {

@@ -8,7 +8,8 @@ use std::fmt;
 /// The default register space of HLSL's push-constant buffer (see `immediates_space`).
 pub const DEFAULT_IMMEDIATES_SPACE: u8 = 255;
 
-/// A naga back end.
+/// An output kind: a shader language (a naga back end), or the reflection of a variant's
+/// SPIR-V interface as JSON.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Target {
     /// SPIR-V binary (Vulkan).
@@ -21,11 +22,22 @@ pub enum Target {
     Glsl,
     /// WGSL source (WebGPU).
     Wgsl,
+    /// The interface of the variant's SPIR-V (bindings, push constants, stage inputs and
+    /// outputs, workgroup size) as canonical JSON, read by SPIRV-Cross
+    /// (`compile::cross::reflect`); not a shader language.
+    Reflection,
 }
 
 impl Target {
     /// Every target, in a stable order.
-    pub const ALL: [Target; 5] = [Self::Spirv, Self::Msl, Self::Hlsl, Self::Glsl, Self::Wgsl];
+    pub const ALL: [Target; 6] = [
+        Self::Spirv,
+        Self::Msl,
+        Self::Hlsl,
+        Self::Glsl,
+        Self::Wgsl,
+        Self::Reflection,
+    ];
 
     /// [`Target::name`] as one shared allocation per process: every index entry of an
     /// output for this target holds it.
@@ -44,7 +56,14 @@ impl Target {
             Self::Hlsl => "hlsl",
             Self::Glsl => "glsl",
             Self::Wgsl => "wgsl",
+            Self::Reflection => "reflection",
         }
+    }
+
+    /// Whether the target is a shader language (its artifact is code a driver or another
+    /// compiler reads), not the reflection of one.
+    pub fn is_shader(self) -> bool {
+        self != Self::Reflection
     }
 
     /// The extension of output files.
@@ -55,6 +74,7 @@ impl Target {
             Self::Hlsl => "hlsl",
             Self::Glsl => "glsl",
             Self::Wgsl => "wgsl",
+            Self::Reflection => "reflect.json",
         }
     }
 
@@ -172,8 +192,8 @@ impl fmt::Display for Stage {
 /// A target option that kiln does not understand, or a value it cannot parse.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TargetParseError {
-    /// The target name is not one of `spirv`, `msl`, `hlsl`, `glsl`, `wgsl`.
-    #[error("unknown target `{0}` (expected one of spirv, msl, hlsl, glsl, wgsl)")]
+    /// The target name is not one of `spirv`, `msl`, `hlsl`, `glsl`, `wgsl`, `reflection`.
+    #[error("unknown target `{0}` (expected one of spirv, msl, hlsl, glsl, wgsl, reflection)")]
     UnknownTarget(String),
     /// An option the target does not have.
     #[error("target `{target}` has no option `{option}`")]
@@ -200,6 +220,10 @@ pub enum TargetParseError {
     },
 }
 
+/// The reflected SPIR-V version of a reflection target in a project without a spirv target
+/// (its SPIR-V is then each front end's default: see [`TargetConfig::reflected_spirv`]).
+const NO_SPIRV_TARGET: (u16, u16) = (0, 0);
+
 /// A target with its options resolved to naga settings.
 ///
 /// Its [`TargetConfig::options_string`] is canonical: two configs that emit identical code
@@ -207,7 +231,9 @@ pub enum TargetParseError {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TargetConfig {
     target: Target,
-    /// (major, minor) language version: SPIR-V, MSL; GLSL uses `major` as e.g. 450 / 310.
+    /// (major, minor) language version: SPIR-V, MSL; GLSL uses `major` as e.g. 450 / 310;
+    /// reflection: the version of the project's spirv target, whose SPIR-V it reads
+    /// ([`NO_SPIRV_TARGET`] without one).
     version: (u16, u16),
     /// GLSL ES instead of desktop GLSL.
     es: bool,
@@ -229,6 +255,7 @@ impl TargetConfig {
             Target::Hlsl => (5, 1),
             Target::Glsl => (450, 0),
             Target::Wgsl => (0, 0),
+            Target::Reflection => NO_SPIRV_TARGET,
         };
         Self {
             target,
@@ -243,6 +270,24 @@ impl TargetConfig {
     pub fn with_capabilities(mut self, capabilities: Capabilities) -> Self {
         self.capabilities = capabilities.bits();
         self
+    }
+
+    /// A reflection target reads the SPIR-V of the project's spirv target, of `version`
+    /// (`None`: the project has none): recorded here so that it is part of the reflection's
+    /// identity (store namespace, revision). Other targets come back unchanged.
+    pub fn reflecting(mut self, version: Option<(u16, u16)>) -> Self {
+        if self.target == Target::Reflection {
+            self.version = version.unwrap_or(NO_SPIRV_TARGET);
+        }
+        self
+    }
+
+    /// For a reflection target, the version of the spirv target it reads (`None` when the
+    /// project has none: then glslang writes its environment's default, Slang 1.3, and naga
+    /// SPIR-V 1.0, with the spirv target's other options); `None` for other targets.
+    pub fn reflected_spirv(&self) -> Option<(u16, u16)> {
+        (self.target == Target::Reflection && self.version != NO_SPIRV_TARGET)
+            .then_some(self.version)
     }
 
     /// The capabilities naga's validator allows for this target's artifacts.
@@ -348,6 +393,10 @@ impl TargetConfig {
             ),
             Target::Glsl => format!("version={};es={}", self.version.0, self.es),
             Target::Wgsl => String::new(),
+            Target::Reflection => match self.reflected_spirv() {
+                Some((major, minor)) => format!("spirv={major}.{minor}"),
+                None => "spirv=none".to_owned(),
+            },
         }
     }
 
@@ -368,23 +417,16 @@ impl TargetConfig {
         })?;
         match self.target {
             Target::Spirv => {
-                use naga::back::spv;
-                let options = spv::Options {
-                    lang_version: (self.version.0 as u8, self.version.1 as u8),
-                    // Fixed flags (naga adds DEBUG in its own debug builds): output must not
-                    // depend on how kiln was compiled.
-                    flags: spv::WriterFlags::ADJUST_COORDINATE_SPACE
-                        | spv::WriterFlags::LABEL_VARYINGS
-                        | spv::WriterFlags::CLAMP_FRAG_DEPTH,
-                    ..spv::Options::default()
-                };
-                let pipeline = spv::PipelineOptions {
-                    shader_stage: stage,
-                    entry_point: m.entry.clone(),
-                };
-                let words = spv::write_vec(&m.module, &m.info, &options, Some(&pipeline))
-                    .map_err(|e| emit_error(&e))?;
+                let words =
+                    emit_spirv(m, stage, self.version, false).map_err(|e| emit_error(&e))?;
                 Ok(words.iter().flat_map(|w| w.to_le_bytes()).collect())
+            }
+            Target::Reflection => {
+                // The SPIR-V the spirv target writes (same options; without a spirv target,
+                // SPIR-V 1.0) with its names, read back by the reflector.
+                let version = self.reflected_spirv().unwrap_or((1, 0));
+                let words = emit_spirv(m, stage, version, true).map_err(|e| emit_error(&e))?;
+                super::cross::reflect(&words, m.stage, &m.entry)
             }
             Target::Msl => {
                 use naga::back::msl;
@@ -464,13 +506,45 @@ impl TargetConfig {
     }
 }
 
+/// naga's SPIR-V for the spirv target (of `version`), and for the reflection target: the
+/// same module with `names` (naga's `DEBUG` flag: `OpName`s of types, members, variables;
+/// nothing that changes a binding, a location or a layout), without which a reflection
+/// would name every resource by its SPIR-V id.
+fn emit_spirv(
+    m: &ValidatedModule,
+    stage: naga::ShaderStage,
+    version: (u16, u16),
+    names: bool,
+) -> Result<Vec<u32>, naga::back::spv::Error> {
+    use naga::back::spv;
+    // Fixed flags (naga adds DEBUG in its own debug builds): output must not depend on how
+    // kiln was compiled.
+    let mut flags = spv::WriterFlags::ADJUST_COORDINATE_SPACE
+        | spv::WriterFlags::LABEL_VARYINGS
+        | spv::WriterFlags::CLAMP_FRAG_DEPTH;
+    if names {
+        flags |= spv::WriterFlags::DEBUG;
+    }
+    let options = spv::Options {
+        lang_version: (version.0 as u8, version.1 as u8),
+        flags,
+        ..spv::Options::default()
+    };
+    let pipeline = spv::PipelineOptions {
+        shader_stage: stage,
+        entry_point: m.entry.clone(),
+    };
+    spv::write_vec(&m.module, &m.info, &options, Some(&pipeline))
+}
+
 /// Everything naga's back end for `target` can write, as naga's own command-line tool
 /// validates for an output of that kind: a module using a capability outside this set fails
 /// validation for this target alone.
 pub fn supported_capabilities(target: Target) -> Capabilities {
     use naga::back;
     match target {
-        Target::Spirv => back::spv::supported_capabilities(),
+        // Reflection reads naga's SPIR-V.
+        Target::Spirv | Target::Reflection => back::spv::supported_capabilities(),
         Target::Msl => back::msl::supported_capabilities(),
         Target::Hlsl => back::hlsl::supported_capabilities(),
         Target::Glsl => back::glsl::supported_capabilities(),

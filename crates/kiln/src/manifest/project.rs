@@ -158,7 +158,9 @@ impl Context<'_> {
         if targets.is_empty() {
             return Err(self.error(Some(raw.span()), "`targets` is empty".into()));
         }
-        Ok(targets)
+        // Reflection reads the spirv target's SPIR-V: its version is part of its identity.
+        let spirv = targets.iter().find_map(TargetConfig::spirv_version);
+        Ok(targets.into_iter().map(|t| t.reflecting(spirv)).collect())
     }
 
     /// One entry of `targets`, with its own capabilities, else the project's.
@@ -332,6 +334,32 @@ mod tests {
         assert_eq!(m.limits.max_variants, 2048);
         let e = parse(&text.replace("[project]", "[project]\nmax_variants = 0")).unwrap_err();
         assert!(e.message.contains("positive"), "{e}");
+    }
+
+    #[test]
+    fn reflection_is_a_target_that_records_the_spirv_target_s_version() {
+        use crate::compile::Target;
+        let listed = |targets: &str| {
+            let text = LIT.replace(
+                "targets = [\"spirv\", { name = \"msl\", version = \"2.0\" }]",
+                &format!("targets = {targets}"),
+            );
+            parse(&text).map(|m| m.targets)
+        };
+        let targets = listed(r#"["reflection", { name = "spirv", version = "1.3" }]"#).unwrap();
+        assert_eq!(targets[0].target(), Target::Reflection);
+        assert_eq!(targets[0].options_string(), "spirv=1.3");
+        assert_eq!(targets[0].reflected_spirv(), Some((1, 3)));
+        let alone = listed(r#"["msl", "reflection"]"#).unwrap();
+        assert_eq!(alone[1].options_string(), "spirv=none");
+        let e = listed(r#"[{ name = "reflection", version = "1.3" }]"#).unwrap_err();
+        assert!(e.message.contains("no option `version`"), "{e}");
+        let e = listed(r#"["reflections"]"#).unwrap_err();
+        assert!(
+            e.message
+                .contains("one of spirv, msl, hlsl, glsl, wgsl, reflection"),
+            "{e}"
+        );
     }
 
     #[test]

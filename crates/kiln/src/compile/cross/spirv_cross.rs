@@ -16,7 +16,7 @@ const UNHANDLED_CAPABILITIES: [(u32, &str); 2] =
 
 /// Refuses a module declaring a capability SPIRV-Cross cannot read (the caller has checked
 /// the instruction stream).
-fn refuse_unhandled(spirv: &[u32], target: &TargetConfig) -> Result<(), CompileError> {
+pub(super) fn refuse_unhandled(spirv: &[u32], target: Target) -> Result<(), CompileError> {
     const OP_CAPABILITY: u32 = 17;
     let mut at = 5;
     while let Some(&first) = spirv.get(at) {
@@ -32,8 +32,8 @@ fn refuse_unhandled(spirv: &[u32], target: &TargetConfig) -> Result<(), CompileE
                 return Err(CompileError::new(
                     CompilePhase::Unsupported,
                     format!(
-                        "{} through SPIRV-Cross: the module uses capability {name}, which SPIRV-Cross cannot translate",
-                        target.target()
+                        "{target} through SPIRV-Cross: the module uses capability {name}, which SPIRV-Cross cannot read"
+
                     ),
                     None,
                 ));
@@ -51,7 +51,7 @@ pub(super) fn translate(
     stage: Option<Stage>,
     target: &TargetConfig,
 ) -> Result<Vec<u8>, CompileError> {
-    refuse_unhandled(spirv, target)?;
+    refuse_unhandled(spirv, target.target())?;
     let module = Module::from_words(spirv);
     let error = |e: SpirvCrossError| {
         let phase = match e {
@@ -96,7 +96,7 @@ pub(super) fn translate(
             options.version = glsl_version(target)?;
             compiler.compile(&options).map_err(error)?.to_string()
         }
-        Target::Spirv | Target::Wgsl => {
+        Target::Spirv | Target::Wgsl | Target::Reflection => {
             return Err(translator_error(
                 CompilePhase::Emit,
                 Translator::SpirvCross,
@@ -180,7 +180,7 @@ fn select_entry<T: CompilableTarget>(
 }
 
 /// SPIR-V's execution model of a kiln stage.
-fn execution_model(stage: Stage) -> ExecutionModel {
+pub(super) fn execution_model(stage: Stage) -> ExecutionModel {
     match stage {
         Stage::Vertex => ExecutionModel::Vertex,
         Stage::Fragment => ExecutionModel::Fragment,

@@ -163,20 +163,31 @@ fn the_stage_table_allows_what_the_translators_write() {
             })
             .collect()
     };
-    use Target::{Glsl, Hlsl, Msl, Spirv, Wgsl};
+    use Target::{Glsl, Hlsl, Msl, Reflection, Spirv, Wgsl};
     for stage in [Stage::Vertex, Stage::Fragment, Stage::Compute] {
-        assert_eq!(allowed(stage), [Spirv, Msl, Hlsl, Glsl, Wgsl], "{stage}");
+        assert_eq!(
+            allowed(stage),
+            [Spirv, Msl, Hlsl, Glsl, Wgsl, Reflection],
+            "{stage}"
+        );
     }
-    assert_eq!(allowed(Stage::Geometry), [Spirv, Glsl]);
-    assert_eq!(allowed(Stage::TessControl), [Spirv, Msl, Glsl]);
-    assert_eq!(allowed(Stage::TessEvaluation), [Spirv, Msl, Glsl]);
+    assert_eq!(allowed(Stage::Geometry), [Spirv, Glsl, Reflection]);
+    assert_eq!(allowed(Stage::TessControl), [Spirv, Msl, Glsl, Reflection]);
+    assert_eq!(
+        allowed(Stage::TessEvaluation),
+        [Spirv, Msl, Glsl, Reflection]
+    );
     for stage in [
         Stage::Task,
         Stage::Mesh,
         Stage::RayGeneration,
         Stage::Callable,
     ] {
-        assert_eq!(allowed(stage), [Spirv], "{stage}");
+        assert_eq!(allowed(stage), [Spirv, Reflection], "{stage}");
+        // Reflection reads any stage, whichever translator is asked.
+        for translator in Translator::ALL {
+            assert_eq!(stage_support(translator, stage, Reflection), Ok(()));
+        }
     }
     // naga, asked directly, reads only its own stages.
     assert!(stage_support(Translator::Naga, Stage::TessControl, Target::Glsl).is_err());
@@ -217,5 +228,31 @@ fn a_module_spirv_cross_cannot_read_is_refused_not_aborted() {
         .unwrap_err();
         assert_eq!(e.phase, CompilePhase::Unsupported, "{target}: {e}");
         assert!(e.message.contains("UntypedPointersKHR"), "{target}: {e}");
+    }
+}
+
+/// Reflection needs SPIRV-Cross: without the `glslang` feature each reflection pair fails
+/// alone, saying how to build, and never panics.
+#[test]
+fn reflection_without_spirv_cross_fails_saying_how_to_build() {
+    let wgsl = "@fragment fn main() -> @location(0) vec4<f32> { return vec4<f32>(1.0); }";
+    let result = crate::compile::compile(
+        crate::compile::SourceLanguage::Wgsl,
+        wgsl,
+        Stage::Fragment,
+        "main",
+        &TargetConfig::new(Target::Reflection),
+    );
+    if cfg!(feature = "glslang") {
+        let json = String::from_utf8(result.expect("reflected")).expect("UTF-8");
+        assert!(json.contains(r#""stage":"fragment""#), "{json}");
+    } else {
+        let e = result.unwrap_err();
+        assert_eq!(e.phase, CompilePhase::Unsupported, "{e}");
+        assert!(
+            e.message
+                .contains("the reflection target needs kiln built with the `glslang` feature"),
+            "{e}"
+        );
     }
 }

@@ -79,7 +79,8 @@ fn route(target: Target) -> Route {
         Target::Spirv => Route::Spirv,
         Target::Hlsl => Route::Slang(SlangFormat::Hlsl),
         Target::Wgsl => Route::Slang(SlangFormat::Wgsl),
-        Target::Msl | Target::Glsl => Route::Translated,
+        // Reflection reads Slang's SPIR-V, as every translator does.
+        Target::Msl | Target::Glsl | Target::Reflection => Route::Translated,
     }
 }
 
