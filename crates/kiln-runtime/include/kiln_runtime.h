@@ -87,7 +87,8 @@ typedef struct KilnVariant {
      */
     size_t len;
     /**
-     * The variant's reflection blob (empty in this version of the pack format).
+     * The variant's reflection: kiln's reflection JSON (README, "Reflection") when the build
+     * listed the `reflection` target, else empty (`reflection_len` 0).
      */
     const uint8_t *reflection;
     /**

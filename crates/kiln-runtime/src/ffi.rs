@@ -71,7 +71,8 @@ pub struct KilnVariant {
     pub bytes: *const u8,
     /// The artifact's length in bytes.
     pub len: usize,
-    /// The variant's reflection blob (empty in this version of the pack format).
+    /// The variant's reflection: kiln's reflection JSON (README, "Reflection") when the build
+    /// listed the `reflection` target, else empty (`reflection_len` 0).
     pub reflection: *const u8,
     /// The reflection blob's length in bytes.
     pub reflection_len: usize,

@@ -2,7 +2,8 @@
 //! way an engine reads it (issue 27): every variant of every target is served by its
 //! target's pack through `kiln_runtime::Library` with exactly the loose file's bytes and the
 //! index's digest; every permutation of each keyword set, with a keyword repeated, finds the
-//! same artifact; an unknown keyword and a legal set that was not built are their errors.
+//! same artifact; an unknown keyword and a legal set that was not built are their errors;
+//! each variant's reflection blob is its `reflection` output.
 //! The same lookups go through the C ABI (`kiln_runtime::ffi`, what `kiln_runtime.h`
 //! declares), called here as a C caller calls them.
 
@@ -103,8 +104,10 @@ fn the_demo_pack_serves_every_variant_as_the_loose_build_wrote_it() {
         .manifest()
         .targets
         .iter()
+        .filter(|t| t.target().is_shader())
         .map(|t| t.target().name().to_owned())
         .collect();
+    assert!(!out.join("reflection.kpack").exists(), "reflection is no pack of its own");
     assert_eq!(
         report.packs_written,
         targets.len(),
@@ -132,6 +135,10 @@ fn the_demo_pack_serves_every_variant_as_the_loose_build_wrote_it() {
             assert_eq!(first.bytes, &loose[..], "{}", e.path);
             assert_eq!(first.digest, &*e.variant.digest, "{}", e.path);
             assert_eq!(first.keywords.to_vec(), set, "{}", e.path);
+            let reflection = e.path.rsplit_once('.').unwrap().0.to_owned() + ".reflect.json";
+            let reflection = std::fs::read(out.join(reflection)).unwrap();
+            assert_eq!(first.reflection, &reflection[..], "{}", e.path);
+            assert!(reflection.starts_with(b"{\"bindings\":"), "{}", e.path);
             let mut reversed = set.clone();
             reversed.reverse();
             reversed.extend(set.first());

@@ -14,12 +14,15 @@
 
 use super::stat::{FileStat, OutputStats};
 use super::{write_atomic, IndexEntry};
+use crate::compile::Target;
 use crate::manifest::Manifest;
 use crate::store::ContentKey;
 use kiln_runtime::pack::PackWriter;
 use kiln_runtime::Library;
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
+use std::sync::Arc;
 
 /// One pack, as `index.json` records it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,6 +52,7 @@ pub(crate) fn write_pack(
     manifest: &Manifest,
     entries: &[IndexEntry],
     old: Option<&Library>,
+    reflections: &mut Reflections<'_>,
 ) -> Result<(IndexPack, FileStat), String> {
     let mut writer = PackWriter::new();
     writer.add_target(target).map_err(|e| e.to_string())?;
@@ -76,6 +80,7 @@ pub(crate) fn write_pack(
                 &read[..]
             }
         };
+        let reflection = reflections.of_variant(out_dir, entry)?;
         let v = &entry.variant;
         writer
             .add_variant(
@@ -85,7 +90,7 @@ pub(crate) fn write_pack(
                 target,
                 &v.digest,
                 bytes,
-                b"",
+                reflection,
             )
             .map_err(|e| format!("{}: {e}", entry.path))?;
     }
@@ -101,6 +106,49 @@ pub(crate) fn write_pack(
         content_hash: ContentKey::hash(&bytes),
     };
     Ok((record, FileStat::of(&meta)))
+}
+
+/// Each variant's reflection (its `reflection` target's output, when the manifest lists
+/// that target), the blob of every pack entry of the variant: read from its file once for
+/// all the packs.
+pub(crate) struct Reflections<'e> {
+    /// The reflection entries by (shader, pass, keywords).
+    entries: FxHashMap<(&'e str, &'e str, &'e [Arc<str>]), &'e IndexEntry>,
+    /// Their bytes, by path, once read.
+    read: FxHashMap<&'e str, Vec<u8>>,
+}
+
+impl<'e> Reflections<'e> {
+    /// The current reflection outputs among `entries`.
+    pub(crate) fn of(entries: &'e [IndexEntry]) -> Self {
+        let reflection = Target::Reflection.name();
+        let entries = (entries.iter())
+            .filter(|e| *e.target == *reflection && !e.stale)
+            .map(|e| {
+                let v = &e.variant;
+                ((&*v.shader, &*v.pass, &*v.keywords), e)
+            })
+            .collect();
+        Self {
+            entries,
+            read: FxHashMap::default(),
+        }
+    }
+
+    /// The reflection of `entry`'s variant; empty when it has none.
+    fn of_variant(&mut self, out_dir: &Path, entry: &IndexEntry) -> Result<&[u8], String> {
+        let v = &entry.variant;
+        let Some(&reflection) = self.entries.get(&(&*v.shader, &*v.pass, &*v.keywords)) else {
+            return Ok(&[]);
+        };
+        let bytes = match self.read.entry(&reflection.path) {
+            std::collections::hash_map::Entry::Occupied(read) => read.into_mut(),
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(read_output(out_dir, reflection)?)
+            }
+        };
+        Ok(bytes)
+    }
 }
 
 /// The loose output of `entry`, checked against the hash the index records.

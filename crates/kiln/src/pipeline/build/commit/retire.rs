@@ -162,11 +162,11 @@ impl Project {
     ) -> Vec<IndexPack> {
         let out_dir = &self.out_dir;
         let wanted: Vec<&'static str> = match self.manifest.output.layout.packs() {
-            true => self
-                .manifest
-                .targets
-                .iter()
-                .map(|t| t.target().name())
+            // Reflection is no pack of its own: it is each entry's reflection blob.
+            true => (self.manifest.targets.iter())
+                .map(|t| t.target())
+                .filter(|t| t.is_shader())
+                .map(|t| t.name())
                 .collect(),
             false => Vec::new(),
         };
@@ -192,6 +192,7 @@ impl Project {
                 ))),
             }
         }
+        let mut reflections = pack::Reflections::of(&index.entries);
         for target in wanted {
             let old = last.index.packs.iter().find(|p| p.target == target);
             if let Some(old) = old.filter(|_| outputs_unchanged) {
@@ -210,6 +211,7 @@ impl Project {
                 &self.manifest,
                 &index.entries,
                 previous.as_ref(),
+                &mut reflections,
             ) {
                 Ok((record, stat)) => {
                     stats.record(&record.path, stat);
