@@ -27,7 +27,8 @@
 //!
 //! - `remote build_packs ...` and `remote glslang_build_packs ...`: each line again with
 //!   `[output] layout = "both"` (a pack per target beside the loose outputs, issue 27), same
-//!   remote, same protocol: what writing packs adds to each build.
+//!   remote, same protocol, its reps alternated with the loose line's: what writing packs
+//!   adds to each build.
 //!
 //! `cargo bench -p kiln --bench remote` (`KILN_BENCH_REPS=N` to change the 3 reps); without
 //! `--bench` (e.g. under `cargo test -p kiln --bench remote`) small projects (64 WGSL and 8
@@ -191,14 +192,22 @@ fn run(full: bool) -> Result<(), String> {
         scale.variants(),
         targets.len()
     );
-    let line = measure(
-        &manifest,
-        &temp.path().join("wgsl"),
-        &url,
-        scale.variants(),
-        reps,
-        "",
-    )?;
+    let packs = with_packs(&manifest)?;
+    let (loose_dir, packs_dir) = (temp.path().join("wgsl"), temp.path().join("wgsl-packs"));
+    let contenders = [
+        Contender {
+            manifest: &manifest,
+            caches: &loose_dir,
+            prefix: "",
+        },
+        Contender {
+            manifest: &packs,
+            caches: &packs_dir,
+            prefix: "packs_",
+        },
+    ];
+    let lines = measure(&contenders, &url, scale.variants(), reps)?;
+    let line = &lines[0];
     println!(
         "remote build reps={reps} cold_ms={:.1} (min {:.1}) warm_remote_ms={:.1} (min {:.1}) warm_local_ms={:.1} (min {:.1}) cold_over_warm_remote={:.1}x warm_remote_over_warm_local={:.2}x cold_over_warm_local={:.1}x",
         ms(line.cold.median),
@@ -212,15 +221,7 @@ fn run(full: bool) -> Result<(), String> {
         ratio(line.cold.median, line.warm_local.median),
     );
 
-    let packs = with_packs(&manifest)?;
-    let line = measure(
-        &packs,
-        &temp.path().join("wgsl-packs"),
-        &url,
-        scale.variants(),
-        reps,
-        "packs_",
-    )?;
+    let line = &lines[1];
     println!(
         "remote build_packs reps={reps} cold_ms={:.1} (min {:.1}) warm_remote_ms={:.1} (min {:.1}) warm_local_ms={:.1} (min {:.1}) cold_over_warm_remote={:.1}x warm_remote_over_warm_local={:.2}x cold_over_warm_local={:.1}x",
         ms(line.cold.median),
@@ -281,14 +282,22 @@ fn glslang_line(full: bool, temp: &Path, port: u16, reps: usize) -> Result<(), S
         "remote glslang_project variants={} shaders={} targets=1 optimization=performance",
         generated.variants, scale.shaders
     );
-    let line = measure(
-        &generated.manifest,
-        &temp.join("hlsl"),
-        &url,
-        generated.variants,
-        reps,
-        "glslang_",
-    )?;
+    let packs = with_packs(&generated.manifest)?;
+    let (loose_dir, packs_dir) = (temp.join("hlsl"), temp.join("hlsl-packs"));
+    let contenders = [
+        Contender {
+            manifest: &generated.manifest,
+            caches: &loose_dir,
+            prefix: "glslang_",
+        },
+        Contender {
+            manifest: &packs,
+            caches: &packs_dir,
+            prefix: "glslang_packs_",
+        },
+    ];
+    let lines = measure(&contenders, &url, generated.variants, reps)?;
+    let line = &lines[0];
     // What one compile cost (glslang, legalization, the performance passes, validation), as
     // the fill build recorded it in the remote for `--shard`: the mean over every job.
     let client = redis::Client::open(url.as_str()).map_err(|e| e.to_string())?;
@@ -323,15 +332,7 @@ fn glslang_line(full: bool, temp: &Path, port: u16, reps: usize) -> Result<(), S
         ratio(line.cold.min, line.warm_remote.min),
         ratio(line.warm_remote.median, line.warm_local.median),
     );
-    let packs = with_packs(&generated.manifest)?;
-    let line = measure(
-        &packs,
-        &temp.join("hlsl-packs"),
-        &url,
-        generated.variants,
-        reps,
-        "glslang_packs_",
-    )?;
+    let line = &lines[1];
     println!(
         "remote glslang_build_packs reps={reps} cold_ms={:.1} (min {:.1}) warm_remote_ms={:.1} (min {:.1}) warm_local_ms={:.1} (min {:.1}) cold_over_warm_remote={:.1}x (min over min {:.1}x)",
         ms(line.cold.median),
@@ -363,72 +364,100 @@ struct Line {
     warm_local: Stats,
 }
 
-/// Fills the remote at `url` from `manifest` once, then per rep a cold build (empty local
-/// store, no remote), a build with an empty local store from the filled remote and one from
-/// the local store that filled (no remote), the cold one first on odd reps and last on even
-/// ones. Local stores go under `caches`; `prefix` names the printed lines.
+/// One contender of a line: its manifest, the directory of its local stores, and the prefix
+/// of its printed lines.
+struct Contender<'a> {
+    manifest: &'a Path,
+    caches: &'a Path,
+    prefix: &'a str,
+}
+
+/// Fills the remote at `url` from each contender's manifest once, then per rep and per
+/// contender (their order rotating rep by rep, so that a slow phase of the machine hits each
+/// alike) a cold build (empty local store, no remote), a build with an empty local store
+/// from the filled remote and one from the local store that filled (no remote), the cold
+/// one first on odd reps and last on even ones. One [`Line`] per contender.
 fn measure(
-    manifest: &Path,
-    caches: &Path,
+    contenders: &[Contender<'_>],
     url: &str,
     variants: usize,
     reps: usize,
-    prefix: &str,
-) -> Result<Line, String> {
-    let cache = |name: &str| caches.join(name);
-    // Fill the remote (and record compile times) once.
-    let fill = build(manifest, &cache("fill"), Some(url))?;
-    println!(
-        "remote {prefix}fill compiled={} deduplicated={} uploaded={:?}",
-        fill.compiled,
-        fill.deduplicated,
-        fill.remote.as_ref().map(|r| r.uploaded)
-    );
-
-    let (mut cold, mut warm_remote, mut warm_local) = (Vec::new(), Vec::new(), Vec::new());
+) -> Result<Vec<Line>, String> {
+    for c in contenders {
+        // Fill the remote (and record compile times) once.
+        let fill = build(c.manifest, &c.caches.join("fill"), Some(url))?;
+        println!(
+            "remote {}fill compiled={} deduplicated={} uploaded={:?}",
+            c.prefix,
+            fill.compiled,
+            fill.deduplicated,
+            fill.remote.as_ref().map(|r| r.uploaded)
+        );
+    }
+    let mut samples: Vec<[Vec<Duration>; 3]> =
+        contenders.iter().map(|_| Default::default()).collect();
     for rep in 0..reps {
-        let run_cold = |cold: &mut Vec<Duration>| -> Result<(), String> {
-            let dir = cache(&format!("cold{rep}"));
-            let report = build(manifest, &dir, None)?;
-            assert_eq!(report.compiled + report.deduplicated, variants);
-            cold.push(report.elapsed);
-            Ok(())
-        };
-        if rep % 2 == 1 {
-            run_cold(&mut cold)?;
-        }
-        let dir = cache(&format!("warm{rep}"));
-        let report = build(manifest, &dir, Some(url))?;
-        if report.compiled != 0 {
-            return Err(format!(
-                "{prefix}warm-from-remote compiled {}",
-                report.compiled
-            ));
-        }
-        warm_remote.push(report.elapsed);
-        if let Some(remote) = &report.remote {
-            println!(
-                "remote {prefix}warm rep={rep} fetched={} round_trips={} ms={:.1}",
-                remote.fetched,
-                remote.round_trips,
-                ms(report.elapsed)
-            );
-        }
-        let report = build(manifest, &dir, None)?;
-        if report.compiled != 0 {
-            return Err(format!(
-                "{prefix}warm-from-local compiled {}",
-                report.compiled
-            ));
-        }
-        warm_local.push(report.elapsed);
-        if rep % 2 == 0 {
-            run_cold(&mut cold)?;
+        for turn in 0..contenders.len() {
+            let at = (rep + turn) % contenders.len();
+            one_rep(&contenders[at], url, variants, rep, &mut samples[at])?;
         }
     }
-    Ok(Line {
-        cold: Stats::of(&cold),
-        warm_remote: Stats::of(&warm_remote),
-        warm_local: Stats::of(&warm_local),
-    })
+    Ok(samples
+        .iter()
+        .map(|[cold, warm_remote, warm_local]| Line {
+            cold: Stats::of(cold),
+            warm_remote: Stats::of(warm_remote),
+            warm_local: Stats::of(warm_local),
+        })
+        .collect())
+}
+
+/// One rep of one contender: cold, warm from the remote, warm from the local store.
+fn one_rep(
+    c: &Contender<'_>,
+    url: &str,
+    variants: usize,
+    rep: usize,
+    [cold, warm_remote, warm_local]: &mut [Vec<Duration>; 3],
+) -> Result<(), String> {
+    let (manifest, prefix) = (c.manifest, c.prefix);
+    let run_cold = |cold: &mut Vec<Duration>| -> Result<(), String> {
+        let dir = c.caches.join(format!("cold{rep}"));
+        let report = build(manifest, &dir, None)?;
+        assert_eq!(report.compiled + report.deduplicated, variants);
+        cold.push(report.elapsed);
+        Ok(())
+    };
+    if rep % 2 == 1 {
+        run_cold(cold)?;
+    }
+    let dir = c.caches.join(format!("warm{rep}"));
+    let report = build(manifest, &dir, Some(url))?;
+    if report.compiled != 0 {
+        return Err(format!(
+            "{prefix}warm-from-remote compiled {}",
+            report.compiled
+        ));
+    }
+    warm_remote.push(report.elapsed);
+    if let Some(remote) = &report.remote {
+        println!(
+            "remote {prefix}warm rep={rep} fetched={} round_trips={} ms={:.1}",
+            remote.fetched,
+            remote.round_trips,
+            ms(report.elapsed)
+        );
+    }
+    let report = build(manifest, &dir, None)?;
+    if report.compiled != 0 {
+        return Err(format!(
+            "{prefix}warm-from-local compiled {}",
+            report.compiled
+        ));
+    }
+    warm_local.push(report.elapsed);
+    if rep % 2 == 0 {
+        run_cold(cold)?;
+    }
+    Ok(())
 }

@@ -107,7 +107,10 @@ fn the_demo_pack_serves_every_variant_as_the_loose_build_wrote_it() {
         .filter(|t| t.target().is_shader())
         .map(|t| t.target().name().to_owned())
         .collect();
-    assert!(!out.join("reflection.kpack").exists(), "reflection is no pack of its own");
+    assert!(
+        !out.join("reflection.kpack").exists(),
+        "reflection is no pack of its own"
+    );
     assert_eq!(
         report.packs_written,
         targets.len(),
