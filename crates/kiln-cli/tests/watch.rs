@@ -35,14 +35,13 @@ fn fs_main() -> @location(0) vec4<f32> {
 }
 "#;
 
-#[test]
-fn watch_rebuilds_only_what_an_edit_touched_and_stops_cleanly() {
-    let dir = TempProject::from_files([("kiln.toml", MANIFEST), ("lit.wgsl", LIT)]);
+/// `kiln watch --json` on `dir`, and a function that waits for its next report.
+fn watch(dir: &TempProject) -> (std::process::Child, impl Fn() -> Value) {
     let mut child = dir
         .command(env!("CARGO_BIN_EXE_kiln"), "watch")
         .arg("--json")
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
@@ -55,12 +54,19 @@ fn watch_rebuilds_only_what_an_edit_touched_and_stops_cleanly() {
             }
         }
     });
-    let next = || -> Value {
+    let next = move || -> Value {
         let line = rx
             .recv_timeout(Duration::from_secs(60))
             .expect("no report from kiln watch");
         serde_json::from_str(&line).unwrap()
     };
+    (child, next)
+}
+
+#[test]
+fn watch_rebuilds_only_what_an_edit_touched_and_stops_cleanly() {
+    let dir = TempProject::from_files([("kiln.toml", MANIFEST), ("lit.wgsl", LIT)]);
+    let (mut child, next) = watch(&dir);
 
     let first = next();
     assert_eq!(first["variants"], 4, "{first}");
@@ -110,29 +116,7 @@ fn watch_replaces_the_pack_after_each_rebuild_and_an_open_reader_keeps_the_old_b
     use std::os::unix::fs::MetadataExt;
     let manifest = MANIFEST.replace("[[shader]]", "[output]\nlayout = \"both\"\n\n[[shader]]");
     let dir = TempProject::from_files([("kiln.toml", manifest.as_str()), ("lit.wgsl", LIT)]);
-    let mut child = dir
-        .command(env!("CARGO_BIN_EXE_kiln"), "watch")
-        .arg("--json")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let next = || -> Value {
-        let line = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("no report from kiln watch");
-        serde_json::from_str(&line).unwrap()
-    };
+    let (mut child, next) = watch(&dir);
     let first = next();
     assert_eq!(first["packs_written"], 1, "{first}");
     let pack = dir.path("out/spirv.kpack");

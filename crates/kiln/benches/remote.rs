@@ -207,33 +207,9 @@ fn run(full: bool) -> Result<(), String> {
         },
     ];
     let lines = measure(&contenders, &url, scale.variants(), reps)?;
-    let line = &lines[0];
-    println!(
-        "remote build reps={reps} cold_ms={:.1} (min {:.1}) warm_remote_ms={:.1} (min {:.1}) warm_local_ms={:.1} (min {:.1}) cold_over_warm_remote={:.1}x warm_remote_over_warm_local={:.2}x cold_over_warm_local={:.1}x",
-        ms(line.cold.median),
-        ms(line.cold.min),
-        ms(line.warm_remote.median),
-        ms(line.warm_remote.min),
-        ms(line.warm_local.median),
-        ms(line.warm_local.min),
-        ratio(line.cold.median, line.warm_remote.median),
-        ratio(line.warm_remote.median, line.warm_local.median),
-        ratio(line.cold.median, line.warm_local.median),
-    );
+    print_build_line("build", reps, &lines[0]);
 
-    let line = &lines[1];
-    println!(
-        "remote build_packs reps={reps} cold_ms={:.1} (min {:.1}) warm_remote_ms={:.1} (min {:.1}) warm_local_ms={:.1} (min {:.1}) cold_over_warm_remote={:.1}x warm_remote_over_warm_local={:.2}x cold_over_warm_local={:.1}x",
-        ms(line.cold.median),
-        ms(line.cold.min),
-        ms(line.warm_remote.median),
-        ms(line.warm_remote.min),
-        ms(line.warm_local.median),
-        ms(line.warm_local.min),
-        ratio(line.cold.median, line.warm_remote.median),
-        ratio(line.warm_remote.median, line.warm_local.median),
-        ratio(line.cold.median, line.warm_local.median),
-    );
+    print_build_line("build_packs", reps, &lines[1]);
 
     // Shard balance by the compile times the fill build recorded.
     let keys: Vec<String> = redis::cmd("KEYS")
@@ -347,6 +323,22 @@ fn glslang_line(full: bool, temp: &Path, port: u16, reps: usize) -> Result<(), S
     Ok(())
 }
 
+/// The WGSL line of one contender.
+fn print_build_line(name: &str, reps: usize, line: &Line) {
+    println!(
+        "remote {name} reps={reps} cold_ms={:.1} (min {:.1}) warm_remote_ms={:.1} (min {:.1}) warm_local_ms={:.1} (min {:.1}) cold_over_warm_remote={:.1}x warm_remote_over_warm_local={:.2}x cold_over_warm_local={:.1}x",
+        ms(line.cold.median),
+        ms(line.cold.min),
+        ms(line.warm_remote.median),
+        ms(line.warm_remote.min),
+        ms(line.warm_local.median),
+        ms(line.warm_local.min),
+        ratio(line.cold.median, line.warm_remote.median),
+        ratio(line.warm_remote.median, line.warm_local.median),
+        ratio(line.cold.median, line.warm_local.median),
+    );
+}
+
 /// A second manifest beside `manifest` (same shaders, same artifacts: the layout is not part
 /// of any identity) that also asks for a pack per target.
 fn with_packs(manifest: &Path) -> Result<std::path::PathBuf, String> {
@@ -456,7 +448,7 @@ fn one_rep(
         ));
     }
     warm_local.push(report.elapsed);
-    if rep % 2 == 0 {
+    if rep.is_multiple_of(2) {
         run_cold(cold)?;
     }
     Ok(())
