@@ -52,7 +52,7 @@ pub(crate) fn write_pack(
     manifest: &Manifest,
     entries: &[IndexEntry],
     old: Option<&Library>,
-    reflections: &mut Reflections<'_>,
+    reflections: &Reflections,
 ) -> Result<(IndexPack, FileStat), String> {
     let mut writer = PackWriter::new();
     writer.add_target(target).map_err(|e| e.to_string())?;
@@ -80,7 +80,7 @@ pub(crate) fn write_pack(
                 &read[..]
             }
         };
-        let reflection = reflections.of_variant(out_dir, entry)?;
+        let reflection = reflections.of_variant(entry);
         let v = &entry.variant;
         writer
             .add_variant(
@@ -111,43 +111,40 @@ pub(crate) fn write_pack(
 /// Each variant's reflection (its `reflection` target's output, when the manifest lists
 /// that target), the blob of every pack entry of the variant: read from its file once for
 /// all the packs.
-pub(crate) struct Reflections<'e> {
-    /// The reflection entries by (shader, pass, keywords).
-    entries: FxHashMap<(&'e str, &'e str, &'e [Arc<str>]), &'e IndexEntry>,
-    /// Their bytes, by path, once read.
-    read: FxHashMap<&'e str, Vec<u8>>,
+pub(crate) struct Reflections {
+    /// The reflections' bytes by (shader, pass, keywords).
+    by_variant: FxHashMap<VariantNames, Vec<u8>>,
 }
 
-impl<'e> Reflections<'e> {
-    /// The current reflection outputs among `entries`.
-    pub(crate) fn of(entries: &'e [IndexEntry]) -> Self {
+/// A variant's shader, pass and keywords, shared with its index entries.
+type VariantNames = (Arc<str>, Arc<str>, Arc<[Arc<str>]>);
+
+fn names(entry: &IndexEntry) -> VariantNames {
+    let v = &entry.variant;
+    (
+        Arc::clone(&v.shader),
+        Arc::clone(&v.pass),
+        Arc::clone(&v.keywords),
+    )
+}
+
+impl Reflections {
+    /// The current reflection outputs among `entries`, read from `out_dir` and checked
+    /// against their hashes.
+    pub(crate) fn read(out_dir: &Path, entries: &[IndexEntry]) -> Result<Self, String> {
         let reflection = Target::Reflection.name();
-        let entries = (entries.iter())
+        let by_variant = (entries.iter())
             .filter(|e| *e.target == *reflection && !e.stale)
-            .map(|e| {
-                let v = &e.variant;
-                ((&*v.shader, &*v.pass, &*v.keywords), e)
-            })
-            .collect();
-        Self {
-            entries,
-            read: FxHashMap::default(),
-        }
+            .map(|e| Ok((names(e), read_output(out_dir, e)?)))
+            .collect::<Result<_, String>>()?;
+        Ok(Self { by_variant })
     }
 
     /// The reflection of `entry`'s variant; empty when it has none.
-    fn of_variant(&mut self, out_dir: &Path, entry: &IndexEntry) -> Result<&[u8], String> {
-        let v = &entry.variant;
-        let Some(&reflection) = self.entries.get(&(&*v.shader, &*v.pass, &*v.keywords)) else {
-            return Ok(&[]);
-        };
-        let bytes = match self.read.entry(&reflection.path) {
-            std::collections::hash_map::Entry::Occupied(read) => read.into_mut(),
-            std::collections::hash_map::Entry::Vacant(slot) => {
-                slot.insert(read_output(out_dir, reflection)?)
-            }
-        };
-        Ok(bytes)
+    fn of_variant(&self, entry: &IndexEntry) -> &[u8] {
+        self.by_variant
+            .get(&names(entry))
+            .map_or(&[], Vec::as_slice)
     }
 }
 

@@ -10,6 +10,7 @@ use crate::pipeline::out_dir::pack::{self, pack_file_name, IndexPack};
 use crate::pipeline::out_dir::stat::{FileStat, OutputStats};
 use crate::pipeline::out_dir::{self, Index, IndexEntry, INDEX_FILE};
 use crate::pipeline::{Diagnostic, Project, ProjectError, VariantId};
+use rayon::prelude::*;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -192,27 +193,48 @@ impl Project {
                 ))),
             }
         }
-        let mut reflections = pack::Reflections::of(&index.entries);
+        // The packs kept as they are, then those to write: one per core.
+        let mut to_write = Vec::new();
         for target in wanted {
             let old = last.index.packs.iter().find(|p| p.target == target);
-            if let Some(old) = old.filter(|_| outputs_unchanged) {
-                if old.path == pack_file_name(target) && pack::pack_holds(out_dir, old, stats) {
-                    packs.push(old.clone());
-                    continue;
+            match old.filter(|_| outputs_unchanged) {
+                Some(old)
+                    if old.path == pack_file_name(target)
+                        && pack::pack_holds(out_dir, old, stats) =>
+                {
+                    packs.push(old.clone())
                 }
+                _ => to_write.push((target, old)),
             }
-            // The bytes it shares with the pack it replaces come from that one (verified by
-            // hash as they are read), not from thousands of loose files.
-            let previous =
-                old.and_then(|old| kiln_runtime::Library::open(out_dir.join(&old.path)).ok());
-            match pack::write_pack(
-                out_dir,
-                target,
-                &self.manifest,
-                &index.entries,
-                previous.as_ref(),
-                &mut reflections,
-            ) {
+        }
+        if to_write.is_empty() {
+            return packs;
+        }
+        let reflections = pack::Reflections::read(out_dir, &index.entries);
+        let written: Vec<_> = self.pool.install(|| {
+            to_write
+                .par_iter()
+                .map(|&(target, old)| {
+                    let reflections = reflections.as_ref().map_err(Clone::clone)?;
+                    // The bytes it shares with the pack it replaces come from that one
+                    // (verified by hash as they are read), not from thousands of loose files.
+                    let previous = old
+                        .and_then(|old| kiln_runtime::Library::open(out_dir.join(&old.path)).ok());
+                    let manifest = &self.manifest;
+                    let entries = &index.entries;
+                    pack::write_pack(
+                        out_dir,
+                        target,
+                        manifest,
+                        entries,
+                        previous.as_ref(),
+                        reflections,
+                    )
+                })
+                .collect()
+        });
+        for ((target, old), made) in to_write.into_iter().zip(written) {
+            match made {
                 Ok((record, stat)) => {
                     stats.record(&record.path, stat);
                     packs.push(record);
@@ -234,6 +256,13 @@ impl Project {
                 }
             }
         }
+        // In the manifest's target order, whichever finished first.
+        packs.sort_by_key(|p| {
+            let targets = self.manifest.targets.iter();
+            targets
+                .map(|t| t.target().name())
+                .position(|t| t == p.target)
+        });
         packs
     }
 
