@@ -212,3 +212,37 @@ fn a_layout_without_packs_removes_them() {
     assert!(!f.out_dir().join("wgsl.kpack").exists());
     assert!(Index::read(&f.out_dir()).packs.is_empty());
 }
+
+#[test]
+fn a_pack_record_forged_in_index_json_never_reaches_outside_the_output_directory() {
+    let f = fixture(MANIFEST);
+    build(&mut f.open());
+    // A file outside the output directory, and an index that claims it as a pack no longer
+    // asked for (its hash is right: whoever forged the index could read the file).
+    let victim = f.path("keep.me");
+    std::fs::write(&victim, b"precious").unwrap();
+    let index_path = f.out_dir().join("index.json");
+    let mut index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&index_path).unwrap()).unwrap();
+    index["packs"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({
+            "target": "msl",
+            "path": "../keep.me",
+            "bytes": 8,
+            "content_hash": blake3::hash(b"precious").to_hex().to_string(),
+        }));
+    std::fs::write(&index_path, serde_json::to_vec(&index).unwrap()).unwrap();
+    let report = build(&mut f.open());
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious", "left alone");
+    assert!(
+        report
+            .diagnostics
+            .iter()
+            .any(|d| d.message.contains("ignored the pack")),
+        "{:?}",
+        report.diagnostics
+    );
+    assert_eq!(assert_packs_match_loose_files(&f), 8);
+}

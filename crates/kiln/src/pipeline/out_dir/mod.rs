@@ -271,7 +271,8 @@ impl Index {
             .ok()
             .and_then(|text| interned::parse(|| serde_json::from_str(text)).ok())
             .unwrap_or_default();
-        let warnings = safe_output::retain_safe_entries(dir, &mut index.entries);
+        let mut warnings = safe_output::retain_safe_entries(dir, &mut index.entries);
+        warnings.extend(safe_output::retain_safe_packs(dir, &mut index.packs));
         (index, warnings)
     }
 

@@ -25,6 +25,28 @@ pub(crate) fn retain_safe_entries(
     warnings
 }
 
+/// Drops the pack records of an index whose path is not `<target>.kpack` for a valid target
+/// name: anyone can edit `index.json`, and kiln reads and removes the packs it lists.
+pub(crate) fn retain_safe_packs(
+    out_dir: &Path,
+    packs: &mut Vec<super::pack::IndexPack>,
+) -> Vec<Diagnostic> {
+    let mut warnings = Vec::new();
+    packs.retain(|pack| {
+        let safe = kiln_runtime::canon::check_name(&pack.target).is_ok()
+            && pack.path == super::pack::pack_file_name(&pack.target);
+        if !safe {
+            warnings.push(Diagnostic::warning(format!(
+                "ignored the pack {:?} of {}: a pack is `<target>.kpack` in the output directory",
+                pack.path,
+                out_dir.join(super::INDEX_FILE).display()
+            )));
+        }
+        safe
+    });
+    warnings
+}
+
 fn ignored(out_dir: &Path, why: &UnsafePath) -> Diagnostic {
     Diagnostic::warning(format!(
         "ignored an entry of {}: {why}; kiln reads, writes and removes only inside the output directory",
