@@ -117,7 +117,21 @@ extern "C" {
 enum KilnStatus kiln_library_open(const char *path, struct KilnLibrary **out);
 
 /**
- * Closes a library made by `kiln_library_open`: every variant's bytes it handed out become
+ * Opens the pack kiln wrote for `target` in the output directory `dir` (both UTF-8):
+ * `<dir>/<target>.kpack`, as `kiln_library_open` opens a path. No pack there is
+ * `KILN_ERR_IO`, with a message naming the file and the manifest setting that writes it.
+ *
+ * # Safety
+ *
+ * `dir` and `target` are NULL or NUL-terminated strings; `out` is NULL or points to
+ * writable storage for one pointer.
+ */
+enum KilnStatus kiln_library_open_dir(const char *dir,
+                                      const char *target,
+                                      struct KilnLibrary **out);
+
+/**
+ * Closes a library made by `kiln_library_open` or `kiln_library_open_dir`: every variant's bytes it handed out become
  * invalid. NULL is accepted and does nothing. Closing one library twice is undefined.
  *
  * # Safety

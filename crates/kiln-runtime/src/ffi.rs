@@ -242,7 +242,37 @@ pub unsafe extern "C" fn kiln_library_open(
     })
 }
 
-/// Closes a library made by `kiln_library_open`: every variant's bytes it handed out become
+/// Opens the pack kiln wrote for `target` in the output directory `dir` (both UTF-8):
+/// `<dir>/<target>.kpack`, as `kiln_library_open` opens a path. No pack there is
+/// `KILN_ERR_IO`, with a message naming the file and the manifest setting that writes it.
+///
+/// # Safety
+///
+/// `dir` and `target` are NULL or NUL-terminated strings; `out` is NULL or points to
+/// writable storage for one pointer.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_library_open_dir(
+    dir: *const c_char,
+    target: *const c_char,
+    out: *mut *mut KilnLibrary,
+) -> KilnStatus {
+    guard(|| {
+        if out.is_null() {
+            return Err(null_argument("out"));
+        }
+        // SAFETY: `out` is not NULL and the caller promises it is writable.
+        unsafe { out.write(ptr::null_mut()) };
+        // SAFETY: the caller's promise for `dir` and `target`; read only during this call.
+        let (dir, target) = unsafe { (text(dir, "dir")?, text(target, "target")?) };
+        let inner = Library::open_dir(dir, target).map_err(open_failure)?;
+        let library = Box::into_raw(Box::new(KilnLibrary { inner }));
+        // SAFETY: as above.
+        unsafe { out.write(library) };
+        Ok(())
+    })
+}
+
+/// Closes a library made by `kiln_library_open` or `kiln_library_open_dir`: every variant's bytes it handed out become
 /// invalid. NULL is accepted and does nothing. Closing one library twice is undefined.
 ///
 /// # Safety

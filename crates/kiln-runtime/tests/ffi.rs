@@ -10,7 +10,7 @@ use std::ptr;
 use common::{temp_dir, write_sample_pack, SAMPLES};
 use kiln_runtime::ffi::{
     kiln_last_error, kiln_library_close, kiln_library_get, kiln_library_len, kiln_library_open,
-    kiln_library_variant_count, KilnLibrary, KilnStatus, KilnVariant,
+    kiln_library_open_dir, kiln_library_variant_count, KilnLibrary, KilnStatus, KilnVariant,
 };
 use kiln_runtime::Library;
 
@@ -432,4 +432,30 @@ fn threads_share_a_library_and_keep_their_own_message() {
         }
     });
     assert!(last_error().starts_with("unknown keyword `RAIN` "));
+}
+
+#[test]
+fn open_dir_finds_the_targets_pack_and_names_a_missing_one() {
+    let dir = temp_dir("ffi-open-dir");
+    let pack = write_sample_pack(&dir);
+    std::fs::rename(&pack, dir.join("spirv.kpack")).unwrap();
+    let (c_dir, spirv, dxil) = (c(dir.to_str().unwrap()), c("spirv"), c("dxil"));
+    let mut library = ptr::null_mut();
+    // SAFETY: C strings and a writable pointer.
+    let status = unsafe { kiln_library_open_dir(c_dir.as_ptr(), spirv.as_ptr(), &mut library) };
+    assert_eq!(status, KILN_OK, "{}", last_error());
+    let library = Open(library);
+    let expected = Library::open(dir.join("spirv.kpack")).unwrap().len();
+    // SAFETY: an open library.
+    assert_eq!(unsafe { kiln_library_len(library.0) }, expected);
+
+    let mut none = ptr::null_mut();
+    // SAFETY: as above.
+    let status = unsafe { kiln_library_open_dir(c_dir.as_ptr(), dxil.as_ptr(), &mut none) };
+    assert_eq!(status, KILN_ERR_IO);
+    assert!(none.is_null());
+    assert!(last_error().contains("dxil.kpack"), "{}", last_error());
+    // SAFETY: NULL arguments are refused before anything is read.
+    let status = unsafe { kiln_library_open_dir(ptr::null(), spirv.as_ptr(), &mut none) };
+    assert_eq!(status, KILN_ERR_NULL_ARGUMENT);
 }
