@@ -163,6 +163,14 @@ fn watch_replaces_the_pack_after_each_rebuild_and_an_open_reader_keeps_the_old_b
     );
     old.verify_all().unwrap();
 
+    // A pack removed behind kiln's back is made again, with nothing compiled.
+    let written = std::fs::read(&pack).unwrap();
+    std::fs::remove_file(&pack).unwrap();
+    let third = next();
+    assert_eq!(third["compiled"], 0, "{third}");
+    assert_eq!(third["packs_written"], 1, "{third}");
+    assert_eq!(std::fs::read(&pack).unwrap(), written);
+
     let interrupted = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()

@@ -235,6 +235,17 @@ impl Project {
                 last.index_suspect = true;
                 changed = true;
             }
+            // A pack is an output too: one removed or edited behind kiln's back is made again.
+            for pack in &last.index.packs {
+                let at = relative.is_empty() || relative == pack.path;
+                if at
+                    && !last.suspect.contains(&pack.path)
+                    && !crate::pipeline::out_dir::pack::pack_holds(out_dir, pack, &mut last.stats)
+                {
+                    last.suspect.insert(pack.path.clone());
+                    changed = true;
+                }
+            }
             for entry in holds::entries_at(&last.index.entries, &relative) {
                 if !last.suspect.contains(&*entry.path)
                     && !holds::holds(out_dir, entry, &mut last.stats)
