@@ -240,7 +240,7 @@ impl Project {
                 let at = relative.is_empty() || relative == pack.path;
                 if at
                     && !last.suspect.contains(&pack.path)
-                    && !crate::pipeline::out_dir::pack::pack_holds(out_dir, pack, &mut last.stats)
+                    && !holds::holds(out_dir, &pack.recorded(), &mut last.stats)
                 {
                     last.suspect.insert(pack.path.clone());
                     changed = true;
@@ -248,7 +248,7 @@ impl Project {
             }
             for entry in holds::entries_at(&last.index.entries, &relative) {
                 if !last.suspect.contains(&*entry.path)
-                    && !holds::holds(out_dir, entry, &mut last.stats)
+                    && !holds::holds(out_dir, &entry.recorded(), &mut last.stats)
                 {
                     last.suspect.insert(entry.path.to_string());
                     changed = true;

@@ -3,7 +3,7 @@
 //! entries at a path.
 
 use super::stat::{FileStat, OutputStats};
-use super::{Index, IndexEntry, INDEX_FILE};
+use super::{Index, IndexEntry, Recorded, INDEX_FILE};
 use crate::store::ContentKey;
 use std::path::Path;
 
@@ -94,24 +94,24 @@ pub(crate) fn index_holds(out_dir: &Path, index: &Index, stats: &mut OutputStats
     same
 }
 
-/// Whether the file of `entry` still holds the entry's bytes; records its stat when that
-/// had to be proven by reading it.
-pub(crate) fn holds(out_dir: &Path, entry: &IndexEntry, stats: &mut OutputStats) -> bool {
-    let path = out_dir.join(&*entry.path);
+/// Whether `file` (an output or a pack) still holds the bytes the index recorded; records
+/// its stat when that had to be proven by reading it.
+pub(crate) fn holds(out_dir: &Path, file: &Recorded<'_>, stats: &mut OutputStats) -> bool {
+    let path = out_dir.join(file.path);
     let Ok(meta) = std::fs::symlink_metadata(&path) else {
         return false;
     };
-    if !meta.is_file() || meta.len() != entry.bytes {
+    if !meta.is_file() || meta.len() != file.bytes {
         return false;
     }
     let stat = FileStat::of(&meta);
-    if stats.trusts(&entry.path, &stat) {
+    if stats.trusts(file.path, &stat) {
         return true;
     }
     let same =
-        std::fs::read(&path).is_ok_and(|bytes| ContentKey::hash(&bytes) == entry.content_hash);
+        std::fs::read(&path).is_ok_and(|bytes| ContentKey::hash(&bytes) == *file.content_hash);
     if same {
-        stats.record(&entry.path, stat);
+        stats.record(file.path, stat);
     }
     same
 }

@@ -100,6 +100,29 @@ pub struct IndexEntry {
     pub failed_revision: Option<Box<str>>,
 }
 
+/// What the index records of one file kiln wrote in the output directory (an output or a
+/// pack): enough to prove the file still holds kiln's bytes before trusting or removing it.
+#[derive(Clone, Copy, Debug)]
+pub struct Recorded<'a> {
+    /// Path relative to the output directory, `/`-separated.
+    pub path: &'a str,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// blake3 of the bytes.
+    pub content_hash: &'a ContentKey,
+}
+
+impl IndexEntry {
+    /// What the index records of the entry's file.
+    pub fn recorded(&self) -> Recorded<'_> {
+        Recorded {
+            path: &self.path,
+            bytes: self.bytes,
+            content_hash: &self.content_hash,
+        }
+    }
+}
+
 /// What the index entries of one variant's outputs share.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IndexVariant {
@@ -579,8 +602,8 @@ fn is_legacy_temp(name: &str) -> bool {
 /// its directory (symbolic links resolved) is inside `out_dir`, it is a regular file (not a
 /// link), and its size and blake3 hash are those the index recorded. Returns whether it was
 /// removed; a file that fails a check is left alone.
-pub fn remove_output(out_dir: &Path, entry: &IndexEntry) -> std::io::Result<bool> {
-    let Some(path) = safe_output::removable_output(out_dir, entry)? else {
+pub fn remove_output(out_dir: &Path, file: &Recorded<'_>) -> std::io::Result<bool> {
+    let Some(path) = safe_output::removable_output(out_dir, file)? else {
         return Ok(false);
     };
     match std::fs::remove_file(&path) {

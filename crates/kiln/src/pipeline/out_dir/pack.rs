@@ -5,15 +5,15 @@
 //! A pack is made from the outputs the index lists, each checked against its recorded hash,
 //! so that it never holds bytes the index does not name: taken from the pack it replaces
 //! when that one holds them (one mapped file, artifacts found by hash), else read from the
-//! loose file. A stale output
-//! (the last good one of a variant that now fails, kept under `kiln watch`) is not in it: a
-//! pack serves only what the current sources build, and an engine that loaded the old variant
-//! keeps it. It is rewritten
-//! whole, atomically, when the index changed or the file no longer holds what kiln wrote;
-//! a build that changed nothing neither rewrites nor reads it (its stat proves it).
+//! loose file. A stale output (the last good one of a variant that now fails, kept under
+//! `kiln watch`) is not in it: a pack serves only what the current sources build, and an
+//! engine that loaded the old variant keeps it. It is rewritten whole, atomically, when the
+//! index changed or the file no longer holds what kiln wrote; a build that changed nothing
+//! neither rewrites nor reads it (its stat proves it, as an output's does: `holds::holds`),
+//! and one no longer asked for is removed as a retired output is (`remove_output`).
 
-use super::stat::{FileStat, OutputStats};
-use super::{write_atomic, IndexEntry};
+use super::stat::FileStat;
+use super::{write_atomic, IndexEntry, Recorded};
 use crate::compile::Target;
 use crate::manifest::Manifest;
 use crate::store::ContentKey;
@@ -36,6 +36,17 @@ pub struct IndexPack {
     /// blake3 of the whole file; 64 hex digits.
     #[serde(with = "super::hex_hash")]
     pub content_hash: ContentKey,
+}
+
+impl IndexPack {
+    /// What the index records of the pack's file.
+    pub fn recorded(&self) -> Recorded<'_> {
+        Recorded {
+            path: &self.path,
+            bytes: self.bytes,
+            content_hash: &self.content_hash,
+        }
+    }
 }
 
 /// The file name of `target`'s pack in an output directory (`<target>.kpack`): the
@@ -159,39 +170,4 @@ fn read_output(out_dir: &Path, entry: &IndexEntry) -> Result<Vec<u8>, String> {
         ));
     }
     Ok(bytes)
-}
-
-/// Whether the pack `record` names is still on disk with the bytes kiln wrote: proven by
-/// its recorded stat, else by reading it (then its stat is recorded).
-pub(crate) fn pack_holds(out_dir: &Path, record: &IndexPack, stats: &mut OutputStats) -> bool {
-    let path = out_dir.join(&record.path);
-    let Ok(meta) = std::fs::symlink_metadata(&path) else {
-        return false;
-    };
-    if !meta.is_file() || meta.len() != record.bytes {
-        return false;
-    }
-    let stat = FileStat::of(&meta);
-    if stats.trusts(&record.path, &stat) {
-        return true;
-    }
-    let same = std::fs::read(&path).is_ok_and(|b| ContentKey::hash(&b) == record.content_hash);
-    if same {
-        stats.record(&record.path, stat);
-    }
-    same
-}
-
-/// Removes the pack `record` names if it still holds kiln's bytes; whether it did.
-pub(crate) fn remove_pack(out_dir: &Path, record: &IndexPack) -> std::io::Result<bool> {
-    let path = out_dir.join(&record.path);
-    match std::fs::read(&path) {
-        Ok(bytes) if ContentKey::hash(&bytes) == record.content_hash => {
-            std::fs::remove_file(&path)?;
-            Ok(true)
-        }
-        Ok(_) => Ok(false),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e),
-    }
 }

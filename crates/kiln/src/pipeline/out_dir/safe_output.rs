@@ -2,7 +2,7 @@
 //! kiln may remove. `index.json` is a file anyone can edit; nothing it says makes kiln write,
 //! read or delete outside the output directory.
 
-use super::IndexEntry;
+use super::{IndexEntry, Recorded};
 use crate::boundary::{check_index_path, index_path, UnsafePath};
 use crate::pipeline::Diagnostic;
 use std::io;
@@ -54,16 +54,16 @@ fn ignored(out_dir: &Path, why: &UnsafePath) -> Diagnostic {
     ))
 }
 
-/// The file of `entry` under `out_dir` if kiln may remove it: a checked relative path, a
+/// The `file` under `out_dir` if kiln may remove it: a checked relative path, a
 /// directory inside `out_dir` once symbolic links are resolved, a regular file (not a link),
 /// with the size and blake3 hash the index recorded. `None` when it is missing or any check
 /// fails (a file that is not provably kiln's is left alone).
-pub(crate) fn removable_output(out_dir: &Path, entry: &IndexEntry) -> io::Result<Option<PathBuf>> {
-    let Ok(relative) = index_path(&entry.path) else {
+pub(crate) fn removable_output(out_dir: &Path, file: &Recorded<'_>) -> io::Result<Option<PathBuf>> {
+    let Ok(relative) = index_path(file.path) else {
         return Ok(None);
     };
     let path = out_dir.join(relative);
-    match crate::boundary::resolved_parent_inside(out_dir, &path, &entry.path) {
+    match crate::boundary::resolved_parent_inside(out_dir, &path, file.path) {
         Ok(Some(())) => {}
         Ok(None) | Err(_) => return Ok(None),
     }
@@ -72,11 +72,11 @@ pub(crate) fn removable_output(out_dir: &Path, entry: &IndexEntry) -> io::Result
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
-    if !meta.file_type().is_file() || meta.len() != entry.bytes {
+    if !meta.file_type().is_file() || meta.len() != file.bytes {
         return Ok(None);
     }
     let bytes = std::fs::read(&path)?;
-    if crate::store::ContentKey::hash(&bytes) != entry.content_hash {
+    if crate::store::ContentKey::hash(&bytes) != *file.content_hash {
         return Ok(None);
     }
     Ok(Some(path))

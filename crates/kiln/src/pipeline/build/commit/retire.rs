@@ -5,7 +5,7 @@
 use super::{Failed, IndexParts};
 use crate::pipeline::build::plan::LastBuild;
 use crate::pipeline::engine::scope::Revisions;
-use crate::pipeline::out_dir::holds::find;
+use crate::pipeline::out_dir::holds::{find, holds};
 use crate::pipeline::out_dir::pack::{self, pack_file_name, IndexPack};
 use crate::pipeline::out_dir::stat::{FileStat, OutputStats};
 use crate::pipeline::out_dir::{self, Index, IndexEntry, INDEX_FILE};
@@ -131,7 +131,7 @@ impl Project {
                 continue;
             }
             let path = out_dir.join(&*old.path);
-            match out_dir::remove_output(out_dir, old) {
+            match out_dir::remove_output(out_dir, &old.recorded()) {
                 Ok(true) => retired.removed += 1,
                 // Not provably kiln's bytes any more: left alone, and said so.
                 Ok(false) if path.exists() => retired.warnings.push(Diagnostic::warning(format!(
@@ -180,7 +180,7 @@ impl Project {
             }
             stats.forget(&old.path);
             let path = out_dir.join(&old.path);
-            match pack::remove_pack(out_dir, old) {
+            match out_dir::remove_output(out_dir, &old.recorded()) {
                 Ok(true) => retired.removed += 1,
                 Ok(false) if path.exists() => retired.warnings.push(Diagnostic::warning(format!(
                     "left {} alone: it no longer holds the pack kiln wrote",
@@ -200,7 +200,7 @@ impl Project {
             match old.filter(|_| outputs_unchanged) {
                 Some(old)
                     if old.path == pack_file_name(target)
-                        && pack::pack_holds(out_dir, old, stats) =>
+                        && holds(out_dir, &old.recorded(), stats) =>
                 {
                     packs.push(old.clone())
                 }
