@@ -544,36 +544,38 @@ impl Library {
                 })?;
             return self.variant(found);
         }
-        let found = with_ids(keywords.len(), |ids| {
-            // Each keyword checked in the order given (the first unknown one is named, as
-            // kiln's `DeclaredKeywords::key` does), then the set made canonical.
-            for (id, keyword) in ids.iter_mut().zip(keywords) {
-                match self.find_in(declared, keyword) {
-                    Some(k) => *id = k,
-                    None => return Err(unknown_keyword(view, declared, shader, pass, keyword)),
-                }
+        // More declared keywords than a mask holds (rare): each keyword checked in the order
+        // given (the first unknown one is named, as kiln's `DeclaredKeywords::key` does),
+        // then the set made canonical by the rule itself.
+        let mut set: Vec<(&str, u32)> = Vec::with_capacity(keywords.len());
+        for keyword in keywords {
+            match self.find_in(declared, keyword) {
+                Some(id) => set.push((self.string(id), id)),
+                None => return Err(unknown_keyword(view, declared, shader, pass, keyword)),
             }
-            let distinct = sort_distinct(ids);
-            let set = &ids[..distinct];
-            let describe = || {
-                let set: Vec<&str> = set.iter().map(|&id| self.string(id)).collect();
-                canon::keyword_text(&set)
-            };
-            if let Err(source) = self.shader_index(s) {
-                return Err(LookupError::CorruptArtifact {
-                    variant: format!("{shader}/{pass}[{}] for `{target}`", describe()),
-                    source,
-                });
-            }
-            let (first, count) = (rec.entries.0 as usize, rec.entries.1 as usize);
-            view.find_entry((first, first + count), pass_id, set, target_id)
-                .ok_or_else(|| LookupError::NotBuilt {
-                    shader: shader.to_owned(),
-                    pass: pass.to_owned(),
-                    keywords: describe(),
-                    target: target.to_owned(),
-                })
-        })?;
+        }
+        let distinct = canon::canonicalize_by(&mut set, |&(name, _)| name);
+        set.truncate(distinct);
+        let describe = || {
+            let names: Vec<&str> = set.iter().map(|&(name, _)| name).collect();
+            canon::keyword_text(&names)
+        };
+        if let Err(source) = self.shader_index(s) {
+            return Err(LookupError::CorruptArtifact {
+                variant: format!("{shader}/{pass}[{}] for `{target}`", describe()),
+                source,
+            });
+        }
+        let ids: Vec<u32> = set.iter().map(|&(_, id)| id).collect();
+        let (first, count) = (rec.entries.0 as usize, rec.entries.1 as usize);
+        let found = view
+            .find_entry((first, first + count), pass_id, &ids, target_id)
+            .ok_or_else(|| LookupError::NotBuilt {
+                shader: shader.to_owned(),
+                pass: pass.to_owned(),
+                keywords: describe(),
+                target: target.to_owned(),
+            })?;
         self.variant(found)
     }
 
@@ -829,47 +831,6 @@ fn unknown_keyword(
                 .collect(),
         },
     }
-}
-
-/// Keyword sets up to this size are canonicalised on the stack.
-const INLINE_KEYWORDS: usize = 16;
-
-/// Runs `f` with `n` string ids (0 until `f` sets them), on the stack for up to
-/// [`INLINE_KEYWORDS`].
-#[inline]
-fn with_ids<R>(n: usize, f: impl FnOnce(&mut [u32]) -> R) -> R {
-    if n <= INLINE_KEYWORDS {
-        let mut ids = [0u32; INLINE_KEYWORDS];
-        f(&mut ids[..n])
-    } else {
-        f(&mut vec![0u32; n])
-    }
-}
-
-/// Sorts `ids` and moves one of each distinct id to the front; returns how many there are.
-/// Ids of one shader's declared keywords sort as their strings do, so `ids[..n]` is then the
-/// canonical set ([`canon::canonicalize_by`]'s rule).
-#[inline]
-fn sort_distinct(ids: &mut [u32]) -> usize {
-    if ids.len() <= INLINE_KEYWORDS {
-        for i in 1..ids.len() {
-            let mut j = i;
-            while j > 0 && ids[j - 1] > ids[j] {
-                ids.swap(j - 1, j);
-                j -= 1;
-            }
-        }
-    } else {
-        ids.sort_unstable();
-    }
-    let mut kept = 0;
-    for i in 0..ids.len() {
-        if kept == 0 || ids[kept - 1] != ids[i] {
-            ids[kept] = ids[i];
-            kept += 1;
-        }
-    }
-    kept
 }
 
 /// One variant, borrowed from its [`Library`].

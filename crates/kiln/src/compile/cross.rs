@@ -26,7 +26,7 @@ mod reflect;
 mod spec;
 #[cfg(feature = "glslang")]
 mod spirv_cross;
-mod words;
+pub(crate) mod words;
 
 pub use spec::specialize;
 

@@ -13,6 +13,7 @@
 //! them (integers truncate toward zero and must fit, floats must be finite in the type,
 //! booleans are true when non-zero), so a manifest means the same for either front end.
 
+use super::words::instructions;
 use super::{CompileError, CompilePhase};
 use crate::compile::{ConstantValue, Constants};
 use std::borrow::Cow;
@@ -104,20 +105,6 @@ pub fn specialize<'a>(
         }
     }
     Ok(Cow::Owned(out))
-}
-
-/// The instructions of the module after its 5-word header, as (word index, opcode, words).
-/// The caller has checked the stream ([`super::words::check`]).
-fn instructions(spirv: &[u32]) -> impl Iterator<Item = (usize, u32, &[u32])> {
-    let mut at = 5usize;
-    std::iter::from_fn(move || {
-        let first = *spirv.get(at)?;
-        let count = (first >> 16) as usize;
-        let words = spirv.get(at..at + count)?;
-        let start = at;
-        at += count.max(1);
-        Some((start, first & 0xffff, words))
-    })
 }
 
 /// A literal string's text (SPIR-V packs UTF-8 little-endian, NUL-terminated).

@@ -18,28 +18,22 @@ const UNHANDLED_CAPABILITIES: [(u32, &str); 2] =
 /// the instruction stream).
 pub(super) fn refuse_unhandled(spirv: &[u32], target: Target) -> Result<(), CompileError> {
     const OP_CAPABILITY: u32 = 17;
-    let mut at = 5;
-    while let Some(&first) = spirv.get(at) {
-        let count = (first >> 16) as usize;
-        if count == 0 {
-            break;
+    for (_, opcode, words) in super::words::instructions(spirv) {
+        if opcode != OP_CAPABILITY {
+            continue;
         }
-        if first & 0xffff == OP_CAPABILITY {
-            if let Some((_, name)) = spirv
-                .get(at + 1)
-                .and_then(|c| UNHANDLED_CAPABILITIES.iter().find(|(id, _)| id == c))
-            {
-                return Err(CompileError::new(
-                    CompilePhase::Unsupported,
-                    format!(
-                        "{target} through SPIRV-Cross: the module uses capability {name}, which SPIRV-Cross cannot read"
-
-                    ),
-                    None,
-                ));
-            }
+        if let Some((_, name)) = words
+            .get(1)
+            .and_then(|c| UNHANDLED_CAPABILITIES.iter().find(|(id, _)| id == c))
+        {
+            return Err(CompileError::new(
+                CompilePhase::Unsupported,
+                format!(
+                    "{target} through SPIRV-Cross: the module uses capability {name}, which SPIRV-Cross cannot read"
+                ),
+                None,
+            ));
         }
-        at += count;
     }
     Ok(())
 }

@@ -63,3 +63,17 @@ pub(super) fn check(spirv: &[u32]) -> Result<(), CompileError> {
 fn invalid(what: String) -> CompileError {
     CompileError::new(CompilePhase::Parse, format!("invalid SPIR-V: {what}"), None)
 }
+
+/// The instructions of the module after its 5-word header, as (word index, opcode, words).
+/// The caller has checked the stream ([`check`]): every instruction of it, in order.
+pub(crate) fn instructions(spirv: &[u32]) -> impl Iterator<Item = (usize, u32, &[u32])> {
+    let mut at = 5usize;
+    std::iter::from_fn(move || {
+        let first = *spirv.get(at)?;
+        let count = (first >> 16) as usize;
+        let words = spirv.get(at..at + count)?;
+        let start = at;
+        at += count.max(1);
+        Some((start, first & 0xffff, words))
+    })
+}

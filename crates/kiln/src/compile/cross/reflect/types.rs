@@ -71,17 +71,10 @@ impl Types {
     /// Reads the declarations of `words`.
     pub(super) fn scan(words: &[u32]) -> Self {
         let mut types = Self::default();
-        let mut at = 5;
-        while let Some(&first) = words.get(at) {
-            let count = (first >> 16) as usize;
-            if count == 0 {
-                break;
+        for (_, opcode, words) in crate::compile::cross::words::instructions(words) {
+            if let Some(operands) = words.get(1..) {
+                types.instruction(opcode, operands);
             }
-            let Some(operands) = words.get(at + 1..at + count) else {
-                break;
-            };
-            types.instruction(first & 0xffff, operands);
-            at += count;
         }
         types
     }
