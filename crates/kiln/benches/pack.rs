@@ -27,17 +27,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-const FULL: Scale = Scale {
-    shaders: 10,
-    lights: 5,
-    tones: 5,
-};
-const SMOKE: Scale = Scale {
-    shaders: 2,
-    lights: 2,
-    tones: 2,
-};
-
 fn main() -> ExitCode {
     let full = std::env::args().any(|arg| arg == "--bench");
     match run(full) {
@@ -59,7 +48,7 @@ struct Contender {
 }
 
 fn run(full: bool) -> Result<(), String> {
-    let scale = if full { FULL } else { SMOKE };
+    let scale = if full { Scale::BENCH } else { Scale::SMOKE };
     let reps = if full { 9 } else { 1 };
     let cold_reps = if full { 3 } else { 1 };
     let targets: Vec<String> = ["spirv", "msl", "hlsl"].map(String::from).to_vec();

@@ -62,17 +62,6 @@ use project::{Generated, Scale};
 use stats::{median_by_key, ms, ratio, Stats};
 use std::io::Write as _;
 
-const FULL: Scale = Scale {
-    shaders: 10,
-    lights: 5,
-    tones: 5,
-};
-const SMOKE: Scale = Scale {
-    shaders: 2,
-    lights: 2,
-    tones: 2,
-};
-
 fn main() -> ExitCode {
     let full = std::env::args().any(|arg| arg == "--bench");
     match run(full) {
@@ -127,7 +116,7 @@ impl Cpu {
 }
 
 fn run(full: bool) -> Result<(), String> {
-    let scale = if full { FULL } else { SMOKE };
+    let scale = if full { Scale::BENCH } else { Scale::SMOKE };
     let cold_reps = if full { 5 } else { 1 };
     let warm_reps = if full { 7 } else { 1 };
     let target_names: Vec<String> = std::env::var("KILN_BENCH_TARGETS")

@@ -52,17 +52,6 @@ use kiln::store::ContentKey;
 use project::Scale;
 use stats::{ms, ratio, Stats};
 
-const FULL: Scale = Scale {
-    shaders: 10,
-    lights: 5,
-    tones: 5,
-};
-const SMOKE: Scale = Scale {
-    shaders: 2,
-    lights: 2,
-    tones: 2,
-};
-
 /// The glslang line's HLSL project: 4 shaders x 64 keyword sets (256 compiles), and in the
 /// smoke mode 1 shader x 8.
 const HLSL_FULL: hlsl_project::Scale = hlsl_project::Scale {
@@ -140,7 +129,7 @@ fn run(full: bool) -> Result<(), String> {
         println!("remote skipped: redis-server is not installed");
         return Ok(());
     }
-    let scale = if full { FULL } else { SMOKE };
+    let scale = if full { Scale::BENCH } else { Scale::SMOKE };
     // KILN_BENCH_REPS: fewer reps on a busy machine (each rep is a cold build).
     let reps = std::env::var("KILN_BENCH_REPS")
         .ok()
@@ -207,9 +196,8 @@ fn run(full: bool) -> Result<(), String> {
         },
     ];
     let lines = measure(&contenders, &url, scale.variants(), reps)?;
-    print_build_line("build", reps, &lines[0]);
-
-    print_build_line("build_packs", reps, &lines[1]);
+    println!("remote build reps={reps} {}", lines[0].fields());
+    println!("remote build_packs reps={reps} {}", lines[1].fields());
 
     // Shard balance by the compile times the fill build recorded.
     let keys: Vec<String> = redis::cmd("KEYS")
@@ -273,7 +261,6 @@ fn glslang_line(full: bool, temp: &Path, port: u16, reps: usize) -> Result<(), S
         },
     ];
     let lines = measure(&contenders, &url, generated.variants, reps)?;
-    let line = &lines[0];
     // What one compile cost (glslang, legalization, the performance passes, validation), as
     // the fill build recorded it in the remote for `--shard`: the mean over every job.
     let client = redis::Client::open(url.as_str()).map_err(|e| e.to_string())?;
@@ -293,50 +280,18 @@ fn glslang_line(full: bool, temp: &Path, port: u16, reps: usize) -> Result<(), S
     let mean = micros.iter().sum::<Duration>() / u32::try_from(micros.len().max(1)).unwrap_or(1);
     let per_compile = Stats::of(&micros);
     println!(
-        "remote glslang_build reps={reps} variants={} ms_per_compile={:.1} (median {:.1}, max {:.1}) cold_ms={:.1} (min {:.1}) warm_remote_ms={:.1} (min {:.1}) warm_local_ms={:.1} (min {:.1}) cold_over_warm_remote={:.1}x (min over min {:.1}x) warm_remote_over_warm_local={:.2}x",
+        "remote glslang_build reps={reps} variants={} ms_per_compile={:.1} (median {:.1}, max {:.1}) {}",
         generated.variants,
         ms(mean),
         ms(per_compile.median),
         ms(micros.iter().max().copied().unwrap_or_default()),
-        ms(line.cold.median),
-        ms(line.cold.min),
-        ms(line.warm_remote.median),
-        ms(line.warm_remote.min),
-        ms(line.warm_local.median),
-        ms(line.warm_local.min),
-        ratio(line.cold.median, line.warm_remote.median),
-        ratio(line.cold.min, line.warm_remote.min),
-        ratio(line.warm_remote.median, line.warm_local.median),
+        lines[0].fields(),
     );
-    let line = &lines[1];
     println!(
-        "remote glslang_build_packs reps={reps} cold_ms={:.1} (min {:.1}) warm_remote_ms={:.1} (min {:.1}) warm_local_ms={:.1} (min {:.1}) cold_over_warm_remote={:.1}x (min over min {:.1}x)",
-        ms(line.cold.median),
-        ms(line.cold.min),
-        ms(line.warm_remote.median),
-        ms(line.warm_remote.min),
-        ms(line.warm_local.median),
-        ms(line.warm_local.min),
-        ratio(line.cold.median, line.warm_remote.median),
-        ratio(line.cold.min, line.warm_remote.min),
+        "remote glslang_build_packs reps={reps} {}",
+        lines[1].fields()
     );
     Ok(())
-}
-
-/// The WGSL line of one contender.
-fn print_build_line(name: &str, reps: usize, line: &Line) {
-    println!(
-        "remote {name} reps={reps} cold_ms={:.1} (min {:.1}) warm_remote_ms={:.1} (min {:.1}) warm_local_ms={:.1} (min {:.1}) cold_over_warm_remote={:.1}x warm_remote_over_warm_local={:.2}x cold_over_warm_local={:.1}x",
-        ms(line.cold.median),
-        ms(line.cold.min),
-        ms(line.warm_remote.median),
-        ms(line.warm_remote.min),
-        ms(line.warm_local.median),
-        ms(line.warm_local.min),
-        ratio(line.cold.median, line.warm_remote.median),
-        ratio(line.warm_remote.median, line.warm_local.median),
-        ratio(line.cold.median, line.warm_local.median),
-    );
 }
 
 /// A second manifest beside `manifest` (same shaders, same artifacts: the layout is not part
@@ -354,6 +309,27 @@ struct Line {
     cold: Stats,
     warm_remote: Stats,
     warm_local: Stats,
+}
+
+impl Line {
+    /// The printed figures: each build's median and minimum, and the ratios.
+    fn fields(&self) -> String {
+        format!(
+            "cold_ms={:.1} (min {:.1}) warm_remote_ms={:.1} (min {:.1}) warm_local_ms={:.1} \
+             (min {:.1}) cold_over_warm_remote={:.1}x (min over min {:.1}x) \
+             warm_remote_over_warm_local={:.2}x cold_over_warm_local={:.1}x",
+            ms(self.cold.median),
+            ms(self.cold.min),
+            ms(self.warm_remote.median),
+            ms(self.warm_remote.min),
+            ms(self.warm_local.median),
+            ms(self.warm_local.min),
+            ratio(self.cold.median, self.warm_remote.median),
+            ratio(self.cold.min, self.warm_remote.min),
+            ratio(self.warm_remote.median, self.warm_local.median),
+            ratio(self.cold.median, self.warm_local.median),
+        )
+    }
 }
 
 /// One contender of a line: its manifest, the directory of its local stores, and the prefix

@@ -61,11 +61,7 @@ struct Settings {
 }
 
 const FULL: Settings = Settings {
-    scale: Scale {
-        shaders: 10,
-        lights: 5,
-        tones: 5,
-    },
+    scale: Scale::BENCH,
     edit_reps: 7,
     jobs2_reps: 5,
     event_reps: 21,

@@ -21,6 +21,22 @@ pub struct Scale {
 }
 
 impl Scale {
+    /// The pipeline, watch, pack and remote benches' project with `--bench`: 10 shaders x 100
+    /// keyword sets x 2 passes = 2,000 variants.
+    pub const BENCH: Scale = Scale {
+        shaders: 10,
+        lights: 5,
+        tones: 5,
+    };
+
+    /// Their project without `--bench` (a smoke test): 2 shaders x 16 sets x 2 passes.
+    #[allow(dead_code)] // not the watch bench's, whose smoke test needs a third tone
+    pub const SMOKE: Scale = Scale {
+        shaders: 2,
+        lights: 2,
+        tones: 2,
+    };
+
     /// Keyword sets per shader: `FOG` x `SKIN` x lights x tones.
     pub fn keyword_sets(&self) -> usize {
         2 * 2 * self.lights * self.tones
