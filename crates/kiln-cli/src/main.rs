@@ -14,6 +14,7 @@ mod build;
 mod gc;
 mod render;
 mod watch;
+mod watching;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

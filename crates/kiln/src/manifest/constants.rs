@@ -3,7 +3,7 @@
 
 use super::error::{Context, ManifestError};
 use super::keywords::{check_keyword, list};
-use super::shader::RawShader;
+use super::shader::{constant_conflict, ConstantConflict, RawShader};
 use crate::compile::{ConstantValue, Constants};
 use std::collections::{BTreeMap, BTreeSet};
 use toml::Spanned;
@@ -115,23 +115,23 @@ impl Context<'_> {
         by_keyword: &BTreeMap<String, Constants>,
     ) -> Result<(), ManifestError> {
         let name = shader.name.get_ref();
-        let mut seen: BTreeMap<&str, (&str, ConstantValue)> = BTreeMap::new();
-        for keyword in variant {
-            for (constant, value) in by_keyword.get(keyword).into_iter().flatten() {
-                if let Some((other, v)) = seen.insert(constant, (keyword, *value)) {
-                    if v != *value {
-                        return Err(self.error(
-                            shader.keyword_constants.get(keyword).map(|t| t.span()),
-                            format!(
-                                "shader `{name}`, variant [{}]: keywords `{other}` and `{keyword}` give constant `{constant}` different values ({v} and {value})",
-                                variant.join(";")
-                            ),
-                        ));
-                    }
-                }
-            }
-        }
-        Ok(())
+        let Some(conflict) = constant_conflict(by_keyword, variant.iter().map(String::as_str))
+        else {
+            return Ok(());
+        };
+        let ConstantConflict {
+            first,
+            second,
+            constant,
+            values: (v, value),
+        } = conflict;
+        Err(self.error(
+            shader.keyword_constants.get(second).map(|t| t.span()),
+            format!(
+                "shader `{name}`, variant [{}]: keywords `{first}` and `{second}` give constant `{constant}` different values ({v} and {value})",
+                variant.join(";")
+            ),
+        ))
     }
 }
 

@@ -22,7 +22,7 @@ pub use keywords::NONE_KEYWORD;
 pub use output::{OutputLayout, OutputSettings};
 pub use pass::PassSpec;
 pub use project::{CacheSettings, Limits, DEFAULT_MAX_VARIANTS, MAX_VARIANTS_PER_SHADER};
-pub use shader::ShaderSpec;
+pub use shader::{KeywordSetError, ShaderSpec};
 
 use crate::compile::TargetConfig;
 use error::Context;
@@ -118,6 +118,12 @@ impl Manifest {
             cache: raw.cache.settings(),
             output: cx.output(&raw.output)?,
         })
+    }
+
+    /// The files besides the manifest itself that its value is read from (absolute): a
+    /// change to one of them means reading the manifest again.
+    pub fn inputs(&self) -> Vec<PathBuf> {
+        Vec::new()
     }
 
     /// The total number of (shader, pass, keyword set) variants.

@@ -58,6 +58,117 @@ impl ShaderSpec {
     }
 }
 
+/// Why a keyword set is not one a shader may be compiled with.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum KeywordSetError {
+    /// Not a keyword's spelling at all.
+    #[error("`{keyword}` is not a keyword: it {why}")]
+    Invalid {
+        /// The word.
+        keyword: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// A keyword the shader does not declare.
+    #[error("shader `{shader}` declares no keyword `{keyword}` (declared: {declared})")]
+    Unknown {
+        /// The shader.
+        shader: String,
+        /// The word.
+        keyword: String,
+        /// The declared keywords, comma-separated (`none` when there are none).
+        declared: String,
+    },
+    /// Two keywords of the set give one specialization constant different values.
+    #[error("shader `{shader}`: keywords `{first}` and `{second}` give constant `{constant}` different values")]
+    Conflicting {
+        /// The shader.
+        shader: String,
+        /// The keyword applied first (in canonical order).
+        first: String,
+        /// The keyword that disagrees with it.
+        second: String,
+        /// The constant.
+        constant: String,
+    },
+}
+
+/// Two keywords of one set that give one constant different values.
+pub(super) struct ConstantConflict<'a> {
+    pub first: &'a str,
+    pub second: &'a str,
+    pub constant: &'a str,
+    pub values: (crate::compile::ConstantValue, crate::compile::ConstantValue),
+}
+
+/// The first two keywords of `set` that disagree on a constant (the result would depend on
+/// the order they are applied in), if any.
+pub(super) fn constant_conflict<'a>(
+    by_keyword: &'a BTreeMap<String, Constants>,
+    set: impl IntoIterator<Item = &'a str>,
+) -> Option<ConstantConflict<'a>> {
+    let mut seen: BTreeMap<&str, (&str, crate::compile::ConstantValue)> = BTreeMap::new();
+    for keyword in set {
+        let Some((keyword, values)) = by_keyword.get_key_value(keyword) else {
+            continue;
+        };
+        for (constant, value) in values {
+            if let Some((other, v)) = seen.insert(constant, (keyword, *value)) {
+                if v != *value {
+                    return Some(ConstantConflict {
+                        first: other,
+                        second: keyword,
+                        constant,
+                        values: (v, *value),
+                    });
+                }
+            }
+        }
+    }
+    None
+}
+
+impl ShaderSpec {
+    /// `keywords` (any order, repeats and `_` allowed) as the canonical set of a variant
+    /// this shader may be compiled with, listed in the manifest or not: every keyword
+    /// declared, no two disagreeing on a constant.
+    pub fn keyword_set<'k>(
+        &self,
+        keywords: impl IntoIterator<Item = &'k str>,
+    ) -> Result<Vec<String>, KeywordSetError> {
+        let mut words = Vec::new();
+        for word in keywords {
+            if word == super::NONE_KEYWORD {
+                continue;
+            }
+            if let Err(why) = kiln_runtime::canon::check_keyword_identifier(word) {
+                return Err(KeywordSetError::Invalid {
+                    keyword: word.to_owned(),
+                    why,
+                });
+            }
+            if !self.keywords.contains(word) {
+                return Err(KeywordSetError::Unknown {
+                    shader: self.name.clone(),
+                    keyword: word.to_owned(),
+                    declared: super::keywords::list(&self.keywords),
+                });
+            }
+            words.push(word);
+        }
+        let set = kiln_runtime::canon::canonicalize(words);
+        if let Some(conflict) = constant_conflict(&self.keyword_constants, set.iter().copied()) {
+            return Err(KeywordSetError::Conflicting {
+                shader: self.name.clone(),
+                first: conflict.first.to_owned(),
+                second: conflict.second.to_owned(),
+                constant: conflict.constant.to_owned(),
+            });
+        }
+        Ok(set.into_iter().map(str::to_owned).collect())
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawShader {

@@ -10,11 +10,14 @@
 //!   remote) -> `run.rs` (each variant's work returns its artifacts, outcome and warnings)
 //!   -> `commit/` (outputs, index, stats, saves, and the report, from what the run returned).
 //! - `out_dir/`: the output directory on disk (index, paths, stats, atomic writes, lock).
+//! - `on_demand.rs`: one variant asked for by name while the project is open (`kiln serve`),
+//!   listed in the manifest or not, through the same queries and store as a build.
 //! - `report.rs`, `diagnostic.rs`: what a build tells its caller.
 
 mod build;
 mod diagnostic;
 mod engine;
+mod on_demand;
 mod out_dir;
 mod project;
 mod report;
@@ -22,6 +25,7 @@ mod report;
 pub use build::ShardReport;
 pub use diagnostic::{describe_variant, Diagnostic, Location, Severity};
 pub use engine::services::Outcome;
+pub use on_demand::{FetchError, Fetched, Prepared, VariantRequest};
 pub use out_dir::recycle::write_new_output;
 pub use out_dir::stat::STAT_FILE;
 pub use out_dir::{output_path, Index, IndexEntry, IndexFailure, IndexVariant, INDEX_FILE};

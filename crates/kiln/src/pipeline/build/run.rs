@@ -145,7 +145,7 @@ impl Project {
     /// The artifacts of a variant whose bytes its query did not have in hand (it took the
     /// store's record of them, or the engine re-verified its memo): from the variant cache,
     /// else from the store, verified, and from the compiler only if the store lost them.
-    fn bytes_of(
+    pub(in crate::pipeline) fn bytes_of(
         &self,
         variant: &VariantId,
         revisions: &Arc<Revisions>,

@@ -114,7 +114,7 @@ impl Project {
 
     /// Every shader's current source revision; shaders whose revision cannot be computed
     /// are absent (their variants fail with the reason).
-    pub(super) fn revisions(&self) -> Revisions {
+    pub(in crate::pipeline) fn revisions(&self) -> Revisions {
         Revisions::new(self.manifest.shaders.iter().filter_map(|shader| {
             let name: Arc<str> = Arc::from(shader.name.as_str());
             match self.db.get::<RevisionQ>(&name) {

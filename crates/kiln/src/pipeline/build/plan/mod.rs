@@ -174,7 +174,10 @@ impl Project {
     /// invalidated before anything is looked up at the new revision. Their bytes are pinned
     /// for the length of the build, so that variants whose compile did not change find them
     /// by content instead of reloading them from the store.
-    fn invalidate_stale_revisions(&self, revisions: &Revisions) -> Vec<Arc<VariantArtifacts>> {
+    pub(in crate::pipeline) fn invalidate_stale_revisions(
+        &self,
+        revisions: &Revisions,
+    ) -> Vec<Arc<VariantArtifacts>> {
         let cache = &self.db.context().cache;
         let mut pinned = Vec::new();
         for (shader, revision) in revisions.iter() {
