@@ -13,6 +13,8 @@ macro_rules! say {
 mod build;
 mod gc;
 mod render;
+mod serve;
+mod usage;
 mod watch;
 mod watching;
 
@@ -33,6 +35,12 @@ enum Command {
     Build(build::BuildArgs),
     /// Watch the sources and rebuild exactly the affected variants on every change.
     Watch(watch::WatchArgs),
+    /// Serve variants to a running engine over HTTP, compiled on demand, with hot reload
+    /// pushed on an event stream and every variant used recorded.
+    Serve(serve::ServeArgs),
+    /// Write the variants clients fetched from `kiln serve` (merged with other usage files)
+    /// as the usage file `[project] variants_from` builds.
+    Usage(usage::UsageArgs),
     /// Bound the size of the artifact store.
     Gc(gc::GcArgs),
     /// Serve Slang compile requests on stdin and stdout: the worker process kiln starts
@@ -56,6 +64,8 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Build(args) => build::run(&args),
         Command::Watch(args) => watch::run(&args),
+        Command::Serve(args) => serve::run(&args),
+        Command::Usage(args) => usage::run(&args),
         Command::Gc(args) => gc::run(&args),
         Command::SlangWorker => kiln::compile::slang::worker_main(),
     }

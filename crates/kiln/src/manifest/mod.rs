@@ -16,6 +16,7 @@ mod shader;
 mod slang;
 #[cfg(test)]
 mod test_manifests;
+mod usage;
 
 pub use error::ManifestError;
 pub use keywords::NONE_KEYWORD;
@@ -23,6 +24,7 @@ pub use output::{OutputLayout, OutputSettings};
 pub use pass::PassSpec;
 pub use project::{CacheSettings, Limits, DEFAULT_MAX_VARIANTS, MAX_VARIANTS_PER_SHADER};
 pub use shader::{KeywordSetError, ShaderSpec};
+pub use usage::{check_used, parse_usage, write_usage, UsageEntry, UsedVariant};
 
 use crate::compile::TargetConfig;
 use error::Context;
@@ -49,6 +51,9 @@ pub struct Manifest {
     pub cache: CacheSettings,
     /// `[output]`: the outputs' layout (never part of any artifact's identity).
     pub output: OutputSettings,
+    /// `[project] variants_from`: the usage files the shaders' variants come from, absolute
+    /// (empty: from the axes and `variants`).
+    pub variants_from: Vec<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -108,7 +113,11 @@ impl Manifest {
         let capabilities = cx.project_capabilities(&raw.project)?;
         let targets = cx.targets(&raw.project.targets, capabilities)?;
         let project_dirs = cx.include_dirs(&raw.project.include_dirs, &[])?;
-        let shaders = cx.shaders(&raw.shader, &limits, &targets, &project_dirs)?;
+        let mut shaders = cx.shaders(&raw.shader, &limits, &targets, &project_dirs)?;
+        let variants_from = match raw.project.variants_from.files() {
+            [] => Vec::new(),
+            files => cx.apply_usage(files, root, &mut shaders, &limits)?,
+        };
         Ok(Self {
             path: path.to_owned(),
             root: root.to_owned(),
@@ -117,13 +126,14 @@ impl Manifest {
             limits,
             cache: raw.cache.settings(),
             output: cx.output(&raw.output)?,
+            variants_from,
         })
     }
 
     /// The files besides the manifest itself that its value is read from (absolute): a
     /// change to one of them means reading the manifest again.
     pub fn inputs(&self) -> Vec<PathBuf> {
-        Vec::new()
+        self.variants_from.clone()
     }
 
     /// The total number of (shader, pass, keyword set) variants.

@@ -86,6 +86,29 @@ pub(super) struct RawProject {
     #[serde(default)]
     pub(super) include_dirs: Vec<Spanned<String>>,
     capabilities: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Usage files (`kiln usage`): build the keyword sets they list instead of the axes'.
+    #[serde(default)]
+    pub(super) variants_from: OneOrMany,
+}
+
+/// A file name or a list of them.
+#[derive(Deserialize, Default)]
+#[serde(untagged)]
+pub(super) enum OneOrMany {
+    #[default]
+    None,
+    One(Spanned<String>),
+    Many(Vec<Spanned<String>>),
+}
+
+impl OneOrMany {
+    pub(super) fn files(&self) -> &[Spanned<String>] {
+        match self {
+            OneOrMany::None => &[],
+            OneOrMany::One(one) => std::slice::from_ref(one),
+            OneOrMany::Many(many) => many,
+        }
+    }
 }
 
 #[derive(Deserialize)]

@@ -37,30 +37,30 @@ pub struct Fetched {
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
     /// No shader of that name.
-    #[error("no shader `{shader}` (shaders: {known})")]
+    #[error("no shader `{shader}` (shaders: {})", names(known))]
     UnknownShader {
         /// The name asked for.
         shader: String,
-        /// The manifest's shaders, comma-separated.
-        known: String,
+        /// The manifest's shaders.
+        known: Vec<String>,
     },
     /// The shader has no pass of that name.
-    #[error("shader `{shader}` has no pass `{pass}` (passes: {known})")]
+    #[error("shader `{shader}` has no pass `{pass}` (passes: {})", names(known))]
     UnknownPass {
         /// The shader.
         shader: String,
         /// The name asked for.
         pass: String,
-        /// The shader's passes, comma-separated.
-        known: String,
+        /// The shader's passes.
+        known: Vec<String>,
     },
     /// The manifest builds no target of that name.
-    #[error("the project builds no target `{target}` (targets: {known})")]
+    #[error("the project builds no target `{target}` (targets: {})", names(known))]
     UnknownTarget {
         /// The name asked for.
         target: String,
-        /// The manifest's targets, comma-separated.
-        known: String,
+        /// The manifest's targets.
+        known: Vec<String>,
     },
     /// The keyword set is not one the shader may be compiled with.
     #[error(transparent)]
@@ -166,13 +166,13 @@ impl Project {
             .find(|s| s.name == request.shader)
             .ok_or_else(|| FetchError::UnknownShader {
                 shader: request.shader.clone(),
-                known: names(manifest.shaders.iter().map(|s| s.name.as_str())),
+                known: manifest.shaders.iter().map(|s| s.name.clone()).collect(),
             })?;
         if !spec.passes.iter().any(|p| p.name == request.pass) {
             return Err(FetchError::UnknownPass {
                 shader: request.shader.clone(),
                 pass: request.pass.clone(),
-                known: names(spec.passes.iter().map(|p| p.name.as_str())),
+                known: spec.passes.iter().map(|p| p.name.clone()).collect(),
             });
         }
         let target = manifest
@@ -182,7 +182,11 @@ impl Project {
             .find(|t| t.name() == request.target)
             .ok_or_else(|| FetchError::UnknownTarget {
                 target: request.target.clone(),
-                known: names(manifest.targets.iter().map(|t| t.target().name())),
+                known: manifest
+                    .targets
+                    .iter()
+                    .map(|t| t.target().name().to_owned())
+                    .collect(),
             })?;
         let set = spec.keyword_set(request.keywords.iter().map(String::as_str))?;
         let variant = VariantId {
@@ -268,8 +272,7 @@ impl Project {
     }
 }
 
-fn names<'a>(names: impl Iterator<Item = &'a str>) -> String {
-    let list: Vec<&str> = names.collect();
+fn names(list: &[String]) -> String {
     if list.is_empty() {
         "none".into()
     } else {

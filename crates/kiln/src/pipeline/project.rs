@@ -212,6 +212,12 @@ impl Project {
                 .is_none_or(|last| !last.suspect.is_empty() || last.index_suspect)
     }
 
+    /// Whether a project file or the manifest changed since the last build or
+    /// [`Project::prepare`].
+    pub fn has_changes(&self) -> bool {
+        self.manifest_changed || !self.changed_files.is_empty()
+    }
+
     /// Checks the given paths, relative to the output directory (from file events; empty:
     /// the whole directory), against what kiln wrote there; returns whether any output, the
     /// index or the stat file differs (was edited, replaced or removed behind kiln's back),

@@ -71,6 +71,7 @@ fn manifest(db: &Db) -> Arc<Manifest> {
             limits: Default::default(),
             cache: Default::default(),
             output: Default::default(),
+            variants_from: Vec::new(),
         })
     })
 }

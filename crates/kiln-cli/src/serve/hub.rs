@@ -1,0 +1,327 @@
+//! What `kiln serve`'s requests and its watch loop share: the project, the artifacts already
+//! served (answered without touching the project), every variant a client fetched (checked
+//! again after each change), the invalidation stream, usage and counters.
+//!
+//! Consistency: the project is behind a reader-writer lock. A request that misses the
+//! served table fetches under a read lock and enters its answer in the table before letting
+//! go of it; the watch loop brings the project up to date, fetches every watched variant
+//! again and updates the table, all under the write lock, and only then sends events. So a
+//! client told of a new artifact gets it from its next request, and an answer never pairs
+//! an artifact with another revision's digest.
+
+use crate::usage::UsageLog;
+use crate::watching::Rebuild;
+use axum::body::Bytes;
+use axum::http::HeaderValue;
+use kiln::pipeline::{FetchError, Fetched, Outcome, Project, ProjectError, VariantRequest};
+use parking_lot::{Mutex, RwLock};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::broadcast;
+
+/// One artifact ready to be served: the bytes and the headers that go with them.
+pub struct Entry {
+    pub bytes: Bytes,
+    /// The variant's digest, quoted, as the `ETag`.
+    pub etag: HeaderValue,
+    /// blake3 of the bytes, hex.
+    pub blake3: HeaderValue,
+    /// `Lit/Forward[FOG;SKIN]`.
+    pub variant: HeaderValue,
+    pub content_type: &'static str,
+}
+
+/// An event for the stream: its SSE name and its JSON data.
+pub struct Message {
+    pub kind: &'static str,
+    pub data: String,
+}
+
+/// A variant some client fetched, and what it was when last fetched.
+struct Watched {
+    request: VariantRequest,
+    /// blake3 of its artifact; `None` while it fails (or no longer exists).
+    hash: Option<kiln::store::ContentKey>,
+}
+
+/// Counters for `/status` and the tests.
+#[derive(Default)]
+pub struct Counters {
+    pub requests: AtomicU64,
+    /// Answered from the served table.
+    pub hits: AtomicU64,
+    pub not_modified: AtomicU64,
+    /// Fetches whose artifacts the compiler made.
+    pub compiled: AtomicU64,
+    /// Fetches that found them in the store.
+    pub from_store: AtomicU64,
+    pub events: AtomicU64,
+}
+
+pub struct Hub {
+    pub project: Arc<RwLock<Project>>,
+    served: RwLock<FxHashMap<String, Arc<Entry>>>,
+    watched: Mutex<BTreeMap<String, Watched>>,
+    events: broadcast::Sender<Arc<Message>>,
+    pub usage: UsageLog,
+    pub counters: Counters,
+}
+
+/// How many events a slow subscriber may fall behind before it is told to fetch everything
+/// again (`resync`).
+const EVENT_BACKLOG: usize = 4096;
+
+impl Hub {
+    pub fn new(project: Arc<RwLock<Project>>, usage: UsageLog) -> Self {
+        Self {
+            project,
+            served: RwLock::default(),
+            watched: Mutex::default(),
+            events: broadcast::channel(EVENT_BACKLOG).0,
+            usage,
+            counters: Counters::default(),
+        }
+    }
+
+    /// The served table's answer, if it has one.
+    pub fn served(&self, key: &str) -> Option<Arc<Entry>> {
+        let entry = self.served.read().get(key).cloned();
+        if entry.is_some() {
+            self.counters.hits.fetch_add(1, Relaxed);
+        }
+        entry
+    }
+
+    /// Fetches through the project (blocking: it may compile), records the variant as
+    /// fetched and used, and enters the artifact in the served table.
+    pub fn fetch(&self, key: String, request: VariantRequest) -> Result<Arc<Entry>, FetchError> {
+        let project = self.project.read();
+        let fetched = project.fetch(&request)?;
+        self.count(&fetched);
+        let entry = Arc::new(entry(&fetched));
+        // Under the read lock: a rebuild cannot come between the fetch and these.
+        self.usage.record(&fetched);
+        self.watched.lock().insert(
+            key.clone(),
+            Watched {
+                request: canonical_request(&fetched),
+                hash: Some(fetched.hash),
+            },
+        );
+        self.served.write().insert(key, Arc::clone(&entry));
+        Ok(entry)
+    }
+
+    fn count(&self, fetched: &Fetched) {
+        match fetched.outcome {
+            Some(Outcome::Compiled) => self.counters.compiled.fetch_add(1, Relaxed),
+            Some(_) => self.counters.from_store.fetch_add(1, Relaxed),
+            None => 0,
+        };
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Message>> {
+        self.events.subscribe()
+    }
+
+    /// How many variants clients have fetched.
+    pub fn watched_len(&self) -> usize {
+        self.watched.lock().len()
+    }
+
+    fn send(&self, kind: &'static str, data: serde_json::Value) {
+        self.counters.events.fetch_add(1, Relaxed);
+        // No subscriber is no error: nobody is listening yet.
+        let _ = self.events.send(Arc::new(Message {
+            kind,
+            data: data.to_string(),
+        }));
+    }
+
+    /// After the project changed (called with it locked for writing): every watched variant
+    /// fetched again, the served table replaced, and one event per variant whose artifact
+    /// changed, began failing or is gone. Returns (checked, changed, failing).
+    fn refresh_watched(&self, project: &Project) -> (usize, usize, usize) {
+        let mut watched = self.watched.lock();
+        let requests: Vec<VariantRequest> = watched.values().map(|w| w.request.clone()).collect();
+        let results = project.fetch_all(&requests);
+        let mut served = FxHashMap::default();
+        let (mut changed, mut failing) = (0, 0);
+        for ((key, state), result) in watched.iter_mut().zip(results) {
+            match result {
+                Ok(fetched) => {
+                    self.count(&fetched);
+                    served.insert(key.clone(), Arc::new(entry(&fetched)));
+                    if state.hash != Some(fetched.hash) {
+                        changed += 1;
+                        self.send("variant", variant_event(&fetched));
+                    }
+                    state.hash = Some(fetched.hash);
+                }
+                Err(error) => {
+                    failing += 1;
+                    if state.hash.is_some() {
+                        let mut data = super::http::error_json(&error);
+                        data["shader"] = state.request.shader.clone().into();
+                        data["pass"] = state.request.pass.clone().into();
+                        data["keywords"] = state.request.keywords.clone().into();
+                        data["target"] = state.request.target.clone().into();
+                        self.send("failed", data);
+                    }
+                    state.hash = None;
+                }
+            }
+        }
+        *self.served.write() = served;
+        (watched.len(), changed, failing)
+    }
+}
+
+fn canonical_request(fetched: &Fetched) -> VariantRequest {
+    VariantRequest {
+        shader: fetched.variant.shader.to_string(),
+        pass: fetched.variant.pass.to_string(),
+        keywords: fetched
+            .variant
+            .keywords
+            .iter()
+            .map(|k| k.to_string())
+            .collect(),
+        target: fetched.target.name().to_owned(),
+    }
+}
+
+fn variant_event(fetched: &Fetched) -> serde_json::Value {
+    serde_json::json!({
+        "shader": &*fetched.variant.shader,
+        "pass": &*fetched.variant.pass,
+        "keywords": fetched.variant.keywords.iter().map(|k| &**k).collect::<Vec<_>>(),
+        "target": fetched.target.name(),
+        "digest": fetched.digest,
+        "blake3": fetched.hash.to_hex(),
+        "bytes": fetched.bytes.len(),
+    })
+}
+
+fn entry(fetched: &Fetched) -> Entry {
+    let header = |text: String| {
+        HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
+    };
+    Entry {
+        bytes: Bytes::copy_from_slice(&fetched.bytes),
+        etag: header(format!("\"{}\"", fetched.digest)),
+        blake3: header(fetched.hash.to_hex()),
+        variant: header(fetched.variant.to_string()),
+        content_type: content_type(fetched.target.name()),
+    }
+}
+
+fn content_type(target: &str) -> &'static str {
+    match target {
+        "spirv" => "application/octet-stream",
+        "reflection" => "application/json",
+        _ => "text/plain; charset=utf-8",
+    }
+}
+
+/// The served table's key of a request: its keywords canonical (sorted, distinct, without
+/// `_`), so that every spelling of one variant finds one entry.
+pub fn served_key(shader: &str, pass: &str, target: &str, keywords: &[String]) -> String {
+    let words = keywords
+        .iter()
+        .map(String::as_str)
+        .filter(|k| *k != kiln::manifest::NONE_KEYWORD);
+    let set = kiln_runtime::canon::canonicalize(words.collect());
+    format!("{shader}\u{0}{pass}\u{0}{target}\u{0}{}", set.join(";"))
+}
+
+/// `kiln serve`'s rebuild: the project brought up to date (built and written with
+/// `--write-outputs`), then every watched variant fetched again and the clients told.
+pub struct ServeRebuild {
+    pub hub: Arc<Hub>,
+    pub write_outputs: bool,
+    pub json: bool,
+}
+
+impl Rebuild for ServeRebuild {
+    fn needed(&self, project: &Project) -> bool {
+        if self.write_outputs {
+            project.is_dirty()
+        } else {
+            project.has_changes()
+        }
+    }
+
+    fn rebuild(
+        &mut self,
+        project: &mut Project,
+        first_event: Option<Instant>,
+    ) -> Result<(), ProjectError> {
+        let started = Instant::now();
+        let (files, manifest_changed, built) = if self.write_outputs {
+            let report = project.build(&|_| {})?;
+            let built = format!(
+                "{} variants built: {} compiled, {} failed; {} outputs written",
+                report.variants, report.compiled, report.failed, report.outputs_written
+            );
+            (report.changed_files, report.manifest_changed, Some(built))
+        } else {
+            let prepared = project.prepare()?;
+            (prepared.changed_files, prepared.manifest_changed, None)
+        };
+        let (checked, changed, failing) = self.hub.refresh_watched(project);
+        let latency_ms = first_event.map(|event| {
+            started.saturating_duration_since(event).as_secs_f64() * 1000.0
+                + started.elapsed().as_secs_f64() * 1000.0
+        });
+        let mut causes: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+        if manifest_changed {
+            causes.push("kiln.toml".into());
+        }
+        if self.json {
+            crate::render::stdout_line(
+                &serde_json::json!({
+                    "changed": causes,
+                    "watched": checked,
+                    "events": changed,
+                    "failing": failing,
+                    "event_ms": latency_ms,
+                })
+                .to_string(),
+            );
+        } else if first_event.is_some() {
+            let latency = latency_ms
+                .map(|ms| format!(", {ms:.1} ms from the file event"))
+                .unwrap_or_default();
+            say!(
+                "changed: {} -> {checked} fetched variants checked: {changed} changed (clients told), {failing} failing{latency}",
+                if causes.is_empty() { "nothing".to_owned() } else { causes.join(", ") }
+            );
+        }
+        if let Some(built) = built {
+            if !self.json {
+                say!("{built}");
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::served_key;
+
+    #[test]
+    fn every_spelling_of_a_keyword_set_is_one_key() {
+        let key = |words: &[&str]| {
+            let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+            served_key("Lit", "Forward", "spirv", &words)
+        };
+        assert_eq!(key(&["SKIN", "FOG"]), key(&["FOG", "SKIN", "FOG", "_"]));
+        assert_ne!(key(&["FOG"]), key(&["SKIN"]));
+        assert_eq!(key(&[]), key(&["_"]));
+    }
+}
