@@ -114,7 +114,7 @@ impl Manifest {
         let targets = cx.targets(&raw.project.targets, capabilities)?;
         let project_dirs = cx.include_dirs(&raw.project.include_dirs, &[])?;
         let mut shaders = cx.shaders(&raw.shader, &limits, &targets, &project_dirs)?;
-        let variants_from = match raw.project.variants_from.files() {
+        let variants_from = match raw.project.variants_from.as_slice() {
             [] => Vec::new(),
             files => cx.apply_usage(files, root, &mut shaders, &limits)?,
         };

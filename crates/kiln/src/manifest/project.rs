@@ -88,27 +88,7 @@ pub(super) struct RawProject {
     capabilities: Option<Spanned<Vec<Spanned<String>>>>,
     /// Usage files (`kiln usage`): build the keyword sets they list instead of the axes'.
     #[serde(default)]
-    pub(super) variants_from: OneOrMany,
-}
-
-/// A file name or a list of them.
-#[derive(Deserialize, Default)]
-#[serde(untagged)]
-pub(super) enum OneOrMany {
-    #[default]
-    None,
-    One(Spanned<String>),
-    Many(Vec<Spanned<String>>),
-}
-
-impl OneOrMany {
-    pub(super) fn files(&self) -> &[Spanned<String>] {
-        match self {
-            OneOrMany::None => &[],
-            OneOrMany::One(one) => std::slice::from_ref(one),
-            OneOrMany::Many(many) => many,
-        }
-    }
+    pub(super) variants_from: Vec<Spanned<String>>,
 }
 
 #[derive(Deserialize)]

@@ -1,0 +1,673 @@
+//! `kiln serve` end to end, through a real HTTP client (kiln-client's ureq agent) and a real
+//! event-stream consumer: fetch, 304, on-demand compiles of unlisted sets, errors, the
+//! events an edit sends (and the none a comment edit sends), concurrency, usage feeding a
+//! build, a kill -9 mid-compile, and the listener's limits.
+
+use kiln_client::{Client, Error, Event};
+use kiln_test_support::TempProject;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// `Lit` declares FOG and SKIN but lists only the empty set: the others are legal, unbuilt.
+const MANIFEST: &str = r#"
+[project]
+targets = ["spirv"]
+
+[[shader]]
+name = "Lit"
+source = "lit.wgsl"
+keywords = ["FOG", "SKIN"]
+variants = [[]]
+
+[shader.passes.Forward]
+stage = "fragment"
+entry = "fs_main"
+
+[[shader]]
+name = "Broken"
+source = "broken.wgsl"
+variants = [[]]
+
+[shader.passes.Forward]
+stage = "fragment"
+entry = "fs_main"
+"#;
+
+const LIT: &str = r#"@fragment
+fn fs_main() -> @location(0) vec4<f32> {
+    var c = vec4<f32>(1.0);
+#ifdef SKIN
+    c = c * 0.5;
+#endif
+#ifdef FOG
+    c = c * 0.25;
+#endif
+    return c;
+}
+"#;
+
+const BROKEN: &str =
+    "@fragment\nfn fs_main() -> @location(0) vec4<f32> {\n    return undefined_value;\n}\n";
+
+/// A running `kiln serve --json` and its stdout lines.
+struct Server {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    address: String,
+}
+
+impl Server {
+    fn start(dir: &TempProject, extra: &[&str]) -> Self {
+        let mut child = dir
+            .command(env!("CARGO_BIN_EXE_kiln"), "serve")
+            .args(["--json", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut server = Server {
+            child,
+            lines,
+            address: String::new(),
+        };
+        let listening = server.next();
+        server.address = listening["listening"].as_str().unwrap().to_owned();
+        // The first preparation's report: the project is ready.
+        let first = server.next();
+        assert!(first.get("watched").is_some(), "{first}");
+        server
+    }
+
+    fn next(&self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("no line from kiln serve");
+        serde_json::from_str(&line).unwrap()
+    }
+
+    fn client(&self) -> Client {
+        Client::new(&format!("http://{}", self.address))
+    }
+
+    fn stop(mut self) {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "{status:?}");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn write_atomically(dir: &TempProject, name: &str, text: &str) {
+    let temp = format!("{name}.tmp");
+    std::fs::write(dir.path(&temp), text).unwrap();
+    std::fs::rename(dir.path(&temp), dir.path(name)).unwrap();
+}
+
+fn server_error(result: Result<kiln_client::Artifact, Error>) -> (u16, String, Value) {
+    match result {
+        Err(Error::Server {
+            status, kind, body, ..
+        }) => (status, kind, body),
+        other => panic!("expected an error answer, got {other:?}"),
+    }
+}
+
+fn project() -> TempProject {
+    TempProject::from_files([
+        ("kiln.toml", MANIFEST),
+        ("lit.wgsl", LIT),
+        ("broken.wgsl", BROKEN),
+    ])
+}
+
+#[test]
+fn variants_are_fetched_revalidated_compiled_on_demand_and_refused_by_name() {
+    let dir = project();
+    let server = Server::start(&dir, &[]);
+    let client = server.client();
+
+    // FOG+SKIN is legal but not listed: compiled on demand, once, whatever the spelling.
+    let fetched = client
+        .get("Lit", "Forward", &["SKIN", "FOG"], "spirv")
+        .unwrap();
+    assert_eq!(
+        &fetched.bytes[..4],
+        &[0x03, 0x02, 0x23, 0x07],
+        "SPIR-V magic"
+    );
+    assert_eq!(fetched.digest.len(), 12);
+    assert_eq!(
+        fetched.blake3,
+        blake3::hash(&fetched.bytes).to_hex().as_str()
+    );
+    let again = client
+        .get("Lit", "Forward", &["FOG", "SKIN", "FOG", "_"], "spirv")
+        .unwrap();
+    assert_eq!(again, fetched);
+    let status = client.status().unwrap();
+    assert_eq!(status["compiled"], 1, "{status}");
+    assert_eq!(status["hits"], 1, "{status}");
+
+    // Revalidation by digest.
+    let unchanged = client
+        .get_if_changed(
+            "Lit",
+            "Forward",
+            &["FOG", "SKIN"],
+            "spirv",
+            Some(&fetched.digest),
+        )
+        .unwrap();
+    assert!(unchanged.is_none());
+    let stale = client
+        .get_if_changed(
+            "Lit",
+            "Forward",
+            &["FOG", "SKIN"],
+            "spirv",
+            Some("000000000000"),
+        )
+        .unwrap();
+    assert_eq!(stale.as_ref(), Some(&fetched));
+
+    // Names that do not exist: 404 naming the legal ones.
+    let (code, kind, body) = server_error(client.get("Unlit", "Forward", &[""; 0], "spirv"));
+    assert_eq!((code, kind.as_str()), (404, "unknown_shader"), "{body}");
+    assert_eq!(
+        body["known"],
+        serde_json::json!(["Lit", "Broken"]),
+        "{body}"
+    );
+    let (code, kind, body) = server_error(client.get("Lit", "Shadow", &[""; 0], "spirv"));
+    assert_eq!((code, kind.as_str()), (404, "unknown_pass"), "{body}");
+    assert_eq!(body["known"], serde_json::json!(["Forward"]), "{body}");
+    let (code, kind, body) = server_error(client.get("Lit", "Forward", &["RAIN"], "spirv"));
+    assert_eq!((code, kind.as_str()), (404, "unknown_keyword"), "{body}");
+    assert_eq!(body["known"], serde_json::json!(["FOG", "SKIN"]), "{body}");
+    let (code, kind, body) = server_error(client.get("Lit", "Forward", &[""; 0], "msl"));
+    assert_eq!((code, kind.as_str()), (404, "unknown_target"), "{body}");
+    assert_eq!(body["known"], serde_json::json!(["spirv"]), "{body}");
+    let (code, kind, _) = server_error(client.get("Lit", "Forward", &["no good"], "spirv"));
+    assert_eq!((code, kind.as_str()), (400, "invalid_keyword"));
+
+    // A compile error: 422 with the located diagnostics.
+    let (code, kind, body) = server_error(client.get("Broken", "Forward", &[""; 0], "spirv"));
+    assert_eq!((code, kind.as_str()), (422, "compile_failed"), "{body}");
+    let diagnostic = &body["diagnostics"][0];
+    assert_eq!(diagnostic["file"], "broken.wgsl", "{body}");
+    assert_eq!(diagnostic["line"], 3, "{body}");
+    assert!(
+        body["variant"]
+            .as_str()
+            .unwrap()
+            .starts_with("Broken/Forward"),
+        "{body}"
+    );
+
+    // Nothing else is served, and nothing was written besides the store.
+    let raw = ureq_status(&server.address, "/../kiln.toml");
+    assert_eq!(raw, 404);
+    assert!(!dir.path("out").join("index.json").exists());
+    server.stop();
+
+    // The same bytes as `kiln build` makes for the same set, listed.
+    let listed = MANIFEST.replace("variants = [[]]\n\n[shader.passes.Forward]\nstage = \"fragment\"\nentry = \"fs_main\"\n\n[[shader]]", "variants = [[\"FOG\", \"SKIN\"]]\n\n[shader.passes.Forward]\nstage = \"fragment\"\nentry = \"fs_main\"\n\n[[shader]]");
+    let clean = TempProject::from_files([
+        ("kiln.toml", listed.as_str()),
+        ("lit.wgsl", LIT),
+        ("broken.wgsl", BROKEN),
+    ]);
+    let _ = clean
+        .command(env!("CARGO_BIN_EXE_kiln"), "build")
+        .output()
+        .unwrap();
+    let built = std::fs::read(clean.path("out/Lit/Forward/FOG+SKIN.spv")).unwrap();
+    assert_eq!(built, fetched.bytes);
+}
+
+fn ureq_status(address: &str, path: &str) -> u16 {
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    let _ = stream.read_to_string(&mut reply);
+    reply
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Reads events on a thread, into a channel.
+fn subscribe(client: &Client) -> mpsc::Receiver<Event> {
+    let events = client.events().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for event in events {
+            let Ok(event) = event else { break };
+            if tx.send(event).is_err() {
+                break;
+            }
+        }
+    });
+    let hello = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(hello, Event::Hello);
+    rx
+}
+
+/// The events that come within `quiet` of each other, after the server reported a rebuild.
+fn drain(rx: &mpsc::Receiver<Event>, quiet: Duration) -> Vec<Event> {
+    let mut all = Vec::new();
+    while let Ok(event) = rx.recv_timeout(quiet) {
+        all.push(event);
+    }
+    all
+}
+
+#[test]
+fn an_edit_tells_every_client_exactly_the_variants_whose_artifact_changed() {
+    let dir = project();
+    let server = Server::start(&dir, &[]);
+    let client = server.client();
+    let fog = client.get("Lit", "Forward", &["FOG"], "spirv").unwrap();
+    let plain = client.get("Lit", "Forward", &[""; 0], "spirv").unwrap();
+    let skin = client.get("Lit", "Forward", &["SKIN"], "spirv").unwrap();
+    let first = subscribe(&client);
+    let second = subscribe(&client);
+
+    // An edit inside FOG's block: only FOG's artifact changes.
+    write_atomically(&dir, "lit.wgsl", &LIT.replace("c * 0.25", "c * 0.75"));
+    let report = server.next();
+    assert_eq!(
+        report["changed"],
+        serde_json::json!(["lit.wgsl"]),
+        "{report}"
+    );
+    assert_eq!(report["events"], 1, "{report}");
+    for rx in [&first, &second] {
+        let events = drain(rx, Duration::from_millis(500));
+        assert_eq!(events.len(), 1, "{events:?}");
+        let Event::Variant(changed) = &events[0] else {
+            panic!("{events:?}")
+        };
+        assert_eq!(
+            (changed.shader.as_str(), changed.keywords.as_slice()),
+            ("Lit", &["FOG".to_string()][..])
+        );
+        assert_ne!(changed.blake3, fog.blake3);
+        // The new artifact is ready when the event comes.
+        let now = client.get("Lit", "Forward", &["FOG"], "spirv").unwrap();
+        assert_eq!(now.blake3, changed.blake3);
+        assert_eq!(now.digest, changed.digest);
+    }
+    let unchanged = client.get("Lit", "Forward", &[""; 0], "spirv").unwrap();
+    assert_eq!(unchanged.bytes, plain.bytes);
+
+    // A comment edit changes no artifact: no event at all (the digests move with the
+    // revision; the bytes do not).
+    write_atomically(
+        &dir,
+        "lit.wgsl",
+        &format!("// a comment\n{}", LIT.replace("c * 0.25", "c * 0.75")),
+    );
+    let report = server.next();
+    assert_eq!(report["events"], 0, "{report}");
+    assert!(drain(&first, Duration::from_millis(500)).is_empty());
+    let after_comment = client.get("Lit", "Forward", &["SKIN"], "spirv").unwrap();
+    assert_eq!(after_comment.bytes, skin.bytes);
+
+    // A break: every fetched variant is told it fails; the fix tells them again.
+    write_atomically(
+        &dir,
+        "lit.wgsl",
+        &LIT.replace("return c;", "return nothing;"),
+    );
+    let report = server.next();
+    assert_eq!(report["failing"], 3, "{report}");
+    let events = drain(&first, Duration::from_millis(500));
+    assert_eq!(events.len(), 3, "{events:?}");
+    for event in &events {
+        let Event::Failed(error) = event else {
+            panic!("{events:?}")
+        };
+        assert_eq!(error["error"], "compile_failed", "{error}");
+        assert_eq!(error["diagnostics"][0]["file"], "lit.wgsl", "{error}");
+    }
+    let (code, _, _) = server_error(client.get("Lit", "Forward", &["FOG"], "spirv"));
+    assert_eq!(code, 422);
+    write_atomically(&dir, "lit.wgsl", LIT);
+    let report = server.next();
+    assert_eq!(report["events"], 3, "{report}");
+    let events = drain(&first, Duration::from_millis(500));
+    assert_eq!(events.len(), 3, "{events:?}");
+    let back = client.get("Lit", "Forward", &["FOG"], "spirv").unwrap();
+    assert_eq!(back.bytes, fog.bytes);
+    server.stop();
+}
+
+/// 100 keyword sets of 7 keywords, each a different text.
+const MANY_KEYWORDS: [&str; 7] = ["K0", "K1", "K2", "K3", "K4", "K5", "K6"];
+
+fn many_project() -> TempProject {
+    let mut source = String::from(
+        "@fragment\nfn fs_main() -> @location(0) vec4<f32> {\n    var c = vec4<f32>(1.0);\n",
+    );
+    for (i, k) in MANY_KEYWORDS.iter().enumerate() {
+        source.push_str(&format!("#ifdef {k}\n    c = c * {}.5;\n#endif\n", i + 1));
+    }
+    source.push_str("    return c;\n}\n");
+    let manifest = format!(
+        "[project]\ntargets = [\"spirv\"]\n\n[[shader]]\nname = \"Many\"\nsource = \"many.wgsl\"\nkeywords = [{}]\nvariants = [[]]\n\n[shader.passes.Forward]\nstage = \"fragment\"\nentry = \"fs_main\"\n",
+        MANY_KEYWORDS.map(|k| format!("\"{k}\"")).join(", ")
+    );
+    TempProject::from_files([
+        ("kiln.toml", manifest.as_str()),
+        ("many.wgsl", source.as_str()),
+    ])
+}
+
+fn sets(count: usize) -> Vec<Vec<&'static str>> {
+    (0..count)
+        .map(|mask| {
+            MANY_KEYWORDS
+                .iter()
+                .enumerate()
+                .filter(|(bit, _)| mask & (1 << bit) != 0)
+                .map(|(_, k)| *k)
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn sixty_four_clients_racing_over_a_hundred_keys_compile_each_key_once() {
+    let dir = many_project();
+    let server = Server::start(&dir, &[]);
+    let keys = sets(100);
+    let seen: std::sync::Mutex<BTreeMap<usize, BTreeSet<String>>> = Default::default();
+    std::thread::scope(|scope| {
+        for thread in 0..64usize {
+            let client = server.client();
+            let (keys, seen) = (&keys, &seen);
+            scope.spawn(move || {
+                let mut mine: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
+                for request in 0..1000usize {
+                    // Every thread walks the keys in its own order, each set reversed on
+                    // alternate requests: one variant, several spellings.
+                    let at = (request * 37 + thread * 11) % keys.len();
+                    let mut words = keys[at].clone();
+                    if request % 2 == 1 {
+                        words.reverse();
+                    }
+                    let artifact = client.get("Many", "Forward", &words, "spirv").unwrap();
+                    mine.entry(at).or_default().insert(artifact.blake3);
+                }
+                let mut seen = seen.lock().unwrap();
+                for (at, hashes) in mine {
+                    seen.entry(at).or_default().extend(hashes);
+                }
+            });
+        }
+    });
+    let status = server.client().status().unwrap();
+    assert_eq!(status["requests"], 64_000, "{status}");
+    assert_eq!(status["compiled"], 100, "{status}");
+    assert_eq!(status["from_store"], 0, "{status}");
+    let seen = seen.into_inner().unwrap();
+    assert_eq!(seen.len(), 100);
+    // One artifact per key, and 100 different ones.
+    let all: BTreeSet<&String> = seen.values().flatten().collect();
+    assert!(seen.values().all(|hashes| hashes.len() == 1));
+    assert_eq!(all.len(), 100);
+    server.stop();
+}
+
+#[test]
+fn usage_recorded_by_the_server_feeds_a_build_of_exactly_the_used_sets() {
+    let dir = project();
+    let server = Server::start(&dir, &[]);
+    let client = server.client();
+    for set in [&["FOG"][..], &["SKIN", "FOG"], &["FOG"], &[]] {
+        client.get("Lit", "Forward", set, "spirv").unwrap();
+    }
+    // A failing variant is not a used one.
+    let _ = client.get("Broken", "Forward", &[""; 0], "spirv");
+    server.stop();
+
+    let exported = dir
+        .command(env!("CARGO_BIN_EXE_kiln"), "usage")
+        .arg("-o")
+        .arg(dir.path("usage.toml"))
+        .output()
+        .unwrap();
+    assert!(exported.status.success(), "{exported:?}");
+    let text = std::fs::read_to_string(dir.path("usage.toml")).unwrap();
+    assert_eq!(text.matches("[[variant]]").count(), 3, "{text}");
+
+    // Merged with another machine's file (a repeat and a new set).
+    std::fs::write(
+        dir.path("other.toml"),
+        "[[variant]]\nshader = \"Lit\"\npass = \"Forward\"\nkeywords = [\"SKIN\"]\ntarget = \"spirv\"\n\n[[variant]]\nshader = \"Lit\"\npass = \"Forward\"\nkeywords = [\"FOG\"]\ntarget = \"spirv\"\n",
+    )
+    .unwrap();
+    let manifest = MANIFEST.replace(
+        "targets = [\"spirv\"]",
+        "targets = [\"spirv\"]\nvariants_from = [\"usage.toml\", \"other.toml\"]",
+    );
+    std::fs::write(dir.path("kiln.toml"), &manifest).unwrap();
+    let built = dir
+        .command(env!("CARGO_BIN_EXE_kiln"), "build")
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{built:?}");
+    let report: Value = serde_json::from_slice(&built.stdout).unwrap();
+    assert_eq!(report["variants"], 4, "{report}");
+    let mut names: Vec<String> = std::fs::read_dir(dir.path("out/Lit/Forward"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["FOG+SKIN.spv", "FOG.spv", "SKIN.spv", "_.spv"]);
+    assert!(!dir.path("out/Broken").exists());
+
+    // A set no longer legal: the build names the usage file's line; `kiln usage` reports it
+    // and leaves it out.
+    std::fs::write(
+        dir.path("other.toml"),
+        "[[variant]]\nshader = \"Lit\"\npass = \"Forward\"\nkeywords = [\"SKIN\"]\ntarget = \"spirv\"\n\n[[variant]]\nshader = \"Lit\"\npass = \"Forward\"\nkeywords = [\"RAIN\"]\ntarget = \"spirv\"\n",
+    )
+    .unwrap();
+    let refused = dir
+        .command(env!("CARGO_BIN_EXE_kiln"), "build")
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("other.toml:7"), "{stderr}");
+    assert!(stderr.contains("RAIN"), "{stderr}");
+    std::fs::write(dir.path("kiln.toml"), MANIFEST).unwrap();
+    let merged = dir
+        .command(env!("CARGO_BIN_EXE_kiln"), "usage")
+        .arg("--no-log")
+        .arg(dir.path("other.toml"))
+        .output()
+        .unwrap();
+    assert_eq!(merged.status.code(), Some(1), "{merged:?}");
+    let stderr = String::from_utf8_lossy(&merged.stderr);
+    assert!(
+        stderr.contains("other.toml:7") && stderr.contains("left out"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&merged.stdout);
+    assert_eq!(stdout.matches("[[variant]]").count(), 1, "{stdout}");
+}
+
+#[test]
+fn a_server_killed_mid_compile_leaves_a_store_that_serves_the_same_bytes() {
+    let dir = many_project();
+    let keys = sets(40);
+    let server = Server::start(&dir, &[]);
+    let client = server.client();
+    // Forty compiles in flight, then kill -9.
+    let requests: Vec<_> = keys
+        .iter()
+        .cloned()
+        .map(|set| {
+            let client = client.clone();
+            std::thread::spawn(move || client.get("Many", "Forward", &set, "spirv"))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(150));
+    let mut server = server;
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    for request in requests {
+        let _ = request.join();
+    }
+    drop(server);
+
+    let restarted = Server::start(&dir, &[]);
+    let client = restarted.client();
+    let served: Vec<Vec<u8>> = keys
+        .iter()
+        .map(|set| client.get("Many", "Forward", set, "spirv").unwrap().bytes)
+        .collect();
+    let status = client.status().unwrap();
+    restarted.stop();
+
+    // A clean project, nothing in its store, gives the same bytes.
+    let clean = many_project();
+    let reference = Server::start(&clean, &[]);
+    let client = reference.client();
+    for (set, bytes) in keys.iter().zip(&served) {
+        assert_eq!(
+            &client.get("Many", "Forward", set, "spirv").unwrap().bytes,
+            bytes
+        );
+    }
+    reference.stop();
+    // What the killed server saved was found, not compiled again (at least some of it).
+    assert_eq!(
+        status["compiled"].as_u64().unwrap() + status["from_store"].as_u64().unwrap(),
+        40,
+        "{status}"
+    );
+}
+
+#[test]
+fn the_listener_bounds_headers_slow_clients_and_needs_a_token_off_loopback() {
+    let dir = project();
+    // Off loopback: refused without the flag, and without a token.
+    let refused = dir
+        .command(env!("CARGO_BIN_EXE_kiln"), "serve")
+        .args(["--listen", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--allow-remote"));
+    let refused = dir
+        .command(env!("CARGO_BIN_EXE_kiln"), "serve")
+        .args(["--listen", "0.0.0.0:0", "--allow-remote"])
+        .env_remove("KILN_SERVE_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("KILN_SERVE_TOKEN"));
+
+    let token = "0123456789abcdef0123456789abcdef";
+    let mut child = dir
+        .command(env!("CARGO_BIN_EXE_kiln"), "serve")
+        .args([
+            "--json",
+            "--listen",
+            "127.0.0.1:0",
+            "--header-timeout-ms",
+            "300",
+        ])
+        .env("KILN_SERVE_TOKEN", token)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let address = serde_json::from_str::<Value>(&line).unwrap()["listening"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let base = format!("http://{address}");
+    let (code, kind, _) = server_error(Client::new(&base).get("Lit", "Forward", &[""; 0], "spirv"));
+    assert_eq!((code, kind.as_str()), (401, "unauthorized"));
+    let wrong = Client::new(&base).with_token("0123456789abcdef0123456789abcdeX");
+    assert_eq!(
+        server_error(wrong.get("Lit", "Forward", &[""; 0], "spirv")).0,
+        401
+    );
+    let right = Client::new(&base).with_token(token);
+    assert!(right.get("Lit", "Forward", &[""; 0], "spirv").is_ok());
+
+    // Headers past the limit: 431, unread.
+    let mut stream = std::net::TcpStream::connect(&address).unwrap();
+    let huge = "x".repeat(64 << 10);
+    let _ = write!(
+        stream,
+        "GET /status HTTP/1.1\r\nHost: x\r\nX-Big: {huge}\r\n\r\n"
+    );
+    let mut reply = String::new();
+    let _ = stream.read_to_string(&mut reply);
+    assert!(
+        reply.starts_with("HTTP/1.1 431"),
+        "{}",
+        &reply[..reply.len().min(200)]
+    );
+
+    // A client that never finishes its headers is cut off.
+    let mut slow = std::net::TcpStream::connect(&address).unwrap();
+    slow.write_all(b"GET /status HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let started = Instant::now();
+    let mut buffer = [0u8; 512];
+    let read = slow.read(&mut buffer);
+    assert!(
+        matches!(read, Ok(0)) || read.is_err() || String::from_utf8_lossy(&buffer).contains("408"),
+        "{read:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
