@@ -27,6 +27,9 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Colour in diagnostics: auto (a terminal, unless NO_COLOR is set), always, never.
+    #[arg(long, global = true, value_enum, default_value_t = render::Color::Auto)]
+    color: render::Color,
 }
 
 #[derive(Subcommand)]
@@ -53,6 +56,7 @@ enum Command {
 /// the project could not be built at all.
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    render::set_color(cli.color);
     route_warnings();
     // Slang compiles in worker processes of this same binary (`kiln slang-worker`), so an
     // installed kiln needs nothing beside it; without a path to itself the library looks.

@@ -21,11 +21,29 @@ pub fn stdout_line(line: &str) {
     }
 }
 
+/// `--color`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Color {
+    /// On a terminal, unless `NO_COLOR` is set (no-color.org).
+    Auto,
+    Always,
+    Never,
+}
+
+static COLOR: std::sync::OnceLock<Color> = std::sync::OnceLock::new();
+
+/// Sets `--color` for the process (once, at start).
+pub fn set_color(color: Color) {
+    let _ = COLOR.set(color);
+}
+
 fn writer() -> termcolor::StandardStream {
-    let choice = if std::io::stderr().is_terminal() {
-        termcolor::ColorChoice::Auto
-    } else {
-        termcolor::ColorChoice::Never
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let choice = match COLOR.get().copied().unwrap_or(Color::Auto) {
+        Color::Always => termcolor::ColorChoice::Always,
+        Color::Never => termcolor::ColorChoice::Never,
+        Color::Auto if std::io::stderr().is_terminal() && !no_color => termcolor::ColorChoice::Auto,
+        Color::Auto => termcolor::ColorChoice::Never,
     };
     termcolor::StandardStream::stderr(choice)
 }

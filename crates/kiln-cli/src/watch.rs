@@ -29,6 +29,12 @@ pub struct WatchArgs {
     /// marker file it wrote has been seen.
     #[arg(long, hide = true)]
     pub report_batches: bool,
+    /// List every recompiled variant with its reason under its cause.
+    #[arg(long, short, conflicts_with = "quiet")]
+    pub verbose: bool,
+    /// Print only errors and each rebuild's summary line.
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 pub fn run(args: &WatchArgs) -> ExitCode {
@@ -56,6 +62,13 @@ pub fn run(args: &WatchArgs) -> ExitCode {
         &settings,
         &mut Builds {
             json: args.project.json,
+            detail: if args.quiet {
+                Detail::Quiet
+            } else if args.verbose {
+                Detail::Verbose
+            } else {
+                Detail::Causes
+            },
         },
     )
 }
@@ -63,6 +76,18 @@ pub fn run(args: &WatchArgs) -> ExitCode {
 /// `kiln watch`'s rebuild: a build, its outputs written, and its report.
 struct Builds {
     json: bool,
+    detail: Detail,
+}
+
+/// How much a rebuild's human report says.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Detail {
+    /// The summary line (and errors).
+    Quiet,
+    /// One line per cause (a changed file, the manifest): how many variants it recompiled.
+    Causes,
+    /// Each cause's variants too.
+    Verbose,
 }
 
 impl Rebuild for Builds {
@@ -76,12 +101,18 @@ impl Rebuild for Builds {
         // From the first file event to the moment every output was written.
         let latency = first_event
             .map(|event| build_started.saturating_duration_since(event) + report.outputs_ready);
-        print_rebuild(project, &report, latency, self.json);
+        print_rebuild(project, &report, latency, self.json, self.detail);
         Ok(())
     }
 }
 
-fn print_rebuild(project: &Project, report: &BuildReport, latency: Option<Duration>, json: bool) {
+fn print_rebuild(
+    project: &Project,
+    report: &BuildReport,
+    latency: Option<Duration>,
+    json: bool,
+    detail: Detail,
+) {
     let latency_ms = latency.map(|t| t.as_secs_f64() * 1000.0);
     if json {
         let mut value = report_json(report);
@@ -102,6 +133,7 @@ fn print_rebuild(project: &Project, report: &BuildReport, latency: Option<Durati
                 serde_json::json!({
                     "variant": r.variant.to_string(),
                     "digest": r.digest,
+                    "cause": r.cause,
                     "reason": r.reason,
                 })
             })
@@ -110,25 +142,9 @@ fn print_rebuild(project: &Project, report: &BuildReport, latency: Option<Durati
         return;
     }
     render::diagnostics(&project.manifest().root, &report.diagnostics);
-    if !report.changed_files.is_empty() || report.manifest_changed {
-        let mut files: Vec<String> = report
-            .changed_files
-            .iter()
-            .map(|f| f.display().to_string())
-            .collect();
-        if report.manifest_changed {
-            files.push("kiln.toml".into());
-        }
-        say!("changed: {}", files.join(", "));
-    }
-    for r in &report.recompiled {
-        say!("  recompiled {} ({}): {}", r.variant, r.digest, r.reason);
-    }
-    if report.compiled > report.recompiled.len() {
-        say!(
-            "  ... and {} more recompiled",
-            report.compiled - report.recompiled.len()
-        );
+    // The first build (no event) is one summary line: every variant's cause is the same.
+    if latency.is_some() && detail != Detail::Quiet {
+        print_causes(report, detail);
     }
     let latency = latency_ms
         .map(|ms| format!(", {ms:.1} ms from the file event"))
@@ -146,7 +162,44 @@ fn print_rebuild(project: &Project, report: &BuildReport, latency: Option<Durati
         report.outputs_written,
         report.outputs_removed,
     );
-    if report.packs_written > 0 {
+    if report.packs_written > 0 && detail != Detail::Quiet {
         say!("{} pack(s) replaced", report.packs_written);
+    }
+}
+
+/// What changed, then one line per cause with the number of variants it recompiled (and,
+/// verbose, each of them with its reason), in the order the causes first appear.
+fn print_causes(report: &BuildReport, detail: Detail) {
+    let mut files: Vec<String> = report
+        .changed_files
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect();
+    if report.manifest_changed {
+        files.push("kiln.toml".into());
+    }
+    if !files.is_empty() {
+        say!("changed: {}", files.join(", "));
+    }
+    let mut causes: Vec<(&str, Vec<&kiln::pipeline::Recompiled>)> = Vec::new();
+    for r in &report.recompiled {
+        match causes.iter_mut().find(|(cause, _)| *cause == r.cause) {
+            Some((_, variants)) => variants.push(r),
+            None => causes.push((&r.cause, vec![r])),
+        }
+    }
+    for (cause, variants) in &causes {
+        say!("  {cause} -> {} variant(s) recompiled", variants.len());
+        if detail == Detail::Verbose {
+            for r in variants {
+                say!("    {} ({}): {}", r.variant, r.digest, r.reason);
+            }
+        }
+    }
+    if report.compiled > report.recompiled.len() {
+        say!(
+            "  ... and {} more recompiled",
+            report.compiled - report.recompiled.len()
+        );
     }
 }

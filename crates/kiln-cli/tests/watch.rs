@@ -178,3 +178,111 @@ fn watch_replaces_the_pack_after_each_rebuild_and_an_open_reader_keeps_the_old_b
     assert!(interrupted.success());
     assert!(child.wait().unwrap().success());
 }
+
+/// `kiln watch` without `--json`: stderr lines up to the one that contains `until`.
+fn watch_lines(dir: &TempProject, args: &[&str]) -> (std::process::Child, mpsc::Receiver<String>) {
+    let mut child = dir
+        .command(env!("CARGO_BIN_EXE_kiln"), "watch")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx)
+}
+
+fn lines_until(rx: &mpsc::Receiver<String>, end: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("no `{end}` after {lines:?}"));
+        let done = line.contains(end);
+        lines.push(line);
+        if done {
+            return lines;
+        }
+    }
+}
+
+#[test]
+fn watch_says_one_line_per_cause_and_lists_variants_only_when_verbose() {
+    let dir = TempProject::from_files([("kiln.toml", MANIFEST), ("lit.wgsl", LIT)]);
+    let (mut child, rx) = watch_lines(&dir, &[]);
+    // The first build: its summary, then the watching line.
+    let first = lines_until(&rx, "watching");
+    assert_eq!(first.len(), 2, "{first:?}");
+    assert!(
+        first[0].starts_with("4 variants: 4 recompiled"),
+        "{first:?}"
+    );
+    std::fs::write(
+        dir.path("lit.wgsl.tmp"),
+        LIT.replace("c * 0.25", "c * 0.75"),
+    )
+    .unwrap();
+    std::fs::rename(dir.path("lit.wgsl.tmp"), dir.path("lit.wgsl")).unwrap();
+    let edit = lines_until(&rx, "variants:");
+    assert_eq!(
+        edit[..2],
+        ["changed: lit.wgsl", "  lit.wgsl -> 2 variant(s) recompiled"],
+        "{edit:?}"
+    );
+    assert_eq!(edit.len(), 3, "{edit:?}");
+    let _ = child.kill();
+    let _ = child.wait();
+
+    let (mut child, rx) = watch_lines(&dir, &["-v"]);
+    lines_until(&rx, "watching");
+    std::fs::write(
+        dir.path("lit.wgsl.tmp"),
+        LIT.replace("c * 0.5", "c * 0.125"),
+    )
+    .unwrap();
+    std::fs::rename(dir.path("lit.wgsl.tmp"), dir.path("lit.wgsl")).unwrap();
+    let edit = lines_until(&rx, "variants:");
+    assert_eq!(edit[1], "  lit.wgsl -> 2 variant(s) recompiled", "{edit:?}");
+    let listed: Vec<&String> = edit
+        .iter()
+        .filter(|l| l.starts_with("    Lit/Forward["))
+        .collect();
+    assert_eq!(listed.len(), 2, "{edit:?}");
+    assert!(
+        listed
+            .iter()
+            .all(|l| l.contains("SKIN") && l.ends_with("lit.wgsl changed")),
+        "{edit:?}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn color_follows_the_flag() {
+    let broken = LIT.replace("return c;", "return nothing;");
+    let dir = TempProject::from_files([("kiln.toml", MANIFEST), ("lit.wgsl", broken.as_str())]);
+    let run = |color: &str| {
+        let output = dir
+            .command(env!("CARGO_BIN_EXE_kiln"), "build")
+            .args(["--color", color])
+            .env_remove("NO_COLOR")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    assert!(run("always").contains("\u{1b}["));
+    let plain = run("never");
+    assert!(
+        plain.contains("error") && !plain.contains("\u{1b}["),
+        "{plain}"
+    );
+}

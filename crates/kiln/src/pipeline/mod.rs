@@ -22,7 +22,7 @@ mod out_dir;
 mod project;
 mod report;
 
-pub use build::ShardReport;
+pub use build::{ShardReport, NOT_IN_STORE};
 pub use diagnostic::{describe_variant, Diagnostic, Location, Severity};
 pub use engine::services::Outcome;
 pub use on_demand::{FetchError, Fetched, Prepared, VariantRequest};

@@ -109,6 +109,9 @@ pub struct Recompiled {
     pub variant: VariantId,
     /// Its key's digest (for logs).
     pub digest: String,
+    /// What made it compile, for grouping: the changed file (root-relative), the
+    /// manifest's file name, or [`NOT_IN_STORE`](crate::pipeline::NOT_IN_STORE).
+    pub cause: String,
     /// Why: the changed file and the source that includes it, a manifest change, or an
     /// artifact missing from the store.
     pub reason: String,

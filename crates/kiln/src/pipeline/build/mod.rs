@@ -9,6 +9,7 @@ mod commit;
 mod plan;
 mod run;
 
+pub use commit::NOT_IN_STORE;
 pub use plan::remote::ShardReport;
 pub(crate) use plan::LastBuild;
 

@@ -233,10 +233,12 @@ impl Commit {
             Some(Outcome::Compiled) => {
                 self.compiled += 1;
                 if self.recompiled.len() < RECOMPILED_LISTED {
+                    let (cause, reason) = project.reason(variant, plan);
                     self.recompiled.push(Recompiled {
                         variant: variant.clone(),
                         digest: digest_of(variant, &plan.revisions),
-                        reason: project.reason(variant, plan),
+                        cause,
+                        reason,
                     });
                 }
             }
@@ -388,8 +390,9 @@ impl Project {
         written
     }
 
-    /// Why naga had to compile `variant` in this build.
-    fn reason(&self, variant: &VariantId, plan: &Plan) -> String {
+    /// Why naga had to compile `variant` in this build: the cause (the changed file, the
+    /// manifest, or [`NOT_IN_STORE`]) and the whole reason.
+    fn reason(&self, variant: &VariantId, plan: &Plan) -> (String, String) {
         // Only an edit needs the variant's files; without one (a cold build), fetching them
         // would preprocess every variant again after the engine evicted its text.
         let pre = if plan.changed_files.is_empty() {
@@ -417,16 +420,26 @@ impl Project {
                 if changed.len() > 1 {
                     reason.push_str(&format!(" and {} more file(s)", changed.len() - 1));
                 }
-                return reason;
+                return (first.display().to_string(), reason);
             }
         }
         if plan.manifest_changed {
-            "the manifest changed".to_owned()
+            let manifest = self.manifest.path.file_name().unwrap_or_default();
+            (
+                manifest.to_string_lossy().into_owned(),
+                "the manifest changed".to_owned(),
+            )
         } else {
-            "no artifact in the store".to_owned()
+            (
+                NOT_IN_STORE.to_owned(),
+                "no artifact in the store".to_owned(),
+            )
         }
     }
 }
+
+/// The cause of a compile that no edit explains: the store did not have the artifact.
+pub const NOT_IN_STORE: &str = "not in the store";
 
 /// The digest of `variant`'s key at its shader's revision in this build (for logs).
 fn digest_of(variant: &VariantId, revisions: &Revisions) -> String {
