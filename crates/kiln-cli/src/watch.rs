@@ -163,7 +163,11 @@ fn print_rebuild(
         report.outputs_removed,
     );
     if report.packs_written > 0 && detail != Detail::Quiet {
-        let verb = if latency_ms.is_some() { "replaced" } else { "written" };
+        let verb = if latency_ms.is_some() {
+            "replaced"
+        } else {
+            "written"
+        };
         say!("{} pack(s) {verb}", report.packs_written);
     }
 }

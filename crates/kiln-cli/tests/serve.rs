@@ -249,6 +249,37 @@ fn variants_are_fetched_revalidated_compiled_on_demand_and_refused_by_name() {
     assert_eq!(built, fetched.bytes);
 }
 
+#[test]
+fn an_artifact_links_to_its_variants_reflection() {
+    let manifest = MANIFEST.replace(
+        "targets = [\"spirv\"]",
+        "targets = [\"spirv\", \"reflection\"]",
+    );
+    let dir = TempProject::from_files([
+        ("kiln.toml", manifest.as_str()),
+        ("lit.wgsl", LIT),
+        ("broken.wgsl", BROKEN),
+    ]);
+    let server = Server::start(&dir, &[]);
+    let client = server.client();
+    let spirv = client
+        .get("Lit", "Forward", &["SKIN", "FOG"], "spirv")
+        .unwrap();
+    assert_eq!(
+        spirv.reflection.as_deref(),
+        Some("/variants/Lit/Forward/reflection?keywords=FOG,SKIN")
+    );
+    let reflection = client
+        .get("Lit", "Forward", &["FOG", "SKIN"], "reflection")
+        .unwrap();
+    assert_eq!(reflection.reflection, None);
+    let json: Value = serde_json::from_slice(&reflection.bytes).unwrap();
+    assert_eq!(json["entry_point"], "fs_main", "{json}");
+    // One compile made both.
+    assert_eq!(client.status().unwrap()["compiled"], 1);
+    server.stop();
+}
+
 fn ureq_status(address: &str, path: &str) -> u16 {
     let mut stream = std::net::TcpStream::connect(address).unwrap();
     write!(

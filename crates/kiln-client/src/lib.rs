@@ -31,6 +31,9 @@ pub struct Artifact {
     pub digest: String,
     /// blake3 of the bytes, hex.
     pub blake3: String,
+    /// Where the variant's reflection JSON is (`/variants/.../reflection?keywords=...`),
+    /// when the project builds the `reflection` target.
+    pub reflection: Option<String>,
 }
 
 /// What went wrong.
@@ -187,6 +190,11 @@ impl Client {
         };
         let digest = header("etag");
         let blake3 = header("kiln-blake3");
+        let link = header("link");
+        let reflection = link
+            .strip_prefix('<')
+            .and_then(|rest| rest.split_once('>'))
+            .map(|(target, _)| target.to_owned());
         match status {
             304 => Ok(None),
             200 => {
@@ -200,6 +208,7 @@ impl Client {
                     bytes,
                     digest,
                     blake3,
+                    reflection,
                 }))
             }
             _ => {

@@ -11,8 +11,10 @@
 //! - `GET /status` -> counters as JSON; `GET /usage` -> the usage file of what was fetched.
 //!
 //! Connections are served one by one through hyper's connection builder so that the header
-//! buffer and the time to send headers are bounded; at most [`MAX_CONNECTIONS`] at once.
+//! buffer and the time to send headers are bounded, and through a write deadline so that a
+//! client that stops reading is cut off; at most [`MAX_CONNECTIONS`] at once.
 
+use super::deadline::WriteDeadline;
 use super::hub::{served_key, Entry, Hub};
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -43,8 +45,11 @@ const MAX_KEYWORDS: usize = 256;
 /// The listener's limits on each connection.
 #[derive(Clone)]
 pub struct Limits {
-    /// A client must send a request's headers within this long of starting it.
+    /// A client must send a request's headers within this long of starting it (or of the
+    /// previous response, on a kept-alive connection).
     pub header_timeout: Duration,
+    /// A write to a client that reads nothing for this long closes its connection.
+    pub write_timeout: Duration,
 }
 
 #[derive(Clone)]
@@ -85,6 +90,7 @@ pub async fn serve(listener: TcpListener, router: Router, limits: Limits) {
         let _ = stream.set_nodelay(true);
         let service = hyper_util::service::TowerToHyperService::new(router.clone());
         let header_timeout = limits.header_timeout;
+        let stream = WriteDeadline::new(stream, limits.write_timeout);
         tokio::spawn(async move {
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder
@@ -198,6 +204,9 @@ fn artifact_response(hub: &Hub, entry: &Entry, headers: &HeaderMap) -> Response 
     out.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     out.insert("kiln-blake3", entry.blake3.clone());
     out.insert("kiln-variant", entry.variant.clone());
+    if let Some(link) = &entry.reflection {
+        out.insert(header::LINK, link.clone());
+    }
     if !unchanged {
         out.insert(
             header::CONTENT_TYPE,

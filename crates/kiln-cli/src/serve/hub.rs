@@ -32,6 +32,8 @@ pub struct Entry {
     /// `Lit/Forward[FOG;SKIN]`.
     pub variant: HeaderValue,
     pub content_type: &'static str,
+    /// `Link` to the variant's reflection JSON, when the project builds that target.
+    pub reflection: Option<HeaderValue>,
 }
 
 /// An event for the stream: its SSE name and its JSON data.
@@ -61,9 +63,35 @@ pub struct Counters {
     pub events: AtomicU64,
 }
 
+/// The artifacts answered without the project, and their size.
+#[derive(Default)]
+struct Served {
+    entries: FxHashMap<String, Arc<Entry>>,
+    bytes: usize,
+}
+
+impl Served {
+    /// Enters `entry` unless the table would pass [`MAX_SERVED_BYTES`]; a variant left out is
+    /// still served, from the project (its engine memo, variant cache and store).
+    fn insert(&mut self, key: String, entry: Arc<Entry>) {
+        let size = entry.bytes.len();
+        if let Some(old) = self.entries.get(&key) {
+            self.bytes -= old.bytes.len();
+        } else if self.bytes + size > MAX_SERVED_BYTES {
+            return;
+        }
+        self.bytes += size;
+        self.entries.insert(key, entry);
+    }
+}
+
+/// The most artifact bytes the served table holds: a client that fetched 100,000 variants
+/// must not make the server hold every artifact.
+pub const MAX_SERVED_BYTES: usize = 256 << 20;
+
 pub struct Hub {
     pub project: Arc<RwLock<Project>>,
-    served: RwLock<FxHashMap<String, Arc<Entry>>>,
+    served: RwLock<Served>,
     watched: Mutex<BTreeMap<String, Watched>>,
     events: broadcast::Sender<Arc<Message>>,
     pub usage: UsageLog,
@@ -88,7 +116,7 @@ impl Hub {
 
     /// The served table's answer, if it has one.
     pub fn served(&self, key: &str) -> Option<Arc<Entry>> {
-        let entry = self.served.read().get(key).cloned();
+        let entry = self.served.read().entries.get(key).cloned();
         if entry.is_some() {
             self.counters.hits.fetch_add(1, Relaxed);
         }
@@ -101,7 +129,7 @@ impl Hub {
         let project = self.project.read();
         let fetched = project.fetch(&request)?;
         self.count(&fetched);
-        let entry = Arc::new(entry(&fetched));
+        let entry = Arc::new(entry(&fetched, reflects(&project)));
         // Under the read lock: a rebuild cannot come between the fetch and these.
         self.usage.record(&fetched);
         self.watched.lock().insert(
@@ -148,13 +176,14 @@ impl Hub {
         let mut watched = self.watched.lock();
         let requests: Vec<VariantRequest> = watched.values().map(|w| w.request.clone()).collect();
         let results = project.fetch_all(&requests);
-        let mut served = FxHashMap::default();
+        let reflection = reflects(project);
+        let mut served = Served::default();
         let (mut changed, mut failing) = (0, 0);
         for ((key, state), result) in watched.iter_mut().zip(results) {
             match result {
                 Ok(fetched) => {
                     self.count(&fetched);
-                    served.insert(key.clone(), Arc::new(entry(&fetched)));
+                    served.insert(key.clone(), Arc::new(entry(&fetched, reflection)));
                     if state.hash != Some(fetched.hash) {
                         changed += 1;
                         self.send("variant", variant_event(&fetched));
@@ -206,7 +235,47 @@ fn variant_event(fetched: &Fetched) -> serde_json::Value {
     })
 }
 
-fn entry(fetched: &Fetched) -> Entry {
+/// Whether the project builds the reflection target (then every artifact links to its
+/// variant's reflection).
+fn reflects(project: &Project) -> bool {
+    project
+        .manifest()
+        .targets
+        .iter()
+        .any(|t| t.target() == kiln::compile::Target::Reflection)
+}
+
+/// `</variants/{shader}/{pass}/reflection?keywords=...>; rel="describedby"`.
+fn reflection_link(fetched: &Fetched) -> String {
+    let keywords: Vec<String> = fetched
+        .variant
+        .keywords
+        .iter()
+        .map(|k| path_escape(k))
+        .collect();
+    format!(
+        "</variants/{}/{}/reflection?keywords={}>; rel=\"describedby\"",
+        path_escape(&fetched.variant.shader),
+        path_escape(&fetched.variant.pass),
+        keywords.join(",")
+    )
+}
+
+/// Percent-encodes all but RFC 3986's unreserved characters.
+fn path_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(char::from(byte))
+            }
+            _ => out.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    out
+}
+
+fn entry(fetched: &Fetched, reflection: bool) -> Entry {
     let header = |text: String| {
         HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
     };
@@ -216,6 +285,8 @@ fn entry(fetched: &Fetched) -> Entry {
         blake3: header(fetched.hash.to_hex()),
         variant: header(fetched.variant.to_string()),
         content_type: content_type(fetched.target.name()),
+        reflection: (reflection && fetched.target != kiln::compile::Target::Reflection)
+            .then(|| header(reflection_link(fetched))),
     }
 }
 

@@ -7,7 +7,9 @@
 //! - `hub.rs`: what requests and the watch loop share (the served table, the watched
 //!   variants, the events) and the serve-side [`crate::watching::Rebuild`].
 //! - `http.rs`: the HTTP API, its limits and its access check.
+//! - `deadline.rs`: a connection whose writes must make progress.
 
+mod deadline;
 mod http;
 mod hub;
 
@@ -60,6 +62,10 @@ pub struct ServeArgs {
     /// A client must send a request's headers within this many milliseconds.
     #[arg(long, default_value_t = 10_000, hide = true)]
     pub header_timeout_ms: u64,
+    /// A write to a client that reads nothing for this many milliseconds closes its
+    /// connection.
+    #[arg(long, default_value_t = 30_000, hide = true)]
+    pub write_timeout_ms: u64,
     /// As `kiln watch --report-batches`.
     #[arg(long, hide = true)]
     pub report_batches: bool,
@@ -111,6 +117,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
     let address = listener.local_addr().unwrap_or(args.listen);
     let limits = http::Limits {
         header_timeout: Duration::from_millis(args.header_timeout_ms),
+        write_timeout: Duration::from_millis(args.write_timeout_ms),
     };
     runtime.spawn(http::serve(
         listener,
