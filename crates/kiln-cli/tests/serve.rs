@@ -403,6 +403,63 @@ fn an_edit_tells_every_client_exactly_the_variants_whose_artifact_changed() {
     server.stop();
 }
 
+#[test]
+fn a_named_client_hears_only_of_the_variants_it_fetched() {
+    let dir = project();
+    let server = Server::start(&dir, &[]);
+    let editor = server.client().with_name("editor");
+    let game = server.client().with_name("game");
+    editor.get("Lit", "Forward", &["FOG"], "spirv").unwrap();
+    game.get("Lit", "Forward", &["SKIN"], "spirv").unwrap();
+    // Already served: the hit path records the name too.
+    game.get("Lit", "Forward", &["FOG", "SKIN"], "spirv")
+        .unwrap();
+    editor
+        .get("Lit", "Forward", &["FOG", "SKIN"], "spirv")
+        .unwrap();
+    let (editor_events, game_events, everyone) = (
+        subscribe(&editor),
+        subscribe(&game),
+        subscribe(&server.client()),
+    );
+
+    // Both blocks change: FOG, SKIN and FOG+SKIN have new artifacts.
+    write_atomically(
+        &dir,
+        "lit.wgsl",
+        &LIT.replace("c * 0.25", "c * 0.75")
+            .replace("c * 0.5", "c * 0.125"),
+    );
+    assert_eq!(server.next()["events"], 3);
+    let sets = |rx: &mpsc::Receiver<Event>| -> BTreeSet<Vec<String>> {
+        drain(rx, Duration::from_millis(500))
+            .into_iter()
+            .map(|event| match event {
+                Event::Variant(changed) => changed.keywords,
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    let set = |words: &[&str]| words.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        sets(&editor_events),
+        [set(&["FOG"]), set(&["FOG", "SKIN"])].into()
+    );
+    assert_eq!(
+        sets(&game_events),
+        [set(&["FOG", "SKIN"]), set(&["SKIN"])].into()
+    );
+    assert_eq!(sets(&everyone).len(), 3);
+    let (code, kind, _) = server_error(server.client().with_name("no good").get(
+        "Lit",
+        "Forward",
+        &["FOG"],
+        "spirv",
+    ));
+    assert_eq!((code, kind.as_str()), (400, "invalid_client"));
+    server.stop();
+}
+
 /// 100 keyword sets of 7 keywords, each a different text.
 const MANY_KEYWORDS: [&str; 7] = ["K0", "K1", "K2", "K3", "K4", "K5", "K6"];
 

@@ -106,6 +106,7 @@ pub struct Client {
     base: String,
     agent: ureq::Agent,
     token: Option<String>,
+    name: Option<String>,
 }
 
 impl Client {
@@ -119,7 +120,22 @@ impl Client {
             base: base.trim_end_matches('/').to_owned(),
             agent: ureq::Agent::new_with_config(config),
             token: None,
+            name: None,
         }
+    }
+
+    /// Names this client (1 to 64 of `A-Z a-z 0-9 . _ -`): its event stream then carries
+    /// only the variants it fetched itself.
+    pub fn with_name(mut self, name: &str) -> Self {
+        self.name = Some(name.to_owned());
+        self
+    }
+
+    fn client_query(&self, separator: char) -> String {
+        self.name
+            .as_deref()
+            .map(|name| format!("{separator}client={}", escape(name)))
+            .unwrap_or_default()
     }
 
     /// Sends `Authorization: Bearer <token>` with every request.
@@ -131,12 +147,13 @@ impl Client {
     fn url(&self, shader: &str, pass: &str, keywords: &[impl AsRef<str>], target: &str) -> String {
         let keywords: Vec<&str> = keywords.iter().map(AsRef::as_ref).collect();
         format!(
-            "{}/variants/{}/{}/{}?keywords={}",
+            "{}/variants/{}/{}/{}?keywords={}{}",
             self.base,
             escape(shader),
             escape(pass),
             escape(target),
-            escape(&keywords.join(","))
+            escape(&keywords.join(",")),
+            self.client_query('&')
         )
     }
 
@@ -247,7 +264,7 @@ impl Client {
     /// [`Event::Hello`].
     pub fn events(&self) -> Result<Events, Error> {
         let response = self
-            .request(&format!("{}/events", self.base))
+            .request(&format!("{}/events{}", self.base, self.client_query('?')))
             .call()
             .map_err(|e| Error::Http(e.to_string()))?;
         if response.status().as_u16() != 200 {

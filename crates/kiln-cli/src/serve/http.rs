@@ -7,7 +7,8 @@
 //!   (with located diagnostics).
 //! - `GET /events` -> Server-Sent Events: `hello` at once, then `variant` (a fetched
 //!   variant's artifact changed: the new one is ready), `failed` (it stopped compiling) and
-//!   `resync` (this client fell behind: fetch everything again).
+//!   `resync` (this client fell behind: fetch everything again). With `?client=NAME`, only
+//!   the variants fetched with the same `client=NAME`.
 //! - `GET /status` -> counters as JSON; `GET /usage` -> the usage file of what was fetched.
 //!
 //! Connections are served one by one through hyper's connection builder so that the header
@@ -134,6 +135,32 @@ fn same_secret(given: &[u8], expected: &[u8]) -> bool {
 #[derive(Deserialize)]
 struct VariantQuery {
     keywords: Option<String>,
+    /// The fetching client's name, for `/events?client=NAME`.
+    client: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct EventsQuery {
+    /// Only the events of variants this client fetched.
+    client: Option<String>,
+}
+
+/// A client's name: 1 to 64 of `A-Z a-z 0-9 . _ -`.
+fn check_client(name: &str) -> Result<(), Response> {
+    let fine = (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if fine {
+        return Ok(());
+    }
+    Err(error(
+        StatusCode::BAD_REQUEST,
+        serde_json::json!({
+            "error": "invalid_client",
+            "message": "`client` names a client with 1 to 64 of A-Z a-z 0-9 . _ -",
+        }),
+    ))
 }
 
 async fn variant(
@@ -161,7 +188,14 @@ async fn variant(
             }),
         );
     }
+    if let Some(Err(refused)) = query.client.as_deref().map(check_client) {
+        return refused;
+    }
     let key = served_key(&shader, &pass, &target, &keywords);
+    let client_key = query
+        .client
+        .as_ref()
+        .map(|client| (client.clone(), key.clone()));
     let entry = match hub.served(&key) {
         Some(entry) => entry,
         None => {
@@ -184,6 +218,9 @@ async fn variant(
             }
         }
     };
+    if let Some((client, key)) = client_key {
+        hub.note_client(&key, &client);
+    }
     artifact_response(&hub, &entry, &headers)
 }
 
@@ -317,23 +354,39 @@ async fn not_found() -> Response {
 
 async fn events(
     State(state): State<AppState>,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    Query(query): Query<EventsQuery>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Response> {
+    if let Some(client) = &query.client {
+        check_client(client)?;
+    }
+    let only: Option<Arc<str>> = query.client.map(Arc::from);
     let receiver = state.hub.subscribe();
     let hello = Event::default()
         .event("hello")
         .data(serde_json::json!({ "watched": state.hub.watched_len() }).to_string());
-    let updates = stream::unfold(receiver, |mut receiver| async move {
-        let event = match receiver.recv().await {
-            Ok(message) => Event::default().event(message.kind).data(&message.data),
-            Err(broadcast::error::RecvError::Lagged(missed)) => Event::default()
-                .event("resync")
-                .data(serde_json::json!({ "missed": missed }).to_string()),
-            Err(broadcast::error::RecvError::Closed) => return None,
+    let updates = stream::unfold((receiver, only), |(mut receiver, only)| async move {
+        let event = loop {
+            match receiver.recv().await {
+                Ok(message) => {
+                    let mine = only
+                        .as_ref()
+                        .is_none_or(|name| message.clients.contains(name));
+                    if mine {
+                        break Event::default().event(message.kind).data(&message.data);
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    break Event::default()
+                        .event("resync")
+                        .data(serde_json::json!({ "missed": missed }).to_string())
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
         };
-        Some((Ok(event), receiver))
+        Some((Ok(event), (receiver, only)))
     });
-    Sse::new(stream::once(async { Ok(hello) }).chain(updates))
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+    Ok(Sse::new(stream::once(async { Ok(hello) }).chain(updates))
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 
 async fn status(State(state): State<AppState>) -> Response {

@@ -36,10 +36,12 @@ pub struct Entry {
     pub reflection: Option<HeaderValue>,
 }
 
-/// An event for the stream: its SSE name and its JSON data.
+/// An event for the stream: its SSE name, its JSON data, and the named clients that fetched
+/// its variant (a stream opened with `?client=NAME` gets only its own).
 pub struct Message {
     pub kind: &'static str,
     pub data: String,
+    pub clients: Vec<Arc<str>>,
 }
 
 /// A variant some client fetched, and what it was when last fetched.
@@ -93,6 +95,8 @@ pub struct Hub {
     pub project: Arc<RwLock<Project>>,
     served: RwLock<Served>,
     watched: Mutex<BTreeMap<String, Watched>>,
+    /// The names clients gave (`?client=NAME`) when fetching each variant.
+    fetchers: RwLock<FxHashMap<String, Vec<Arc<str>>>>,
     events: broadcast::Sender<Arc<Message>>,
     pub usage: UsageLog,
     pub counters: Counters,
@@ -108,6 +112,7 @@ impl Hub {
             project,
             served: RwLock::default(),
             watched: Mutex::default(),
+            fetchers: RwLock::default(),
             events: broadcast::channel(EVENT_BACKLOG).0,
             usage,
             counters: Counters::default(),
@@ -151,6 +156,25 @@ impl Hub {
         };
     }
 
+    /// Remembers that the client named `client` fetched the variant of `key`.
+    pub fn note_client(&self, key: &str, client: &str) {
+        let known = |fetchers: &FxHashMap<String, Vec<Arc<str>>>| {
+            fetchers
+                .get(key)
+                .is_some_and(|names| names.iter().any(|n| &**n == client))
+        };
+        if known(&self.fetchers.read()) {
+            return;
+        }
+        let mut fetchers = self.fetchers.write();
+        if !known(&fetchers) {
+            fetchers
+                .entry(key.to_owned())
+                .or_default()
+                .push(Arc::from(client));
+        }
+    }
+
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Message>> {
         self.events.subscribe()
     }
@@ -160,12 +184,14 @@ impl Hub {
         self.watched.lock().len()
     }
 
-    fn send(&self, kind: &'static str, data: serde_json::Value) {
+    fn send(&self, key: &str, kind: &'static str, data: serde_json::Value) {
         self.counters.events.fetch_add(1, Relaxed);
+        let clients = self.fetchers.read().get(key).cloned().unwrap_or_default();
         // No subscriber is no error: nobody is listening yet.
         let _ = self.events.send(Arc::new(Message {
             kind,
             data: data.to_string(),
+            clients,
         }));
     }
 
@@ -186,7 +212,7 @@ impl Hub {
                     served.insert(key.clone(), Arc::new(entry(&fetched, reflection)));
                     if state.hash != Some(fetched.hash) {
                         changed += 1;
-                        self.send("variant", variant_event(&fetched));
+                        self.send(key, "variant", variant_event(&fetched));
                     }
                     state.hash = Some(fetched.hash);
                 }
@@ -198,7 +224,7 @@ impl Hub {
                         data["pass"] = state.request.pass.clone().into();
                         data["keywords"] = state.request.keywords.clone().into();
                         data["target"] = state.request.target.clone().into();
-                        self.send("failed", data);
+                        self.send(key, "failed", data);
                     }
                     state.hash = None;
                 }
