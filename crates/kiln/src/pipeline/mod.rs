@@ -15,6 +15,8 @@
 mod build;
 mod diagnostic;
 mod engine;
+mod explain;
+pub mod history;
 mod out_dir;
 mod project;
 mod report;
@@ -22,6 +24,9 @@ mod report;
 pub use build::ShardReport;
 pub use diagnostic::{describe_variant, Diagnostic, Location, Severity};
 pub use engine::services::Outcome;
+pub use explain::{
+    Change, ChangeKind, Define, ExplainError, Explanation, PassTexts, Rebuild, StoreEntry,
+};
 pub use out_dir::recycle::write_new_output;
 pub use out_dir::stat::STAT_FILE;
 pub use out_dir::{output_path, Index, IndexEntry, IndexFailure, IndexVariant, INDEX_FILE};

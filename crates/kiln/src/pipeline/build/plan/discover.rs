@@ -23,7 +23,7 @@ type SourceText = Result<Arc<str>, SourceReadError>;
 const MAX_WALKS: usize = 4;
 
 impl Project {
-    pub(super) fn discover_files(&mut self) {
+    pub(in crate::pipeline) fn discover_files(&mut self) {
         let sources: BTreeSet<ClosureKey> = self
             .manifest
             .shaders
