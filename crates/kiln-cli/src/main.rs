@@ -11,8 +11,10 @@ macro_rules! say {
 }
 
 mod build;
+mod explain;
 mod gc;
 mod render;
+mod report;
 mod watch;
 
 use clap::{Parser, Subcommand};
@@ -34,6 +36,10 @@ enum Command {
     Watch(watch::WatchArgs),
     /// Bound the size of the artifact store.
     Gc(gc::GcArgs),
+    /// Write an HTML page on the last build and the recent ones; print its path.
+    Report(report::ReportArgs),
+    /// Every input of one variant's identity, and why it was last rebuilt.
+    Explain(explain::ExplainArgs),
     /// Serve Slang compile requests on stdin and stdout: the worker process kiln starts
     /// itself (`current_exe() slang-worker`), so that a crash in Slang fails one variant.
     #[command(hide = true)]
@@ -56,6 +62,8 @@ fn main() -> ExitCode {
         Command::Build(args) => build::run(&args),
         Command::Watch(args) => watch::run(&args),
         Command::Gc(args) => gc::run(&args),
+        Command::Report(args) => report::run(&args),
+        Command::Explain(args) => explain::run(&args),
         Command::SlangWorker => kiln::compile::slang::worker_main(),
     }
 }
