@@ -246,7 +246,12 @@ fn funnel(html: &mut String, last: &BuildRecord, texts: &[PassTexts]) {
             cell("deduplicated", dedup),
             cell("cached", cached),
             cell("failed", failed),
-            funnel_bars(product as f64, &[pairs as f64, distinct as f64, compiled as f64]),
+            funnel_bars(&[
+                product as f64 * shader.passes.len() as f64,
+                pairs as f64,
+                distinct as f64,
+                compiled as f64,
+            ]),
             ranked.join(" "),
             name = esc(&shader.name),
         );
@@ -258,19 +263,18 @@ fn cell(key: &str, value: impl std::fmt::Display) -> String {
     format!("<td class=\"num\" data-k=\"{key}\" data-value=\"{value}\">{value}</td>")
 }
 
-/// Bars for a funnel's stages, each as wide as its share of the first.
-fn funnel_bars(first: f64, rest: &[f64]) -> String {
+/// Bars for a funnel's stages (axes' product and declared variants, both times the passes;
+/// distinct texts; compiled), each as wide as its share of the widest.
+fn funnel_bars(stages: &[f64]) -> String {
     let width = 160.0;
+    let widest = stages.iter().copied().fold(0.0_f64, f64::max);
     let mut svg = format!(
         "<svg class=\"bars\" width=\"{width}\" height=\"{}\" role=\"img\">",
-        8 * (rest.len() + 1)
+        8 * stages.len()
     );
-    for (row, value) in std::iter::once(first)
-        .chain(rest.iter().copied())
-        .enumerate()
-    {
-        let w = if first > 0.0 {
-            (value / first * width).clamp(1.0, width)
+    for (row, value) in stages.iter().enumerate() {
+        let w = if widest > 0.0 {
+            (value / widest * width).clamp(1.0, width)
         } else {
             1.0
         };
@@ -503,7 +507,7 @@ main{padding:12px 28px 40px;display:grid;gap:18px}section{background:#fff;border
 .card .n{display:block;font-size:20px;font-weight:600}.card .l{color:var(--mute);font-size:12px}.card.bad .n{color:var(--a)}
 table{border-collapse:collapse;width:100%;margin:6px 0}th,td{padding:4px 8px;border-bottom:1px solid var(--line);text-align:left;white-space:nowrap}
 thead th{font-weight:600;color:var(--mute);font-size:12px;cursor:pointer;user-select:none}td.num{text-align:right;font-variant-numeric:tabular-nums}
-td.msg{white-space:normal;font-family:ui-monospace,monospace;font-size:12px}.axis{display:inline-block;margin-right:6px;padding:0 5px;border-radius:4px;background:#f1eee8;font-size:12px}
+td.msg,td.axes{white-space:normal;font-family:ui-monospace,monospace;font-size:12px}.axis{display:inline-block;margin-right:6px;padding:0 5px;border-radius:4px;background:#f1eee8;font-size:12px}
 .bars rect.s0{fill:var(--b)}.bars rect.s1{fill:#6f9fbd}.bars rect.s2{fill:var(--c)}.bars rect.s3{fill:var(--d)}
 #history-chart .bar{fill:#9cc3dc}#history-chart .line{stroke:var(--a);stroke-width:2}#history-chart .pt{fill:var(--a)}#history-chart .axis{stroke:var(--mute)}
 #history-chart .lbl{font-size:11px;fill:var(--mute)}.key.s0{color:#9cc3dc}.key.line{color:var(--a)}

@@ -172,7 +172,7 @@ impl Commit {
             self.store_warnings.extend(ran.warnings);
             let tally = self.tally.of(&variant.shader, &variant.pass);
             tally.ran += 1;
-            tally.compile_us += ran.costs.iter().map(|(_, us)| us).sum::<u64>();
+            tally.compile_us = tally.compile_us.saturating_add(ran.compile_us);
             self.costs.extend(ran.costs);
             let diagnostics = match ran.result {
                 Ok(Ok(artifacts)) => {
