@@ -364,7 +364,7 @@ impl Project {
     pub fn distinct_texts(&mut self) -> Vec<PassTexts> {
         self.discover_files();
         let variants = self.variants();
-        let mut texts: BTreeMap<(Arc<str>, Arc<str>), Texts> = BTreeMap::new();
+        let mut texts: HashMap<Arc<str>, HashMap<Arc<str>, Texts>> = HashMap::new();
         // In chunks, evicting between them, as a build does: the texts are not kept.
         for chunk in variants.chunks(1024) {
             let db = &self.db;
@@ -379,7 +379,9 @@ impl Project {
             });
             for (variant, hash) in chunk.iter().zip(hashes) {
                 let entry = texts
-                    .entry((variant.shader.clone(), variant.pass.clone()))
+                    .entry(variant.shader.clone())
+                    .or_default()
+                    .entry(variant.pass.clone())
                     .or_default();
                 match hash {
                     Some(hash) => {
@@ -394,9 +396,9 @@ impl Project {
         for spec in &self.manifest.shaders {
             for pass in &spec.passes {
                 let found = texts
-                    .iter()
-                    .find(|((s, p), _)| **s == *spec.name && **p == *pass.name)
-                    .map(|(_, (set, failed))| (set.len(), *failed));
+                    .get(spec.name.as_str())
+                    .and_then(|passes| passes.get(pass.name.as_str()))
+                    .map(|(set, failed)| (set.len(), *failed));
                 let (distinct, without_text) = found.unwrap_or_default();
                 out.push(PassTexts {
                     shader: spec.name.clone(),
