@@ -120,6 +120,11 @@ fn text(e: &Explanation) -> String {
             "  {}  {} / {} -> {}",
             s.target, s.namespace, key, s.output
         );
+        let translator = s
+            .translator
+            .as_deref()
+            .map_or(String::new(), |t| format!(", translated by {t}"));
+        let _ = writeln!(out, "      compiled by {}{translator}", s.compiler);
     }
     if !e.since_last_build.is_empty() {
         let _ = writeln!(out, "changed since the last build (not built yet):");

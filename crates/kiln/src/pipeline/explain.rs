@@ -108,6 +108,10 @@ pub struct StoreEntry {
     pub target: String,
     /// The store namespace (kiln, compiler, target, options, capabilities).
     pub namespace: String,
+    /// The compiler and its exact version, as the namespace names it.
+    pub compiler: String,
+    /// The translator from SPIR-V to this target and its version, when one writes it.
+    pub translator: Option<String>,
     /// The compile key in that namespace, 64 hex digits; none without a text.
     pub compile_key: Option<String>,
     /// The output's path in the output directory.
@@ -243,19 +247,28 @@ impl Project {
             Ok(Err(d)) => (None, None, Some(d.message)),
             Err(e) => (None, None, Some(e.to_string())),
         };
+        let kind = spec
+            .passes
+            .iter()
+            .find(|p| *p.name == *variant.pass)
+            .map(|p| p.front_end.kind())
+            .ok_or_else(|| ExplainError::UnknownVariant(query.to_owned()))?;
         let store = self
             .manifest
             .targets
             .iter()
             .map(|t| {
                 let target = t.target();
+                let namespace = crate::identity::namespace(kind, t);
                 StoreEntry {
                     target: target.name().to_owned(),
-                    namespace: pass
-                        .namespaces
-                        .get(target.name())
-                        .cloned()
-                        .unwrap_or_default(),
+                    namespace: namespace.dir_name().to_owned(),
+                    compiler: namespace.compiler_version().to_owned(),
+                    translator: namespace
+                        .target_options()
+                        .get("translator")
+                        .filter(|t| !t.is_empty())
+                        .cloned(),
                     compile_key: compile_key.clone(),
                     output: super::output_path(
                         &variant.shader,
