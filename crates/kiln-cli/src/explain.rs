@@ -13,9 +13,6 @@ pub struct ExplainArgs {
     /// The project manifest.
     #[arg(long, default_value = "kiln.toml")]
     pub manifest: PathBuf,
-    /// Output directory (default: `out/` beside the manifest).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
     /// Artifact store directory, which holds the build history (default: `.kiln/`).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
@@ -30,7 +27,6 @@ pub struct ExplainArgs {
 pub fn run(args: &ExplainArgs) -> ExitCode {
     let options = kiln::pipeline::BuildOptions {
         manifest: args.manifest.clone(),
-        out_dir: args.out.clone(),
         cache_dir: args.cache_dir.clone(),
         // Explaining reads nothing from a remote cache.
         no_remote: true,

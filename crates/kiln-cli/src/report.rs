@@ -17,9 +17,6 @@ pub struct ReportArgs {
     /// The project manifest.
     #[arg(long, default_value = "kiln.toml")]
     pub manifest: PathBuf,
-    /// Output directory (default: `out/` beside the manifest).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
     /// Artifact store directory, which holds the build history (default: `.kiln/`).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
@@ -31,7 +28,6 @@ pub struct ReportArgs {
 pub fn run(args: &ReportArgs) -> ExitCode {
     let options = kiln::pipeline::BuildOptions {
         manifest: args.manifest.clone(),
-        out_dir: args.out.clone(),
         cache_dir: args.cache_dir.clone(),
         // A report reads nothing from a remote cache.
         no_remote: true,
