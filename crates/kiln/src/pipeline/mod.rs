@@ -11,6 +11,8 @@
 //!   -> `commit/` (outputs, index, stats, saves, and the report, from what the run returned).
 //! - `out_dir/`: the output directory on disk (index, paths, stats, atomic writes, lock).
 //! - `report.rs`, `diagnostic.rs`: what a build tells its caller.
+//! - `history.rs`: the recent builds, one record each in the store directory; `explain.rs`:
+//!   a variant's identity inputs and which of them changed (`kiln report`, `kiln explain`).
 
 mod build;
 mod diagnostic;
