@@ -124,11 +124,11 @@ fn script_json(value: &serde_json::Value) -> String {
 
 /// The axes' product: the variants the axes alone make.
 fn axes_product(shader: &ShaderRecord) -> u128 {
+    // Saturating: the manifest caps the product, but a record is a file anyone can edit.
     shader
         .axes
         .iter()
-        .map(|axis| axis.len().max(1) as u128)
-        .product()
+        .fold(1u128, |n, axis| n.saturating_mul(axis.len().max(1) as u128))
 }
 
 fn ms(us: u64) -> String {
