@@ -379,11 +379,17 @@ fn outputs(html: &mut String, last: &BuildRecord, texts: &[PassTexts]) {
         for o in &shader.outputs {
             let _ = write!(
                 html,
-                "<td class=\"num\" data-target=\"{}\" data-value=\"{}\" data-outputs=\"{}\">{}</td>",
+                "<td class=\"num\" data-target=\"{}\" data-value=\"{}\" data-outputs=\"{}\" data-failed=\"{}\">{}{}</td>",
                 esc(&o.target),
                 o.bytes,
                 o.outputs,
-                bytes(o.bytes)
+                o.failed,
+                bytes(o.bytes),
+                if o.failed > 0 {
+                    format!(" <span class=\"bad\">({} failed)</span>", o.failed)
+                } else {
+                    String::new()
+                }
             );
         }
         html.push_str("</tr>\n");
@@ -500,7 +506,7 @@ header{padding:20px 28px 8px;border-bottom:1px solid var(--line);background:#fff
 h1{margin:0;font-size:22px}h2{font-size:16px;margin:0 0 6px}.sub,.note{color:var(--mute);margin:4px 0 10px}
 main{padding:12px 28px 40px;display:grid;gap:18px}section{background:#fff;border:1px solid var(--line);border-radius:8px;padding:14px 16px;overflow-x:auto}
 .cards{display:flex;flex-wrap:wrap;gap:10px;margin:10px 0}.card{border:1px solid var(--line);border-radius:8px;padding:8px 12px;min-width:104px;background:var(--bg)}
-.card .n{display:block;font-size:20px;font-weight:600}.card .l{color:var(--mute);font-size:12px}.card.bad .n{color:var(--a)}
+.card .n{display:block;font-size:20px;font-weight:600}.card .l{color:var(--mute);font-size:12px}.card.bad .n,span.bad{color:var(--a)}
 table{border-collapse:collapse;width:100%;margin:6px 0}th,td{padding:4px 8px;border-bottom:1px solid var(--line);text-align:left;white-space:nowrap}
 thead th{font-weight:600;color:var(--mute);font-size:12px;cursor:pointer;user-select:none}td.num{text-align:right;font-variant-numeric:tabular-nums}
 td.msg,td.axes{white-space:normal;font-family:ui-monospace,monospace;font-size:12px}.axis{display:inline-block;margin-right:6px;padding:0 5px;border-radius:4px;background:#f1eee8;font-size:12px}

@@ -245,6 +245,17 @@ fn a_real_browser_shows_the_numbers_of_kiln_build_json() {
         assert_eq!(row["failed"], 4, "{row}");
     }
 
+    // Per shader and target: Lit has all its 8 outputs, Broken lacks its 4 BAD variants'.
+    let outputs = &shown["outputs"];
+    for (target, (_, bytes)) in &totals {
+        assert_eq!(outputs["Lit"][target]["outputs"], 8, "{outputs:#}");
+        assert_eq!(outputs["Broken"][target]["outputs"], 4, "{outputs:#}");
+        assert_eq!(outputs["Broken"][target]["failed"], 4, "{outputs:#}");
+        let sum = outputs["Lit"][target]["bytes"].as_u64().unwrap()
+            + outputs["Broken"][target]["bytes"].as_u64().unwrap();
+        assert_eq!(sum, *bytes, "{target}");
+    }
+
     // The failures, each with its file and line, as kiln build --json gave them.
     let failures = shown["failures"].as_array().unwrap();
     assert_eq!(

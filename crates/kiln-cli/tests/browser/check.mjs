@@ -75,6 +75,17 @@ try {
       summary,
       funnel: rows("funnel", "shader"),
       targets: rows("targets", "target"),
+      outputs: Object.fromEntries(
+        Array.from(document.querySelectorAll("#outputs tbody tr")).map((tr) => [
+          tr.dataset.shader,
+          Object.fromEntries(
+            Array.from(tr.querySelectorAll("td[data-target]")).map((td) => [
+              td.dataset.target,
+              { bytes: Number(td.dataset.value), outputs: Number(td.dataset.outputs), failed: Number(td.dataset.failed) },
+            ]),
+          ),
+        ]),
+      ),
       compile_time: Array.from(document.querySelectorAll("#compile-time tbody tr")).map((tr) => ({
         shader: tr.dataset.shader,
         pass: tr.dataset.pass,
