@@ -11,6 +11,7 @@ use super::history::{
 };
 use super::{Project, VariantId};
 use crate::base::ContentKey;
+use crate::manifest::ShaderSpec;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -235,50 +236,8 @@ impl Project {
             pass,
             keywords: &keywords,
         };
-        let (text_hash, compile_key, text_error) = match CompileJob::of(&self.db, &variant) {
-            Ok(Ok(job)) => {
-                let input = job.input();
-                (
-                    Some(input.text_hash.to_hex()),
-                    Some(input.compile_key().to_hex()),
-                    None,
-                )
-            }
-            Ok(Err(d)) => (None, None, Some(d.message)),
-            Err(e) => (None, None, Some(e.to_string())),
-        };
-        let kind = spec
-            .passes
-            .iter()
-            .find(|p| *p.name == *variant.pass)
-            .map(|p| p.front_end.kind())
-            .ok_or_else(|| ExplainError::UnknownVariant(query.to_owned()))?;
-        let store = self
-            .manifest
-            .targets
-            .iter()
-            .map(|t| {
-                let target = t.target();
-                let namespace = crate::identity::namespace(kind, t);
-                StoreEntry {
-                    target: target.name().to_owned(),
-                    namespace: namespace.dir_name().to_owned(),
-                    compiler: namespace.compiler_version().to_owned(),
-                    translator: namespace
-                        .target_options()
-                        .get("translator")
-                        .filter(|t| !t.is_empty())
-                        .cloned(),
-                    compile_key: compile_key.clone(),
-                    output: super::output_path(
-                        &variant.shader,
-                        &variant.pass,
-                        &variant.keywords[..],
-                        target.extension(),
-                    ),
-                }
-            })
-            .collect();
+        let text = self.text_of(&variant);
+        let store = self.store_entries(&spec, &variant, text.compile_key.as_deref())?;
         let since_last_build = last
             .map(
                 |record| match VariantInputs::of(record, &variant, &keywords) {
@@ -311,14 +270,68 @@ impl Project {
             files: pass.files.clone(),
             targets: targets.clone(),
             store,
-            text_hash,
-            text_error,
+            text_hash: text.hash,
+            text_error: text.error,
             since_last_build,
             last_rebuild: last_rebuild(&history.records, &variant, &keywords),
             builds_recorded: history.records.len(),
             history_warnings: history.warnings,
             keywords,
         })
+    }
+
+    /// The hash of `variant`'s preprocessed text now and its compile key, or why it has none.
+    fn text_of(&self, variant: &VariantId) -> TextNow {
+        match CompileJob::of(&self.db, variant) {
+            Ok(Ok(job)) => {
+                let input = job.input();
+                TextNow {
+                    hash: Some(input.text_hash.to_hex()),
+                    compile_key: Some(input.compile_key().to_hex()),
+                    error: None,
+                }
+            }
+            Ok(Err(d)) => TextNow::failed(d.message),
+            Err(e) => TextNow::failed(e.to_string()),
+        }
+    }
+
+    /// Per target, where `variant`'s artifact is in the store and its output's path.
+    fn store_entries(
+        &self,
+        spec: &ShaderSpec,
+        variant: &VariantId,
+        compile_key: Option<&str>,
+    ) -> Result<Vec<StoreEntry>, ExplainError> {
+        let kind = spec
+            .passes
+            .iter()
+            .find(|p| *p.name == *variant.pass)
+            .map(|p| p.front_end.kind())
+            .ok_or_else(|| ExplainError::UnknownVariant(output_name(variant)))?;
+        let entry = |t: &crate::compile::TargetConfig| {
+            let target = t.target();
+            let namespace = crate::identity::namespace(kind, t);
+            StoreEntry {
+                target: target.name().to_owned(),
+                namespace: namespace.dir_name().to_owned(),
+                compiler: namespace.compiler_version().to_owned(),
+                // Targets written by the compiler itself name an empty translator.
+                translator: namespace
+                    .target_options()
+                    .get("translator")
+                    .filter(|t| !t.is_empty())
+                    .cloned(),
+                compile_key: compile_key.map(str::to_owned),
+                output: super::output_path(
+                    &variant.shader,
+                    &variant.pass,
+                    &variant.keywords[..],
+                    target.extension(),
+                ),
+            }
+        };
+        Ok(self.manifest.targets.iter().map(entry).collect())
     }
 
     /// The variant `query` names (see [`Project::explain`]).
@@ -423,6 +436,23 @@ impl Project {
             }
         }
         out
+    }
+}
+
+/// A variant's preprocessed text now ([`Project::text_of`]).
+struct TextNow {
+    hash: Option<String>,
+    compile_key: Option<String>,
+    error: Option<String>,
+}
+
+impl TextNow {
+    fn failed(error: String) -> Self {
+        TextNow {
+            hash: None,
+            compile_key: None,
+            error: Some(error),
+        }
     }
 }
 
