@@ -601,37 +601,33 @@ impl<'a> VariantInputs<'a> {
 
     /// What differs from `self` (the build before) in `after`.
     fn changes_to(&self, after: &VariantInputs<'_>) -> Vec<Change> {
-        let mut changes = Vec::new();
-        let mut push = |kind, name: &str, before: Option<String>, after: Option<String>| {
-            if before != after {
-                changes.push(Change {
-                    kind,
-                    name: name.to_owned(),
-                    before,
-                    after,
-                });
-            }
-        };
-        push(
+        let mut changes = Changes::default();
+        self.project_changes(after, &mut changes);
+        self.shader_changes(after, &mut changes);
+        self.pass_changes(after, &mut changes);
+        changes.0
+    }
+
+    /// kiln's version and the targets.
+    fn project_changes(&self, after: &VariantInputs<'_>, changes: &mut Changes) {
+        changes.value(
             ChangeKind::KilnVersion,
             "kiln",
-            Some(self.kiln_version.to_owned()),
-            Some(after.kiln_version.to_owned()),
+            self.kiln_version,
+            after.kiln_version,
         );
-        let target = |t: &TargetRecord| format!("{} {}", t.options, t.capabilities);
-        diff_maps(
-            &mut push,
-            ChangeKind::Target,
-            self.targets
+        let targets = |v: &VariantInputs<'_>| {
+            v.targets
                 .iter()
-                .map(|t| (t.name.clone(), target(t)))
-                .collect(),
-            after
-                .targets
-                .iter()
-                .map(|t| (t.name.clone(), target(t)))
-                .collect(),
-        );
+                .map(|t| (t.name.clone(), format!("{} {}", t.options, t.capabilities)))
+                .collect()
+        };
+        changes.maps(ChangeKind::Target, targets(self), targets(after));
+    }
+
+    /// The shader's and pass's defines (a keyword's is the variant itself), constants and
+    /// include directories.
+    fn shader_changes(&self, after: &VariantInputs<'_>, changes: &mut Changes) {
         let defines = |v: &VariantInputs<'_>| {
             v.defines()
                 .into_iter()
@@ -639,19 +635,19 @@ impl<'a> VariantInputs<'a> {
                 .map(|d| (d.name, d.value))
                 .collect()
         };
-        diff_maps(&mut push, ChangeKind::Define, defines(self), defines(after));
-        diff_maps(
-            &mut push,
-            ChangeKind::Constant,
-            self.constants(),
-            after.constants(),
-        );
-        push(
+        changes.maps(ChangeKind::Define, defines(self), defines(after));
+        changes.maps(ChangeKind::Constant, self.constants(), after.constants());
+        changes.value(
             ChangeKind::IncludeDirs,
             "include_dirs",
-            Some(self.shader.include_dirs.join(", ")),
-            Some(after.shader.include_dirs.join(", ")),
+            &self.shader.include_dirs.join(", "),
+            &after.shader.include_dirs.join(", "),
         );
+    }
+
+    /// The pass: its entry, stage, source and language, its compiler and options, the
+    /// files its closure reaches and its store namespaces.
+    fn pass_changes(&self, after: &VariantInputs<'_>, changes: &mut Changes) {
         let (b, a) = (self.pass, after.pass);
         for (field, before, now) in [
             ("stage", &b.stage, &a.stage),
@@ -659,21 +655,10 @@ impl<'a> VariantInputs<'a> {
             ("source", &b.source, &a.source),
             ("language", &b.language, &a.language),
         ] {
-            push(
-                ChangeKind::Pass,
-                field,
-                Some(before.clone()),
-                Some(now.clone()),
-            );
+            changes.value(ChangeKind::Pass, field, before, now);
         }
-        push(
-            ChangeKind::Compiler,
-            "compiler",
-            Some(b.compiler.clone()),
-            Some(a.compiler.clone()),
-        );
-        diff_maps(
-            &mut push,
+        changes.value(ChangeKind::Compiler, "compiler", &b.compiler, &a.compiler);
+        changes.maps(
             ChangeKind::CompilerOption,
             b.options.clone(),
             a.options.clone(),
@@ -687,28 +672,56 @@ impl<'a> VariantInputs<'a> {
                 })
                 .collect()
         };
-        diff_maps(&mut push, ChangeKind::File, files(b), files(a));
-        diff_maps(
-            &mut push,
+        changes.maps(ChangeKind::File, files(b), files(a));
+        changes.maps(
             ChangeKind::Namespace,
             b.namespaces.clone(),
             a.namespaces.clone(),
         );
-        changes
     }
 }
 
-/// Pushes one change per key whose value differs between `before` and `after`.
-fn diff_maps(
-    push: &mut impl FnMut(ChangeKind, &str, Option<String>, Option<String>),
-    kind: ChangeKind,
-    mut before: BTreeMap<String, String>,
-    after: BTreeMap<String, String>,
-) {
-    for (name, value) in after {
-        push(kind, &name, before.remove(&name), Some(value));
+/// The changes found so far, in the order they were looked for.
+#[derive(Default)]
+struct Changes(Vec<Change>);
+
+impl Changes {
+    fn push(
+        &mut self,
+        kind: ChangeKind,
+        name: &str,
+        before: Option<String>,
+        after: Option<String>,
+    ) {
+        if before != after {
+            self.0.push(Change {
+                kind,
+                name: name.to_owned(),
+                before,
+                after,
+            });
+        }
     }
-    for (name, value) in before {
-        push(kind, &name, Some(value), None);
+
+    /// One input present in both builds.
+    fn value(&mut self, kind: ChangeKind, name: &str, before: &str, after: &str) {
+        self.push(kind, name, Some(before.to_owned()), Some(after.to_owned()));
+    }
+
+    /// One change per key whose value differs between `before` and `after` (added and
+    /// removed keys included).
+    fn maps(
+        &mut self,
+        kind: ChangeKind,
+        mut before: BTreeMap<String, String>,
+        after: BTreeMap<String, String>,
+    ) {
+        for (name, value) in after {
+            let old = before.remove(&name);
+            self.push(kind, &name, old, Some(value));
+        }
+        for (name, value) in before {
+            self.push(kind, &name, Some(value), None);
+        }
     }
 }
