@@ -99,6 +99,14 @@ fn text(e: &Explanation) -> String {
     for t in &e.targets {
         let _ = writeln!(out, "  {}  {}  {}", t.name, t.options, t.capabilities);
     }
+    store_text(e, &mut out);
+    rebuild_text(e, &mut out);
+    out
+}
+
+/// The variant's text and store entries.
+fn store_text(e: &Explanation, out: &mut String) {
+    use std::fmt::Write as _;
     match (&e.text_hash, &e.text_error) {
         (Some(hash), _) => {
             let _ = writeln!(out, "preprocessed text (blake3): {hash}");
@@ -122,6 +130,11 @@ fn text(e: &Explanation) -> String {
             .map_or(String::new(), |t| format!(", translated by {t}"));
         let _ = writeln!(out, "      compiled by {}{translator}", s.compiler);
     }
+}
+
+/// What changed since the last build, and at the last rebuild.
+fn rebuild_text(e: &Explanation, out: &mut String) {
+    use std::fmt::Write as _;
     if !e.since_last_build.is_empty() {
         let _ = writeln!(out, "changed since the last build (not built yet):");
         for change in &e.since_last_build {
@@ -156,7 +169,6 @@ fn text(e: &Explanation) -> String {
             );
         }
     }
-    out
 }
 
 fn ago(builds: usize) -> String {
