@@ -11,8 +11,10 @@ macro_rules! say {
 }
 
 mod build;
+mod explain;
 mod gc;
 mod render;
+mod report;
 mod serve;
 mod usage;
 mod watch;
@@ -46,6 +48,10 @@ enum Command {
     Usage(usage::UsageArgs),
     /// Bound the size of the artifact store.
     Gc(gc::GcArgs),
+    /// Write an HTML page on the last build and the recent ones; print its path.
+    Report(report::ReportArgs),
+    /// Every input of one variant's identity, and why it was last rebuilt.
+    Explain(explain::ExplainArgs),
     /// Serve Slang compile requests on stdin and stdout: the worker process kiln starts
     /// itself (`current_exe() slang-worker`), so that a crash in Slang fails one variant.
     #[command(hide = true)]
@@ -71,6 +77,8 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(&args),
         Command::Usage(args) => usage::run(&args),
         Command::Gc(args) => gc::run(&args),
+        Command::Report(args) => report::run(&args),
+        Command::Explain(args) => explain::run(&args),
         Command::SlangWorker => kiln::compile::slang::worker_main(),
     }
 }

@@ -238,6 +238,8 @@ impl Encoder {
             include_dirs,
             constants,
             keyword_constants,
+            // What the axes make is `variants`, hashed above.
+            axes: _,
         } = shader;
         self.str(name).count(keywords.len());
         for keyword in keywords {
@@ -577,6 +579,7 @@ mod tests {
             name: "Lit".into(),
             keywords: BTreeSet::from(["FOG".to_owned()]),
             variants: vec![vec![], vec!["FOG".into()]],
+            axes: vec![vec!["_".into(), "FOG".into()]],
             passes: vec![PassSpec {
                 name: "Forward".into(),
                 stage: Stage::Fragment,

@@ -24,6 +24,9 @@ pub struct ShaderSpec {
     pub keywords: BTreeSet<String>,
     /// Keyword sets to build, each sorted and deduplicated, without repeats, in a stable order.
     pub variants: Vec<Vec<String>>,
+    /// The axes as written (`_` for "none of this axis"), for reports: `variants` is what
+    /// they multiply into, so they are no part of any identity.
+    pub axes: Vec<Vec<String>>,
     /// Passes, by name order.
     pub passes: Vec<PassSpec>,
     /// Extra `#define`s for every variant of this shader.
@@ -217,10 +220,16 @@ impl Context<'_> {
         let include_dirs = self.include_dirs(&shader.include_dirs, project_dirs)?;
         let constants = self.constants(&shader.constants, &format!("shader `{name}`"))?;
         let keyword_constants = self.keyword_constants(shader, &keywords, &variants)?;
+        let axes = shader
+            .axes
+            .iter()
+            .map(|axis| axis.iter().map(|w| w.get_ref().clone()).collect())
+            .collect();
         Ok(ShaderSpec {
             name: name.clone(),
             keywords,
             variants,
+            axes,
             passes,
             defines,
             include_dirs,

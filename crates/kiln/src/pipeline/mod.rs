@@ -13,10 +13,14 @@
 //! - `on_demand.rs`: one variant asked for by name while the project is open (`kiln serve`),
 //!   listed in the manifest or not, through the same queries and store as a build.
 //! - `report.rs`, `diagnostic.rs`: what a build tells its caller.
+//! - `history.rs`: the recent builds, one record each in the store directory; `explain.rs`:
+//!   a variant's identity inputs and which of them changed (`kiln report`, `kiln explain`).
 
 mod build;
 mod diagnostic;
 mod engine;
+mod explain;
+pub mod history;
 mod on_demand;
 mod out_dir;
 mod project;
@@ -25,6 +29,9 @@ mod report;
 pub use build::{ShardReport, NOT_IN_STORE};
 pub use diagnostic::{describe_variant, Diagnostic, Location, Severity};
 pub use engine::services::Outcome;
+pub use explain::{
+    Change, ChangeKind, Define, ExplainError, Explanation, PassTexts, Rebuild, StoreEntry,
+};
 pub use on_demand::{FetchError, Fetched, Prepared, VariantRequest};
 pub use out_dir::recycle::write_new_output;
 pub use out_dir::stat::STAT_FILE;

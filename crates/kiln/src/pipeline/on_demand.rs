@@ -142,7 +142,7 @@ impl Project {
     /// at once, as a build does) and saved. The project must be prepared (see
     /// [`Project::prepare`]) or built since its files last changed.
     pub fn fetch(&self, request: &VariantRequest) -> Result<Fetched, FetchError> {
-        let (variant, target) = self.resolve(request)?;
+        let (variant, target) = self.resolve_request(request)?;
         // On the pool: its workers have the stack deep compiles need.
         self.pool.install(|| self.fetch_variant(variant, target))
     }
@@ -158,7 +158,7 @@ impl Project {
     }
 
     /// The request's variant with its canonical keyword set, and its target.
-    fn resolve(&self, request: &VariantRequest) -> Result<(VariantId, Target), FetchError> {
+    fn resolve_request(&self, request: &VariantRequest) -> Result<(VariantId, Target), FetchError> {
         let manifest = &self.manifest;
         let spec = manifest
             .shaders

@@ -35,6 +35,8 @@ pub(super) struct Ran {
     pub warnings: Vec<Diagnostic>,
     /// Compile time (µs) of each job compiled for it, by job key.
     pub costs: Vec<(ContentKey, u64)>,
+    /// Time spent compiling for it, µs.
+    pub compile_us: u64,
     /// Something its artifacts depend on re-executed while it was asked for.
     pub inputs_reran: bool,
 }
@@ -47,6 +49,7 @@ impl Ran {
             written: None,
             warnings: made.warnings,
             costs: made.costs,
+            compile_us: made.compile_us,
             inputs_reran: made.inputs_reran,
         }
     }
@@ -56,6 +59,7 @@ impl Ran {
         self.outcome = made.outcome.or(self.outcome);
         self.warnings.extend(made.warnings);
         self.costs.extend(made.costs);
+        self.compile_us = self.compile_us.saturating_add(made.compile_us);
     }
 }
 

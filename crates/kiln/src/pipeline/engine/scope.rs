@@ -78,6 +78,9 @@ pub(crate) struct Byproducts {
     pub warnings: Vec<Diagnostic>,
     /// Compile time (µs) of each job compiled, by job key, for the remote cache.
     pub costs: Vec<(ContentKey, u64)>,
+    /// Time spent compiling for the variant, µs, for the build's history (one sum, with or
+    /// without a remote cache).
+    pub compile_us: u64,
     /// The variant's preprocessing re-executed on the way (see
     /// [`super::events::EventCounts`]); with no `outcome`, the variant was cut off early.
     pub inputs_reran: bool,

@@ -646,9 +646,13 @@ impl Services {
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         // Only a remote cache receives them (see `flush_saves`): a local build of 100,000
         // variants would hold 5 MB of them for nothing.
-        if self.store.remote().is_some() {
-            VariantScope::record(|made| made.costs.push((*job, micros.max(1))));
-        }
+        let remote = self.store.remote().is_some();
+        VariantScope::record(|made| {
+            made.compile_us = made.compile_us.saturating_add(micros);
+            if remote {
+                made.costs.push((*job, micros.max(1)));
+            }
+        });
         let compiler = input.front_end.kind();
         let mut done = Vec::with_capacity(outputs.len());
         for (((target, bytes), config), result) in outputs.into_iter().zip(targets).zip(compiled) {

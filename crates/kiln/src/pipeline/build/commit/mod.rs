@@ -10,6 +10,7 @@ use super::plan::{Mode, Outputs, Plan};
 use super::run::Ran;
 use crate::pipeline::engine::queries;
 use crate::pipeline::engine::scope::Revisions;
+use crate::pipeline::history::PassTally;
 use crate::pipeline::out_dir::stat::OutputStats;
 use crate::pipeline::out_dir::{IndexEntry, IndexFailure};
 use crate::pipeline::report::{Outcomes, RECOMPILED_LISTED};
@@ -119,6 +120,8 @@ pub(super) struct Commit {
     costs: Vec<(ContentKey, u64)>,
     /// The targets' names, in the manifest's order.
     targets: Vec<&'static str>,
+    /// Per pass, what its variants that ran did, for the build's history record.
+    tally: PassTally,
 }
 
 impl Commit {
@@ -147,6 +150,7 @@ impl Commit {
             written: 0,
             costs: Vec::new(),
             targets,
+            tally: PassTally::default(),
         }
     }
 
@@ -166,6 +170,9 @@ impl Commit {
                 self.outcomes.record(first + at, outcome);
             }
             self.store_warnings.extend(ran.warnings);
+            let tally = self.tally.of(&variant.shader, &variant.pass);
+            tally.ran += 1;
+            tally.compile_us = tally.compile_us.saturating_add(ran.compile_us);
             self.costs.extend(ran.costs);
             let diagnostics = match ran.result {
                 Ok(Ok(artifacts)) => {
@@ -183,6 +190,9 @@ impl Commit {
                         self.record_written(variant, written, &mut outputs.last.stats);
                     }
                     self.classify(failed, ran.outcome, ran.inputs_reran);
+                    if failed {
+                        self.tally.of(&variant.shader, &variant.pass).failed += 1;
+                    }
                     continue;
                 }
                 Ok(Err(diagnostics)) => diagnostics.to_vec(),
@@ -190,6 +200,7 @@ impl Commit {
             };
             self.failed.variants.insert(variant.clone());
             self.summary.failed += 1;
+            self.tally.of(&variant.shader, &variant.pass).failed += 1;
             for mut d in diagnostics {
                 if d.variant.is_none() {
                     d.variant = Some(variant.to_string());
@@ -228,6 +239,12 @@ impl Commit {
                 true => self.early_cutoff += 1,
                 false => self.verified += 1,
             }
+        }
+        let tally = self.tally.of(&variant.shader, &variant.pass);
+        match outcome {
+            Some(Outcome::Compiled) => tally.compiled += 1,
+            Some(Outcome::Deduplicated) => tally.deduplicated += 1,
+            Some(Outcome::Cached) | None => tally.cached += 1,
         }
         match outcome {
             Some(Outcome::Compiled) => {
@@ -346,7 +363,11 @@ impl Project {
         diagnostics.extend(plan.index_warnings);
         diagnostics.extend(commit.store_warnings);
         diagnostics.extend(saved);
-        self.finish_report(report, diagnostics, started)
+        let mut report = self.finish_report(report, diagnostics, started)?;
+        if !provisional {
+            self.record_history(&mut report, &commit.tally);
+        }
+        Ok(report)
     }
 
     /// The report's last part: the remote's report and warnings, the diagnostics errors
