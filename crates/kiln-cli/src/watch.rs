@@ -55,6 +55,7 @@ pub fn run(args: &WatchArgs) -> ExitCode {
         debounce_ms: args.debounce_ms,
         report_batches: args.report_batches,
         json: args.project.json,
+        outputs: true,
     };
     let project = Arc::new(RwLock::new(project));
     watching::run(

@@ -43,6 +43,9 @@ pub struct Settings {
     pub report_batches: bool,
     /// JSON on stdout instead of human lines.
     pub json: bool,
+    /// The rebuild writes the output directory: it is made, watched, and outputs changed
+    /// behind kiln's back are restored.
+    pub outputs: bool,
 }
 
 enum Message {
@@ -66,7 +69,8 @@ pub fn run(
     }
     // Watching starts before the first build, so that no edit made during it is missed;
     // the debouncer stops watching when dropped, at the end of this function.
-    let (_debouncer, dirs) = match start_watching(&project.read(), settings.debounce_ms, tx) {
+    let started = start_watching(&project.read(), settings.debounce_ms, settings.outputs, tx);
+    let (_debouncer, dirs) = match started {
         Ok(started) => started,
         Err(code) => return code,
     };
@@ -136,6 +140,7 @@ type Watcher = notify_debouncer_full::Debouncer<
 fn start_watching(
     project: &Project,
     debounce_ms: u64,
+    outputs: bool,
     tx: mpsc::Sender<Message>,
 ) -> Result<(Watcher, Dirs), ExitCode> {
     let mut debouncer = new_debouncer(
@@ -156,9 +161,11 @@ fn start_watching(
             say!("error: cannot watch {}: {e}", root.display());
             ExitCode::from(2)
         })?;
-    let _ = std::fs::create_dir_all(project.out_dir());
+    if outputs {
+        let _ = std::fs::create_dir_all(project.out_dir());
+    }
     let out = absolute(project.out_dir());
-    if !out.starts_with(&root) {
+    if outputs && !out.starts_with(&root) {
         if let Err(e) = debouncer.watch(&out, RecursiveMode::Recursive) {
             say!("warning: cannot watch {}: {e}", out.display());
         }

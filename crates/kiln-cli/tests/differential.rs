@@ -10,6 +10,11 @@
 //!   puts it at `B/wout` instead, `outside` always outside; by default sequences with an even
 //!   seed use `B/wout` (kiln then sees its own writes and removals there: spurious rebuilds).
 //!
+//! - serve mode: one `kiln serve --json --report-batches` per sequence on B, with its own
+//!   store and no outputs, synchronised the same way; after each step every (variant,
+//!   target) of the clean build is fetched and compared (bytes, or `422` for a failed pair),
+//!   and its events checked (`differential/server.rs`). `KILN_FUZZ_SERVE=0` leaves it out.
+//!
 //! The oracle is `kiln build --out FRESH --cache-dir FRESH_CACHE` into new, empty directories.
 //!
 //! With glslang built in (the default feature `glslang`), about half the GLSL shaders compile their
@@ -58,6 +63,8 @@
 mod model;
 #[path = "differential/rng.rs"]
 mod rng;
+#[path = "differential/server.rs"]
+mod server;
 #[path = "differential/tree.rs"]
 mod tree;
 #[path = "differential/watcher.rs"]
@@ -152,6 +159,8 @@ struct Config {
     allow_kept_failed: bool,
     /// `Some(inside)`: where watch mode's output directory is, for every sequence.
     watch_out_inside: Option<bool>,
+    /// Serve mode (`KILN_FUZZ_SERVE=0` leaves it out).
+    serve: bool,
 }
 
 impl Config {
@@ -203,6 +212,7 @@ impl Config {
                 "outside" => false,
                 other => panic!("KILN_FUZZ_WATCH_OUT={other}: inside or outside"),
             }),
+            serve: var("KILN_FUZZ_SERVE").is_none_or(|v| v != "0"),
         }
     }
 }
@@ -237,6 +247,7 @@ struct Totals {
     steps_per_mode: usize,
     build_discrepancies: usize,
     watch_discrepancies: usize,
+    serve_discrepancies: usize,
     spurious_rebuilds: usize,
     tmp_warnings: usize,
     findings: Vec<String>,
@@ -251,11 +262,12 @@ struct Totals {
 /// The one line a run ends with.
 fn summary_line(config: &Config, totals: &Totals) -> String {
     format!(
-        "differential: sequences={} steps_per_mode={} build_discrepancies={} watch_discrepancies={} spurious_rebuilds={} seeds={}..{}",
+        "differential: sequences={} steps_per_mode={} build_discrepancies={} watch_discrepancies={} serve_discrepancies={} spurious_rebuilds={} seeds={}..{}",
         config.sequences,
         totals.steps_per_mode,
         totals.build_discrepancies,
         totals.watch_discrepancies,
+        totals.serve_discrepancies,
         totals.spurious_rebuilds,
         config.seed,
         config.seed + config.sequences - 1
@@ -307,7 +319,9 @@ fn differential_never_stale() {
         println!("finding: {f}");
     }
     assert!(
-        totals.build_discrepancies == 0 && totals.watch_discrepancies == 0,
+        totals.build_discrepancies == 0
+            && totals.watch_discrepancies == 0
+            && totals.serve_discrepancies == 0,
         "kiln served something a clean build would not (see above)"
     );
 }
@@ -334,6 +348,8 @@ struct Sequence {
     parked: Option<(String, PathBuf, PathBuf)>,
     history: Vec<String>,
     watch: Option<Watch>,
+    /// `kiln serve` on B, beside watch (see `differential/server.rs`).
+    serve: Option<server::Serve>,
     /// The last clean build, and the project files it was built from.
     fresh_memo: Option<(BTreeMap<String, String>, Tree, Option<Value>)>,
     store_damaged: bool,
@@ -375,6 +391,7 @@ impl Sequence {
             parked: None,
             history: Vec::new(),
             watch: None,
+            serve: None,
             fresh_memo: None,
             store_damaged: false,
             temp_counter: 0,
@@ -426,6 +443,24 @@ impl Sequence {
                     config,
                     totals,
                 )
+            }
+        }
+        if config.serve {
+            match server::Serve::start(&self.b.join("kiln.toml"), &self.work) {
+                Ok(serve) => self.serve = Some(serve),
+                Err(e) => {
+                    return self.fail(
+                        0,
+                        "start",
+                        vec![Problem {
+                            mode: "serve",
+                            what: "kiln serve did not start".into(),
+                            details: vec![e],
+                        }],
+                        config,
+                        totals,
+                    )
+                }
             }
         }
         if !self.check_step(0, "start", config, totals) {
@@ -961,12 +996,37 @@ impl Sequence {
             }
         }
 
+        // Serve mode against the oracle: what it serves and what it told.
+        let mut serve_dead = false;
+        if let Some(serve) = &mut self.serve {
+            let quiet = matches!(
+                class,
+                Class::Cosmetic | Class::MarkerOnly | Class::Unchanged
+            );
+            match serve.check(step, &fresh, quiet) {
+                Ok(details) if details.is_empty() => {}
+                Ok(details) => problems.push(Problem {
+                    mode: "serve",
+                    what: "served artifacts or events differ from a clean build".into(),
+                    details,
+                }),
+                Err(e) => {
+                    serve_dead = true;
+                    problems.push(Problem {
+                        mode: "serve",
+                        what: "kiln serve did not answer".into(),
+                        details: vec![e],
+                    });
+                }
+            }
+        }
+
         if step > 0 {
             totals.steps_per_mode += 1;
             totals.glslang_steps += usize::from(self.model.shaders.iter().any(|s| s.glslang));
             totals.slang_steps += usize::from(self.model.has_slang_shader());
         }
-        if problems.is_empty() && !watch_dead {
+        if problems.is_empty() && !watch_dead && !serve_dead {
             return true;
         }
         self.fail(step, kind, problems, config, totals)
@@ -1102,9 +1162,16 @@ impl Sequence {
                 watch.stderr_tail()
             ));
         }
+        if let Some(serve) = &self.serve {
+            text.push_str(&format!(
+                "kiln serve stderr (last lines):\n{}\n",
+                serve.stderr_tail()
+            ));
+        }
         for mode in modes {
             match mode {
                 "build" => totals.build_discrepancies += 1,
+                "serve" => totals.serve_discrepancies += 1,
                 _ => totals.watch_discrepancies += 1,
             }
         }
@@ -1121,9 +1188,10 @@ impl Sequence {
 }
 
 impl Drop for Sequence {
-    /// Stops `kiln watch` before its directories are removed.
+    /// Stops `kiln watch` and `kiln serve` before their directories are removed.
     fn drop(&mut self) {
         self.watch.take();
+        self.serve.take();
     }
 }
 

@@ -132,7 +132,29 @@ impl Hub {
     /// fetched and used, and enters the artifact in the served table.
     pub fn fetch(&self, key: String, request: VariantRequest) -> Result<Arc<Entry>, FetchError> {
         let project = self.project.read();
-        let fetched = project.fetch(&request)?;
+        let fetched = match project.fetch(&request) {
+            Ok(fetched) => fetched,
+            Err(error) => {
+                // A variant that does not compile is watched too: its client is told once
+                // an edit fixes it. (A name that does not exist is not a variant to watch.)
+                if let FetchError::Failed {
+                    variant, target, ..
+                } = &error
+                {
+                    let request = VariantRequest {
+                        shader: variant.shader.to_string(),
+                        pass: variant.pass.to_string(),
+                        keywords: variant.keywords.iter().map(|k| k.to_string()).collect(),
+                        target: (*target).to_owned(),
+                    };
+                    self.watched.lock().entry(key).or_insert(Watched {
+                        request,
+                        hash: None,
+                    });
+                }
+                return Err(error);
+            }
+        };
         self.count(&fetched);
         let entry = Arc::new(entry(&fetched, reflects(&project)));
         // Under the read lock: a rebuild cannot come between the fetch and these.

@@ -134,6 +134,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         debounce_ms: args.debounce_ms,
         report_batches: args.report_batches,
         json: args.project.json,
+        outputs: args.write_outputs,
     };
     let code = watching::run(
         &project,

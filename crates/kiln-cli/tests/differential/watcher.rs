@@ -1,4 +1,5 @@
-//! One long-running `kiln watch --json --report-batches`, synchronised on marker files.
+//! One long-running `kiln watch --json --report-batches` (or `kiln serve`, the same loop),
+//! synchronised on marker files.
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
@@ -53,6 +54,65 @@ impl Watch {
             match watch.next_line(deadline)? {
                 v if v.get("batch").is_some() => continue,
                 report => return Ok((watch, report)),
+            }
+        }
+    }
+
+    /// Starts `kiln serve` (on any free loopback port, with its own store and output
+    /// directory) and waits for its first report; returns it and its address.
+    pub fn start_serve(
+        manifest: &Path,
+        cache: &Path,
+        out: &Path,
+        stderr_log: &Path,
+    ) -> Result<(Watch, String), String> {
+        let root = manifest.parent().unwrap().to_owned();
+        std::fs::create_dir_all(root.join(".sync")).unwrap();
+        let stderr = std::fs::File::create(stderr_log).unwrap();
+        let mut child = Command::new(super::kiln_bin())
+            .args([
+                "serve",
+                "--json",
+                "--report-batches",
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .arg("--manifest")
+            .arg(manifest)
+            .arg("--cache-dir")
+            .arg(cache)
+            .arg("--out")
+            .arg(out)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr))
+            .spawn()
+            .map_err(|e| format!("cannot start kiln serve: {e}"))?;
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut serve = Watch {
+            child,
+            lines: rx,
+            root,
+            stderr_log: stderr_log.to_owned(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let listening = serve.next_line(deadline)?;
+        let address = listening["listening"]
+            .as_str()
+            .ok_or_else(|| format!("kiln serve said {listening} first"))?
+            .to_owned();
+        loop {
+            match serve.next_line(deadline)? {
+                v if v.get("batch").is_some() => continue,
+                _ => return Ok((serve, address)),
             }
         }
     }
