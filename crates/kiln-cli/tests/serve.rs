@@ -460,6 +460,30 @@ fn a_named_client_hears_only_of_the_variants_it_fetched() {
     server.stop();
 }
 
+#[test]
+fn a_client_that_fetched_a_broken_variant_hears_when_it_is_fixed() {
+    let dir = project();
+    let server = Server::start(&dir, &[]);
+    let client = server.client().with_name("editor");
+    let (code, _, _) = server_error(client.get("Broken", "Forward", &[""; 0], "spirv"));
+    assert_eq!(code, 422);
+    let events = subscribe(&client);
+    write_atomically(
+        &dir,
+        "broken.wgsl",
+        &BROKEN.replace("undefined_value", "vec4<f32>(1.0)"),
+    );
+    assert_eq!(server.next()["events"], 1);
+    let told = drain(&events, Duration::from_millis(500));
+    let [Event::Variant(fixed)] = &told[..] else {
+        panic!("{told:?}")
+    };
+    assert_eq!(fixed.shader, "Broken");
+    let artifact = client.get("Broken", "Forward", &[""; 0], "spirv").unwrap();
+    assert_eq!(artifact.blake3, fixed.blake3);
+    server.stop();
+}
+
 /// 100 keyword sets of 7 keywords, each a different text.
 const MANY_KEYWORDS: [&str; 7] = ["K0", "K1", "K2", "K3", "K4", "K5", "K6"];
 

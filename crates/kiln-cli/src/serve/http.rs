@@ -208,7 +208,13 @@ async fn variant(
             let fetching = Arc::clone(&hub);
             match tokio::task::spawn_blocking(move || fetching.fetch(key, request)).await {
                 Ok(Ok(entry)) => entry,
-                Ok(Err(e)) => return fetch_error(&e),
+                Ok(Err(e)) => {
+                    // A variant that does not compile is watched for this client too.
+                    if let (Some((client, key)), FetchError::Failed { .. }) = (&client_key, &e) {
+                        hub.note_client(key, client);
+                    }
+                    return fetch_error(&e);
+                }
                 Err(join) => {
                     return error(
                         StatusCode::INTERNAL_SERVER_ERROR,
