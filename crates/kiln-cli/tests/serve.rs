@@ -665,6 +665,13 @@ fn a_server_killed_mid_compile_leaves_a_store_that_serves_the_same_bytes() {
         let _ = request.join();
     }
     drop(server);
+    // The store the kill left is a sound database.
+    let store = rusqlite::Connection::open(dir.path(".kiln/store.sqlite")).unwrap();
+    let check: String = store
+        .query_row("PRAGMA integrity_check", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
+    drop(store);
 
     let restarted = Server::start(&dir, &[]);
     let client = restarted.client();

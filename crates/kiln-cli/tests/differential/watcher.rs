@@ -2,6 +2,7 @@
 //! synchronised on marker files.
 
 use serde_json::Value;
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -21,18 +22,31 @@ pub struct Watch {
 impl Watch {
     /// Starts `kiln watch` and waits for its first build's report, which it returns.
     pub fn start(manifest: &Path, out: &Path, stderr_log: &Path) -> Result<(Watch, Value), String> {
+        let args: [&OsStr; 5] = [
+            "watch".as_ref(),
+            "--json".as_ref(),
+            "--report-batches".as_ref(),
+            "--out".as_ref(),
+            out.as_os_str(),
+        ];
+        let mut watch = Watch::spawn(&args, manifest, stderr_log)?;
+        let report = watch.first_report()?;
+        Ok((watch, report))
+    }
+
+    /// `kiln ARGS --manifest MANIFEST`, its stdout lines read on a thread.
+    fn spawn(args: &[&OsStr], manifest: &Path, stderr_log: &Path) -> Result<Watch, String> {
         let root = manifest.parent().unwrap().to_owned();
         std::fs::create_dir_all(root.join(".sync")).unwrap();
         let stderr = std::fs::File::create(stderr_log).unwrap();
         let mut child = Command::new(super::kiln_bin())
-            .args(["watch", "--json", "--report-batches", "--manifest"])
+            .args(args)
+            .arg("--manifest")
             .arg(manifest)
-            .arg("--out")
-            .arg(out)
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr))
             .spawn()
-            .map_err(|e| format!("cannot start kiln watch: {e}"))?;
+            .map_err(|e| format!("cannot start kiln {:?}: {e}", args.first()))?;
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
@@ -43,17 +57,21 @@ impl Watch {
                 }
             }
         });
-        let mut watch = Watch {
+        Ok(Watch {
             child,
             lines: rx,
             root,
             stderr_log: stderr_log.to_owned(),
-        };
+        })
+    }
+
+    /// The first line that is not a batch: the first build's (or preparation's) report.
+    fn first_report(&mut self) -> Result<Value, String> {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            match watch.next_line(deadline)? {
+            match self.next_line(deadline)? {
                 v if v.get("batch").is_some() => continue,
-                report => return Ok((watch, report)),
+                report => return Ok(report),
             }
         }
     }
@@ -66,55 +84,26 @@ impl Watch {
         out: &Path,
         stderr_log: &Path,
     ) -> Result<(Watch, String), String> {
-        let root = manifest.parent().unwrap().to_owned();
-        std::fs::create_dir_all(root.join(".sync")).unwrap();
-        let stderr = std::fs::File::create(stderr_log).unwrap();
-        let mut child = Command::new(super::kiln_bin())
-            .args([
-                "serve",
-                "--json",
-                "--report-batches",
-                "--listen",
-                "127.0.0.1:0",
-            ])
-            .arg("--manifest")
-            .arg(manifest)
-            .arg("--cache-dir")
-            .arg(cache)
-            .arg("--out")
-            .arg(out)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(stderr))
-            .spawn()
-            .map_err(|e| format!("cannot start kiln serve: {e}"))?;
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut serve = Watch {
-            child,
-            lines: rx,
-            root,
-            stderr_log: stderr_log.to_owned(),
-        };
+        let args: [&OsStr; 9] = [
+            "serve".as_ref(),
+            "--json".as_ref(),
+            "--report-batches".as_ref(),
+            "--listen".as_ref(),
+            "127.0.0.1:0".as_ref(),
+            "--cache-dir".as_ref(),
+            cache.as_os_str(),
+            "--out".as_ref(),
+            out.as_os_str(),
+        ];
+        let mut serve = Watch::spawn(&args, manifest, stderr_log)?;
         let deadline = Instant::now() + Duration::from_secs(60);
         let listening = serve.next_line(deadline)?;
         let address = listening["listening"]
             .as_str()
             .ok_or_else(|| format!("kiln serve said {listening} first"))?
             .to_owned();
-        loop {
-            match serve.next_line(deadline)? {
-                v if v.get("batch").is_some() => continue,
-                _ => return Ok((serve, address)),
-            }
-        }
+        serve.first_report()?;
+        Ok((serve, address))
     }
 
     fn next_line(&mut self, deadline: Instant) -> Result<Value, String> {

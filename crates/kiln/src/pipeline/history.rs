@@ -274,20 +274,46 @@ fn parse_history(path: &Path, bytes: &[u8]) -> Result<History, HistoryError> {
 /// Appends `record` to the history in `cache_dir`, compacting it to the last
 /// [`HISTORY_LIMIT`] records once it holds twice as many.
 fn append(cache_dir: &Path, record: &BuildRecord) -> Result<(), String> {
+    use std::io::{Read, Seek, SeekFrom};
     let path = cache_dir.join(HISTORY_FILE);
+    let at = |e: std::io::Error| format!("{}: {e}", path.display());
     let mut line = serde_json::to_string(record).map_err(|e| e.to_string())?;
     line.push('\n');
     std::fs::create_dir_all(cache_dir).map_err(|e| format!("{}: {e}", cache_dir.display()))?;
-    let existing = match std::fs::read(&path) {
-        Ok(bytes) => Some(bytes),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+    let mut file = match std::fs::OpenOptions::new()
+        .read(true)
+        .append(true)
+        .open(&path)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return write_whole(&path, line.as_bytes())
+        }
+        Err(e) => return Err(at(e)),
     };
-    let Some(existing) = existing else {
-        return write_whole(&path, line.as_bytes());
-    };
-    // Judged by each line's start, not parsed: a large project's records are large, and
-    // every build appends one. `BuildRecord` serializes `kiln_history` first.
+    let size = file.metadata().map_err(at)?.len();
+    // Every build appends one record: only the file's first and last bytes are read, unless
+    // it may hold enough records to be trimmed (records of one project are of a size).
+    let mut head = Vec::with_capacity(RECORD_START.len());
+    (&mut file)
+        .take(RECORD_START.len() as u64)
+        .read_to_end(&mut head)
+        .map_err(at)?;
+    let trimmable = size >= (2 * HISTORY_LIMIT as u64 - 1) * line.len() as u64;
+    if !trimmable && head.starts_with(RECORD_START) {
+        let mut last = [0u8; 1];
+        file.seek(SeekFrom::End(-1)).map_err(at)?;
+        file.read_exact(&mut last).map_err(at)?;
+        // A torn last line (a killed build) would swallow this record's start.
+        if last[0] != b'\n' {
+            line.insert(0, '\n');
+        }
+        return file.write_all(line.as_bytes()).map_err(at);
+    }
+    drop(file);
+    let existing = std::fs::read(&path).map_err(at)?;
+    // Judged by each line's start, not parsed: a large project's records are large.
+    // `BuildRecord` serializes `kiln_history` first.
     let records: Vec<&[u8]> = existing
         .split(|b| *b == b'\n')
         .filter(|line| line.starts_with(RECORD_START))
@@ -301,21 +327,13 @@ fn append(cache_dir: &Path, record: &BuildRecord) -> Result<(), String> {
         }
         .to_string());
     }
-    if records.len() + 1 < 2 * HISTORY_LIMIT {
-        let mut file = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        // A torn last line (a killed build) would swallow this record's start.
-        if existing.last().is_some_and(|b| *b != b'\n') {
-            line.insert(0, '\n');
-        }
-        return file
-            .write_all(line.as_bytes())
-            .map_err(|e| format!("{}: {e}", path.display()));
-    }
-    let keep = records.len() + 1 - HISTORY_LIMIT;
-    let mut bytes = Vec::new();
+    let keep = (records.len() + 1).saturating_sub(HISTORY_LIMIT);
+    let keep = if records.len() + 1 < 2 * HISTORY_LIMIT {
+        0
+    } else {
+        keep
+    };
+    let mut bytes = Vec::with_capacity(existing.len() + line.len());
     for kept in &records[keep..] {
         bytes.extend_from_slice(kept);
         bytes.push(b'\n');
