@@ -159,13 +159,15 @@ impl Hub {
         let entry = Arc::new(entry(&fetched, reflects(&project)));
         // Under the read lock: a rebuild cannot come between the fetch and these.
         self.usage.record(&fetched);
-        self.watched.lock().insert(
-            key.clone(),
-            Watched {
+        // A variant already watched keeps the state its clients were last told of: the
+        // next change compares with that, not with what this request happened to get.
+        self.watched
+            .lock()
+            .entry(key.clone())
+            .or_insert_with(|| Watched {
                 request: canonical_request(&fetched),
                 hash: Some(fetched.hash),
-            },
-        );
+            });
         self.served.write().insert(key, Arc::clone(&entry));
         Ok(entry)
     }
