@@ -234,7 +234,7 @@ fn run(settings: Settings) -> Result<(), String> {
     }
 
     // Hits over loopback against reads of the same files, alternating.
-    let (mut hits, mut reads) = (Vec::new(), Vec::new());
+    let (mut hits, mut reads, mut floor) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..settings.hit_rounds {
         for (set, pass, target, file) in &keys {
             let started = Instant::now();
@@ -247,16 +247,23 @@ fn run(settings: Settings) -> Result<(), String> {
             let bytes = std::fs::read(file).map_err(|e| e.to_string())?;
             reads.push(started.elapsed());
             std::hint::black_box(bytes);
+            let started = Instant::now();
+            let status = client.status().map_err(|e| e.to_string())?;
+            floor.push(started.elapsed());
+            std::hint::black_box(status);
         }
     }
     hits.sort();
     reads.sort();
+    floor.sort();
     println!(
-        "serve hit p50_us={:.1} p99_us={:.1} | file p50_us={:.1} p99_us={:.1} | n={} (goal: serve p50 <= 100 us)",
+        "serve hit p50_us={:.1} p99_us={:.1} | file p50_us={:.1} p99_us={:.1} | http_floor p50_us={:.1} p99_us={:.1} | n={} (goal: serve p50 <= 100 us)",
         percentile(&hits, 0.5),
         percentile(&hits, 0.99),
         percentile(&reads, 0.5),
         percentile(&reads, 0.99),
+        percentile(&floor, 0.5),
+        percentile(&floor, 0.99),
         hits.len()
     );
 

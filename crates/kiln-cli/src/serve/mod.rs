@@ -95,7 +95,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
     let project = Arc::new(RwLock::new(project));
     let hub = Arc::new(Hub::new(Arc::clone(&project), usage));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(1)
         .max_blocking_threads(256)
         .thread_name("kiln-serve")
         .enable_all()

@@ -85,6 +85,20 @@ pub enum FetchError {
     },
 }
 
+/// What a fetch compiled, to be saved to the store before it is answered.
+#[derive(Default)]
+struct Saves {
+    compiled: bool,
+    costs: Vec<(ContentKey, u64)>,
+}
+
+impl Saves {
+    fn note(&mut self, outcome: Option<Outcome>, costs: &[(ContentKey, u64)]) {
+        self.compiled |= outcome == Some(Outcome::Compiled);
+        self.costs.extend_from_slice(costs);
+    }
+}
+
 fn first_message(diagnostics: &[Diagnostic]) -> &str {
     diagnostics.first().map_or("", |d| d.message.as_str())
 }
@@ -142,19 +156,45 @@ impl Project {
     /// at once, as a build does) and saved. The project must be prepared (see
     /// [`Project::prepare`]) or built since its files last changed.
     pub fn fetch(&self, request: &VariantRequest) -> Result<Fetched, FetchError> {
-        let (variant, target) = self.resolve_request(request)?;
         // On the pool: its workers have the stack deep compiles need.
-        self.pool.install(|| self.fetch_variant(variant, target))
+        self.pool.install(|| {
+            let (fetched, saves) = self.fetch_unsaved(request);
+            self.save(vec![saves]);
+            fetched
+        })
     }
 
-    /// [`Project::fetch`] of many requests on the pool; the results in request order.
+    /// [`Project::fetch`] of many requests on the pool, what they compiled saved in one
+    /// batch at the end; the results in request order.
     pub fn fetch_all(&self, requests: &[VariantRequest]) -> Vec<Result<Fetched, FetchError>> {
         self.pool.install(|| {
-            requests
+            let (results, saves): (Vec<_>, Vec<_>) = requests
                 .par_iter()
-                .map(|request| self.fetch(request))
-                .collect()
+                .map(|request| self.fetch_unsaved(request))
+                .unzip();
+            self.save(saves);
+            results
         })
+    }
+
+    fn fetch_unsaved(&self, request: &VariantRequest) -> (Result<Fetched, FetchError>, Saves) {
+        let mut saves = Saves::default();
+        let fetched = self
+            .resolve_request(request)
+            .and_then(|(variant, target)| self.fetch_variant(variant, target, &mut saves));
+        (fetched, saves)
+    }
+
+    /// Writes what the fetches compiled to the store, before they are answered: a server
+    /// killed right after still has it.
+    fn save(&self, saves: Vec<Saves>) {
+        if !saves.iter().any(|s| s.compiled) {
+            return;
+        }
+        let costs: Vec<(ContentKey, u64)> = saves.into_iter().flat_map(|s| s.costs).collect();
+        if let Some(warning) = self.db.context().flush_saves(&costs, false) {
+            tracing::warn!("{}", warning.message);
+        }
     }
 
     /// The request's variant with its canonical keyword set, and its target.
@@ -197,7 +237,12 @@ impl Project {
         Ok((variant, target))
     }
 
-    fn fetch_variant(&self, variant: VariantId, target: Target) -> Result<Fetched, FetchError> {
+    fn fetch_variant(
+        &self,
+        variant: VariantId,
+        target: Target,
+        saves: &mut Saves,
+    ) -> Result<Fetched, FetchError> {
         let fail = |variant: &VariantId, diagnostics: Vec<Diagnostic>| FetchError::Failed {
             variant: variant.clone(),
             target: target.name(),
@@ -215,6 +260,7 @@ impl Project {
         let revisions = Arc::new(Revisions::new([(variant.shader.clone(), revision)]));
         let artifacts = self.db.query::<ArtifactsQ>();
         let (result, mut made) = VariantScope::run(&revisions, || artifacts.get(&variant));
+        saves.note(made.outcome, &made.costs);
         let artifacts = match result {
             Ok(Ok(artifacts)) => artifacts,
             Ok(Err(failures)) => return Err(fail(&variant, failures.to_vec())),
@@ -233,8 +279,8 @@ impl Project {
             Some(fresh) => Some(fresh),
             None => {
                 let (bytes, more) = self.bytes_of(&variant, &revisions);
+                saves.note(more.outcome, &more.costs);
                 made.outcome = made.outcome.or(more.outcome);
-                made.costs.extend(more.costs);
                 bytes
             }
         };
@@ -252,12 +298,6 @@ impl Project {
                     ))],
                 )
             })?;
-        if made.outcome == Some(Outcome::Compiled) {
-            // Saved before the answer: a server killed right after still has it.
-            if let Some(warning) = self.db.context().flush_saves(&made.costs, false) {
-                tracing::warn!("{}", warning.message);
-            }
-        }
         let digest = variant_key(&variant, revision.short())
             .map(|key| key.digest())
             .unwrap_or_default();
