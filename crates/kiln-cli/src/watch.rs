@@ -127,6 +127,22 @@ fn print_rebuild(
         value["early_cutoff"] = report.early_cutoff.into();
         value["evicted"] = report.evicted.into();
         value["event_to_outputs_ms"] = latency_ms.into();
+        value["manifest_changes"] = report
+            .manifest_changes
+            .iter()
+            .map(|c| c.to_string())
+            .collect();
+        value["causes"] = report
+            .causes
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "cause": c.what,
+                    "recompiled": c.recompiled,
+                    "unchanged": c.unchanged,
+                })
+            })
+            .collect();
         value["recompiled"] = report
             .recompiled
             .iter()
@@ -173,8 +189,10 @@ fn print_rebuild(
     }
 }
 
-/// What changed, then one line per cause with the number of variants it recompiled (and,
-/// verbose, each of them with its reason), in the order the causes first appear.
+/// What changed, then one line per cause (a changed file, a changed manifest field) with
+/// the variants it reaches, recompiled and unchanged, and, verbose, each recompiled variant
+/// with its reason under its first cause; compiles no edit explains (a store that lost an
+/// artifact) last.
 fn print_causes(report: &BuildReport, detail: Detail) {
     let mut files: Vec<String> = report
         .changed_files
@@ -187,24 +205,48 @@ fn print_causes(report: &BuildReport, detail: Detail) {
     if !files.is_empty() {
         say!("changed: {}", files.join(", "));
     }
-    let mut causes: Vec<(&str, Vec<&kiln::pipeline::Recompiled>)> = Vec::new();
-    for r in &report.recompiled {
-        match causes.iter_mut().find(|(cause, _)| *cause == r.cause) {
-            Some((_, variants)) => variants.push(r),
-            None => causes.push((&r.cause, vec![r])),
+    let listed_under = |cause: &str| -> Vec<&kiln::pipeline::Recompiled> {
+        report
+            .recompiled
+            .iter()
+            .filter(|r| r.cause == cause)
+            .collect()
+    };
+    for cause in &report.causes {
+        say!(
+            "  {} -> {} recompiled, {} unchanged",
+            cause.what,
+            cause.recompiled,
+            cause.unchanged
+        );
+        if detail == Detail::Verbose {
+            for r in listed_under(&cause.what) {
+                say!("    {} ({}): {}", r.variant, r.digest, r.reason);
+            }
         }
     }
-    for (cause, variants) in &causes {
-        say!("  {cause} -> {} variant(s) recompiled", variants.len());
+    // Compiles whose cause is none of the above (the store lost an artifact).
+    let mut others: Vec<(&str, Vec<&kiln::pipeline::Recompiled>)> = Vec::new();
+    for r in &report.recompiled {
+        if report.causes.iter().any(|c| c.what == r.cause) {
+            continue;
+        }
+        match others.iter_mut().find(|(cause, _)| *cause == r.cause) {
+            Some((_, variants)) => variants.push(r),
+            None => others.push((&r.cause, vec![r])),
+        }
+    }
+    for (cause, variants) in &others {
+        say!("  {cause} -> {} recompiled", variants.len());
         if detail == Detail::Verbose {
             for r in variants {
                 say!("    {} ({}): {}", r.variant, r.digest, r.reason);
             }
         }
     }
-    if report.compiled > report.recompiled.len() {
+    if report.compiled > report.recompiled.len() && detail == Detail::Verbose {
         say!(
-            "  ... and {} more recompiled",
+            "    ... and {} more recompiled",
             report.compiled - report.recompiled.len()
         );
     }

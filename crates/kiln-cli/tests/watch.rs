@@ -234,10 +234,29 @@ fn watch_says_one_line_per_cause_and_lists_variants_only_when_verbose() {
     let edit = lines_until(&rx, "variants:");
     assert_eq!(
         edit[..2],
-        ["changed: lit.wgsl", "  lit.wgsl -> 2 variant(s) recompiled"],
+        [
+            "changed: lit.wgsl",
+            "  lit.wgsl -> 2 recompiled, 2 unchanged"
+        ],
         "{edit:?}"
     );
     assert_eq!(edit.len(), 3, "{edit:?}");
+    // A manifest field is named as the cause, with the variants it reaches: a define the
+    // code never reads changes no text, so all 4 come out unchanged.
+    std::fs::write(
+        dir.path("kiln.toml"),
+        MANIFEST.replace("axes = [", "defines = { QUALITY = 2 }\naxes = ["),
+    )
+    .unwrap();
+    let edit = lines_until(&rx, "variants:");
+    assert_eq!(
+        edit[..2],
+        [
+            "changed: kiln.toml",
+            "  kiln.toml: shader `Lit`: defines -> 0 recompiled, 4 unchanged"
+        ],
+        "{edit:?}"
+    );
     let _ = child.kill();
     let _ = child.wait();
 
@@ -250,7 +269,10 @@ fn watch_says_one_line_per_cause_and_lists_variants_only_when_verbose() {
     .unwrap();
     std::fs::rename(dir.path("lit.wgsl.tmp"), dir.path("lit.wgsl")).unwrap();
     let edit = lines_until(&rx, "variants:");
-    assert_eq!(edit[1], "  lit.wgsl -> 2 variant(s) recompiled", "{edit:?}");
+    assert_eq!(
+        edit[1], "  lit.wgsl -> 2 recompiled, 2 unchanged",
+        "{edit:?}"
+    );
     let listed: Vec<&String> = edit
         .iter()
         .filter(|l| l.starts_with("    Lit/Forward["))

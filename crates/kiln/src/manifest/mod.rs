@@ -5,6 +5,7 @@
 //! (`[[shader]]`), `keywords` (its axes and variants), `pass` (`[shader.passes.*]`),
 //! `glslang` (`[shader.glslang]`), `output` (`[output]`), `constants` (specialization constants) and `error`.
 
+mod changes;
 mod constants;
 mod error;
 mod glslang;
@@ -18,6 +19,7 @@ mod slang;
 mod test_manifests;
 mod usage;
 
+pub use changes::{changes, ManifestChange};
 pub use error::ManifestError;
 pub use keywords::NONE_KEYWORD;
 pub use output::{OutputLayout, OutputSettings};

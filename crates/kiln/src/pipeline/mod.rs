@@ -36,7 +36,7 @@ pub use on_demand::{FetchError, Fetched, Prepared, VariantRequest};
 pub use out_dir::recycle::write_new_output;
 pub use out_dir::stat::STAT_FILE;
 pub use out_dir::{output_path, Index, IndexEntry, IndexFailure, IndexVariant, INDEX_FILE};
-pub use report::{BuildReport, Outcomes, Progress, Recompiled, Summary, RECOMPILED_LISTED};
+pub use report::{BuildReport, Cause, Outcomes, Progress, Recompiled, Summary, RECOMPILED_LISTED};
 
 use crate::manifest::{Manifest, ManifestError};
 use crate::shard::Shard;
@@ -179,6 +179,8 @@ pub struct Project {
     /// Files whose contents changed since the last build, for the next report.
     changed_files: BTreeSet<PathBuf>,
     manifest_changed: bool,
+    /// What changed in the manifest since the last build, field by field.
+    manifest_changes: Vec<crate::manifest::ManifestChange>,
     /// What the last build in this process wrote; `None` before it (then `index.json` and
     /// `.kiln-stat` are read from disk).
     last: Option<build::LastBuild>,

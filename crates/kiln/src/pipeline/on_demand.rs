@@ -123,6 +123,8 @@ pub struct Prepared {
     pub changed_files: Vec<PathBuf>,
     /// Whether the manifest changed.
     pub manifest_changed: bool,
+    /// What changed in it, field by field.
+    pub manifest_changes: Vec<crate::manifest::ManifestChange>,
 }
 
 impl Project {
@@ -148,6 +150,7 @@ impl Project {
                 .into_iter()
                 .collect(),
             manifest_changed: std::mem::take(&mut self.manifest_changed),
+            manifest_changes: std::mem::take(&mut self.manifest_changes),
         })
     }
 

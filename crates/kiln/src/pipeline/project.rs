@@ -117,6 +117,7 @@ impl Project {
             known_files: BTreeSet::new(),
             changed_files: BTreeSet::new(),
             manifest_changed: false,
+            manifest_changes: Vec::new(),
             last: None,
             events,
             shard: options.shard,
@@ -148,6 +149,11 @@ impl Project {
             return Ok(false);
         }
         let cap_changed = manifest.limits.max_source_bytes != self.manifest.limits.max_source_bytes;
+        for change in crate::manifest::changes(&self.manifest, &manifest) {
+            if !self.manifest_changes.contains(&change) {
+                self.manifest_changes.push(change);
+            }
+        }
         self.manifest = Arc::new(manifest);
         self.manifest_changed = true;
         self.db

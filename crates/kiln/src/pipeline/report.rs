@@ -75,6 +75,11 @@ pub struct BuildReport {
     pub changed_files: Vec<PathBuf>,
     /// Whether the manifest changed since the previous build.
     pub manifest_changed: bool,
+    /// What changed in the manifest, field by field.
+    pub manifest_changes: Vec<crate::manifest::ManifestChange>,
+    /// Per cause of this build (a changed file, a manifest field), how many variants it
+    /// reaches were recompiled and how many came out unchanged.
+    pub causes: Vec<Cause>,
     /// Variants whose artifacts the engine re-verified without re-executing anything.
     pub verified: usize,
     /// Variants whose artifacts the engine re-verified after something they depend on
@@ -101,6 +106,19 @@ pub struct BuildReport {
 
 /// How many recompiled variants a [`BuildReport`] lists with their reasons.
 pub const RECOMPILED_LISTED: usize = 1000;
+
+/// One cause of a rebuild and its effect. A file reaches the variants of every pass whose
+/// include closure holds it (whatever their keywords); a shader's manifest entry, that
+/// shader's variants; a project-wide field, every variant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cause {
+    /// The changed file (root-relative, `/`-separated), or `kiln.toml: <field>`.
+    pub what: String,
+    /// Variants it reaches that were compiled (or equal to one compiled) in this build.
+    pub recompiled: usize,
+    /// Variants it reaches that were not.
+    pub unchanged: usize,
+}
 
 /// A variant naga compiled in a build, and the reason.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -8,19 +8,20 @@ pub(crate) mod write;
 
 use super::plan::{Mode, Outputs, Plan};
 use super::run::Ran;
+use crate::manifest::{PassSpec, ShaderSpec};
 use crate::pipeline::engine::queries;
 use crate::pipeline::engine::scope::Revisions;
 use crate::pipeline::history::PassTally;
 use crate::pipeline::out_dir::stat::OutputStats;
 use crate::pipeline::out_dir::{IndexEntry, IndexFailure};
-use crate::pipeline::report::{Outcomes, RECOMPILED_LISTED};
+use crate::pipeline::report::{Cause, Outcomes, RECOMPILED_LISTED};
 use crate::pipeline::{
     BuildReport, Diagnostic, Outcome, Project, ProjectError, Recompiled, Severity, Summary,
     VariantId,
 };
 use crate::store::ContentKey;
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -304,6 +305,7 @@ impl Project {
     ) -> Result<BuildReport, ProjectError> {
         // Before the marker goes: the spares are temporary files.
         self.spares.remove_all();
+        let causes = self.causes(&plan, &commit.outcomes);
         drop(plan.pinned);
         let counts = self.events.take();
         let (failed, failed_outputs) = commit.failed.counts(commit.targets.len());
@@ -317,6 +319,8 @@ impl Project {
             outcomes: commit.outcomes,
             changed_files: plan.changed_files,
             manifest_changed: plan.manifest_changed,
+            manifest_changes: plan.manifest_changes.clone(),
+            causes,
             verified: commit.verified,
             early_cutoff: commit.early_cutoff,
             summary: commit.summary,
@@ -445,16 +449,97 @@ impl Project {
             }
         }
         if plan.manifest_changed {
-            let manifest = self.manifest.path.file_name().unwrap_or_default();
-            (
-                manifest.to_string_lossy().into_owned(),
-                "the manifest changed".to_owned(),
-            )
+            // The variant's own shader's entry first, else a project-wide field.
+            let change = plan
+                .manifest_changes
+                .iter()
+                .find(|c| c.shader.as_deref() == Some(&*variant.shader))
+                .or_else(|| plan.manifest_changes.iter().find(|c| c.shader.is_none()));
+            match change {
+                Some(change) => (
+                    format!("kiln.toml: {change}"),
+                    format!("the manifest changed ({change})"),
+                ),
+                None => ("kiln.toml".to_owned(), "the manifest changed".to_owned()),
+            }
         } else {
             (
                 NOT_IN_STORE.to_owned(),
                 "no artifact in the store".to_owned(),
             )
+        }
+    }
+}
+
+impl Project {
+    /// Per cause of this build (each changed file, each changed manifest field), the
+    /// variants it reaches and how many of them were recompiled.
+    fn causes(&self, plan: &Plan, outcomes: &Outcomes) -> Vec<Cause> {
+        let recompiled: Vec<&VariantId> = outcomes
+            .iter()
+            .filter(|(_, o)| matches!(o, Outcome::Compiled | Outcome::Deduplicated))
+            .map(|(variant, _)| variant)
+            .collect();
+        let mut causes = Vec::new();
+        for file in &plan.changed_files {
+            let mut reached = 0;
+            let mut readers: Vec<(&str, &str)> = Vec::new();
+            for shader in &self.manifest.shaders {
+                for pass in &shader.passes {
+                    if self.closure_holds(shader, pass, file) {
+                        reached += shader.variants.len();
+                        readers.push((&shader.name, &pass.name));
+                    }
+                }
+            }
+            // A file no variant reads (it left every closure) changed nothing built.
+            if reached == 0 {
+                continue;
+            }
+            let hit = recompiled
+                .iter()
+                .filter(|v| readers.contains(&(&*v.shader, &*v.pass)))
+                .count();
+            causes.push(Cause {
+                what: file.to_string_lossy().replace('\\', "/"),
+                recompiled: hit,
+                unchanged: reached.saturating_sub(hit),
+            });
+        }
+        for change in &plan.manifest_changes {
+            let (reached, hit) = match &change.shader {
+                Some(name) => {
+                    let reached = self
+                        .manifest
+                        .shaders
+                        .iter()
+                        .find(|s| s.name == *name)
+                        .map_or(0, |s| s.variants.len() * s.passes.len());
+                    let hit = recompiled.iter().filter(|v| *v.shader == **name).count();
+                    (reached, hit)
+                }
+                None => (self.manifest.variant_count(), recompiled.len()),
+            };
+            causes.push(Cause {
+                what: format!("kiln.toml: {change}"),
+                recompiled: hit,
+                unchanged: reached.saturating_sub(hit),
+            });
+        }
+        causes
+    }
+
+    /// Whether `file` is in the include closure of `shader`'s `pass` (under any keywords).
+    fn closure_holds(&self, shader: &ShaderSpec, pass: &PassSpec, file: &Path) -> bool {
+        match self
+            .db
+            .get::<queries::ClosureQ>(&queries::ClosureKey::of(pass, shader))
+        {
+            Ok(Ok(closure)) => {
+                closure.files.iter().any(|f| f == file)
+                    || closure.missing.iter().any(|m| m.path == file)
+            }
+            _ => pass.source == file,
         }
     }
 }

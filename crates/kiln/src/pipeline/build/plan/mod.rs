@@ -39,6 +39,8 @@ pub(in crate::pipeline) struct Plan {
     pub changed_files: Vec<PathBuf>,
     /// Whether the manifest changed since the previous build.
     pub manifest_changed: bool,
+    /// What changed in it, field by field.
+    pub manifest_changes: Vec<crate::manifest::ManifestChange>,
     /// Memo values the engine evicted at the revision boundaries since the last build.
     pub evicted_before: usize,
     /// The artifacts of shaders whose revision moved, kept for the length of the build so
@@ -113,6 +115,7 @@ impl Project {
                 .into_iter()
                 .collect(),
             manifest_changed: std::mem::take(&mut self.manifest_changed),
+            manifest_changes: std::mem::take(&mut self.manifest_changes),
             evicted_before,
             pinned,
         })
