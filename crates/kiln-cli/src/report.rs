@@ -205,11 +205,16 @@ fn funnel(html: &mut String, last: &BuildRecord, texts: &[PassTexts]) {
          </tr></thead><tbody>\n",
     );
     for shader in &last.shaders {
-        let pairs = shader.variants * shader.passes.len();
+        // The history is a file on disk: an edited record's counts must not overflow.
+        let pairs = shader.variants.saturating_mul(shader.passes.len());
         let of_shader = texts.iter().filter(|t| t.shader == shader.name);
         let distinct: usize = of_shader.map(|t| t.distinct).sum();
         let sum = |f: fn(&kiln::pipeline::history::PassCounts) -> usize| -> usize {
-            shader.passes.iter().map(|p| f(&p.counts)).sum()
+            shader
+                .passes
+                .iter()
+                .map(|p| f(&p.counts))
+                .fold(0, usize::saturating_add)
         };
         let (compiled, dedup, cached, failed) = (
             sum(|c| c.compiled),
@@ -296,7 +301,10 @@ fn compile_times(html: &mut String, last: &BuildRecord) {
         })
         .collect();
     rows.sort_by_key(|(_, _, c)| std::cmp::Reverse(c.compile_us));
-    let total: u64 = rows.iter().map(|(_, _, c)| c.compile_us).sum();
+    let total = rows
+        .iter()
+        .map(|(_, _, c)| c.compile_us)
+        .fold(0, u64::saturating_add);
     let _ = writeln!(
         html,
         "<section><h2>Compile time</h2><p class=\"note\">Per shader and pass in the last build, \
@@ -349,9 +357,9 @@ fn outputs(html: &mut String, last: &BuildRecord, texts: &[PassTexts]) {
             .filter(|o| o.target == target.name);
         let (mut count, mut total, mut failed) = (0usize, 0u64, 0usize);
         for o in of_target {
-            count += o.outputs;
-            total += o.bytes;
-            failed += o.failed;
+            count = count.saturating_add(o.outputs);
+            total = total.saturating_add(o.bytes);
+            failed = failed.saturating_add(o.failed);
         }
         let _ = writeln!(
             html,

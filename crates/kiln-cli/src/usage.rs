@@ -25,7 +25,17 @@ impl UsageLog {
     /// The log in `cache_dir`, with what earlier servers recorded there.
     pub fn open(cache_dir: &Path) -> Self {
         let path = cache_dir.join(USAGE_LOG);
-        let seen = read_log(&path).unwrap_or_default();
+        let seen = match read_log(&path) {
+            Ok(seen) => seen,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeSet::new(),
+            Err(e) => {
+                say!(
+                    "warning: cannot read {}: {e}; recording anew",
+                    path.display()
+                );
+                BTreeSet::new()
+            }
+        };
         Self {
             path,
             seen: Mutex::new(seen),
@@ -61,14 +71,22 @@ impl UsageLog {
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let mut line = serde_json::to_vec(used).map_err(std::io::Error::other)?;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(&self.path)?;
+        // A server killed mid-append leaves a line without its end: end it, or this record
+        // would be glued to it and lost with it.
+        let mut line = if ends_torn(&file)? {
+            vec![b'\n']
+        } else {
+            Vec::new()
+        };
+        serde_json::to_writer(&mut line, used).map_err(std::io::Error::other)?;
         line.push(b'\n');
         // One write of one line in append mode: lines of concurrent servers do not mix.
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)?
-            .write_all(&line)
+        file.write_all(&line)
     }
 
     /// Every variant recorded, as a usage file's text.
@@ -82,14 +100,41 @@ impl UsageLog {
     }
 }
 
-/// The log's variants; a line cut short by a kill (the last one) or not understood is
-/// skipped.
+/// Whether `file` is not empty and its last byte is not a line's end.
+fn ends_torn(file: &std::fs::File) -> std::io::Result<bool> {
+    use std::io::{Read, Seek, SeekFrom};
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(false);
+    }
+    let mut reader = file;
+    reader.seek(SeekFrom::Start(len - 1))?;
+    let mut last = [0u8; 1];
+    reader.read_exact(&mut last)?;
+    Ok(last[0] != b'\n')
+}
+
+/// The log's variants. A line cut short by a kill, or not understood (damaged, not UTF-8),
+/// is skipped with a warning naming its line: the others are still used.
 fn read_log(path: &Path) -> std::io::Result<BTreeSet<UsedVariant>> {
-    let text = std::fs::read_to_string(path)?;
-    Ok(text
-        .lines()
-        .filter_map(|line| serde_json::from_str(line).ok())
-        .collect())
+    let bytes = std::fs::read(path)?;
+    let mut used = BTreeSet::new();
+    for (at, line) in bytes.split(|b| *b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice(line) {
+            Ok(variant) => {
+                used.insert(variant);
+            }
+            Err(e) => say!(
+                "warning: {}:{}: skipped a record that cannot be read ({e})",
+                path.display(),
+                at + 1
+            ),
+        }
+    }
+    Ok(used)
 }
 
 #[derive(clap::Args)]
@@ -107,7 +152,7 @@ pub struct UsageArgs {
 }
 
 /// `kiln usage`: 0 written, 1 written but some sets were no longer legal (each reported and
-/// left out), 2 nothing written.
+/// left out), 2 nothing written (an error, or no legal set to write).
 pub fn run(args: &UsageArgs) -> ExitCode {
     let manifest = match Manifest::load(&args.project.manifest) {
         Ok(manifest) => manifest,
@@ -122,8 +167,8 @@ pub fn run(args: &UsageArgs) -> ExitCode {
         .clone()
         .unwrap_or_else(|| manifest.root.join(".kiln"));
     let mut all: Vec<(String, UsedVariant)> = Vec::new();
+    let log = cache_dir.join(USAGE_LOG);
     if !args.no_log {
-        let log = cache_dir.join(USAGE_LOG);
         match read_log(&log) {
             Ok(used) => all.extend(used.into_iter().map(|u| (log.display().to_string(), u))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -171,6 +216,26 @@ pub fn run(args: &UsageArgs) -> ExitCode {
                 );
             }
         }
+    }
+    if legal.is_empty() {
+        // An empty usage file named in `variants_from` would build nothing at all.
+        let mut read: Vec<String> = args.merge.iter().map(|f| f.display().to_string()).collect();
+        if !args.no_log {
+            let hint = if dropped == 0 {
+                " (missing or empty: is --cache-dir right?)"
+            } else {
+                ""
+            };
+            read.insert(0, format!("{}{hint}", log.display()));
+        }
+        if read.is_empty() {
+            read.push("nothing (--no-log and no usage file named)".to_owned());
+        }
+        say!(
+            "error: no legal used variant to write (read: {}; {dropped} left out); nothing written",
+            read.join(", ")
+        );
+        return ExitCode::from(2);
     }
     let text = write_usage(&legal);
     match &args.output {

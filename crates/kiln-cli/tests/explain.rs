@@ -237,3 +237,23 @@ fn hex_bytes(hex: &str) -> Vec<u8> {
         .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
         .collect()
 }
+
+#[test]
+fn a_pass_added_to_a_built_shader_is_named_as_new_and_not_its_shader() {
+    let p = built();
+    p.edit(
+        "kiln.toml",
+        "[[shader]]\nname = \"Flat\"",
+        "[shader.passes.Shadow]\nstage = \"fragment\"\nentry = \"fs_main\"\n\n[[shader]]\nname = \"Flat\"",
+    );
+    let build = p.build_cli(KILN, &[]);
+    assert_eq!(build.code, 0, "{}", build.stderr);
+    let explained = explain_json(&p, "Lit/Shadow/FOG");
+    assert_eq!(
+        last_changes(&explained),
+        &vec![
+            serde_json::json!({"kind": "new_pass", "name": "Shadow", "before": null, "after": null})
+        ],
+        "{explained:#}"
+    );
+}

@@ -753,6 +753,19 @@ fn the_listener_bounds_headers_slow_clients_and_needs_a_token_off_loopback() {
     );
     let right = Client::new(&base).with_token(token);
     assert!(right.get("Lit", "Forward", &[""; 0], "spirv").is_ok());
+    // A client without the token keeps no connection open: the answer ends it.
+    let mut refused = std::net::TcpStream::connect(&address).unwrap();
+    refused
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    write!(refused, "GET /status HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut reply = String::new();
+    refused.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 401"), "{reply}");
+    assert!(
+        reply.to_ascii_lowercase().contains("connection: close"),
+        "{reply}"
+    );
 
     // Headers past the limit: 431, unread.
     let mut stream = std::net::TcpStream::connect(&address).unwrap();
@@ -789,4 +802,108 @@ fn the_listener_bounds_headers_slow_clients_and_needs_a_token_off_loopback() {
     );
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// A shader with 9 keywords, every one of its 512 sets legal, none listed.
+const MANY: &str = r#"
+[project]
+targets = ["spirv"]
+
+[[shader]]
+name = "Many"
+source = "many.wgsl"
+keywords = ["K0", "K1", "K2", "K3", "K4", "K5", "K6", "K7", "K8"]
+variants = [[]]
+
+[shader.passes.Forward]
+stage = "fragment"
+entry = "fs_main"
+"#;
+
+fn many_source(base: &str) -> String {
+    let mut text = format!(
+        "@fragment\nfn fs_main() -> @location(0) vec4<f32> {{\n    var c = vec4<f32>({base});\n"
+    );
+    for k in 0..9 {
+        text.push_str(&format!("#ifdef K{k}\n    c = c * {}.5;\n#endif\n", k + 1));
+    }
+    text.push_str("    return c;\n}\n");
+    text
+}
+
+fn all_sets() -> Vec<Vec<String>> {
+    (0u32..512)
+        .map(|bits| {
+            (0..9)
+                .filter(|k| bits & (1 << k) != 0)
+                .map(|k| format!("K{k}"))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn a_client_told_of_a_new_artifact_gets_it_at_once() {
+    // 512 watched variants, each changed by one edit: the server sends 512 events, and a
+    // client fetches each variant the moment its event comes, before the server says it
+    // is done. Every fetch must answer the artifact its event announced.
+    let dir = TempProject::from_files([("kiln.toml", MANY), ("many.wgsl", &many_source("1.0"))]);
+    let server = Server::start(&dir, &[]);
+    let client = server.client();
+    let mut before = BTreeMap::new();
+    for set in all_sets() {
+        let got = client.get("Many", "Forward", &set, "spirv").unwrap();
+        before.insert(set, got.blake3);
+    }
+    let events = subscribe(&client);
+    write_atomically(&dir, "many.wgsl", &many_source("2.0"));
+    let mut told = BTreeSet::new();
+    while told.len() < 512 {
+        let event = events
+            .recv_timeout(Duration::from_secs(60))
+            .expect("an event for every variant");
+        let Event::Variant(changed) = event else {
+            panic!("{event:?}")
+        };
+        let now = client
+            .get("Many", "Forward", &changed.keywords, "spirv")
+            .unwrap();
+        assert_eq!(
+            (&now.digest, &now.blake3),
+            (&changed.digest, &changed.blake3),
+            "{:?} was told of an artifact the server did not yet serve",
+            changed.keywords
+        );
+        assert_ne!(before[&changed.keywords], changed.blake3);
+        told.insert(changed.keywords);
+    }
+    let report = server.next();
+    assert_eq!(report["events"], 512, "{report}");
+    server.stop();
+}
+
+#[test]
+fn a_server_keeps_a_bounded_number_of_client_names() {
+    let dir = project();
+    let server = Server::start(&dir, &[]);
+    let base = format!("http://{}", server.address);
+    for n in 0..1024 {
+        let named = Client::new(&base).with_name(&format!("engine-{n}"));
+        named.get("Lit", "Forward", &[""; 0], "spirv").unwrap();
+    }
+    // A name already known is still welcome; a new one past the bound is refused.
+    let known = Client::new(&base).with_name("engine-7");
+    assert!(known.get("Lit", "Forward", &["FOG"], "spirv").is_ok());
+    let (code, kind, body) = server_error(
+        Client::new(&base)
+            .with_name("engine-1024")
+            .get("Lit", "Forward", &[""; 0], "spirv"),
+    );
+    assert_eq!((code, kind.as_str()), (503, "too_many_clients"), "{body}");
+    // Unnamed clients are not affected.
+    assert!(server
+        .client()
+        .get("Lit", "Forward", &[""; 0], "spirv")
+        .is_ok());
+    server.stop();
 }

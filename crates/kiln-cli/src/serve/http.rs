@@ -16,7 +16,7 @@
 //! client that stops reading is cut off; at most [`MAX_CONNECTIONS`] at once.
 
 use super::deadline::WriteDeadline;
-use super::hub::{served_key, Entry, Hub};
+use super::hub::{served_key, Entry, Hub, Refusal};
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
@@ -114,13 +114,18 @@ async fn authorize(token: Option<Arc<str>>, request: Request, next: Next) -> Res
             .get(header::AUTHORIZATION)
             .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
         if !given.is_some_and(|given| same_secret(given, token.as_bytes())) {
-            return error(
+            let mut refused = error(
                 StatusCode::UNAUTHORIZED,
                 serde_json::json!({
                     "error": "unauthorized",
                     "message": "this server needs `Authorization: Bearer <token>` (KILN_SERVE_TOKEN)",
                 }),
             );
+            // A client without the token keeps no connection (nor its slot) open.
+            refused
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return refused;
         }
     }
     next.run(request).await
@@ -188,15 +193,20 @@ async fn variant(
             }),
         );
     }
-    if let Some(Err(refused)) = query.client.as_deref().map(check_client) {
-        return refused;
-    }
+    let client = match query.client.as_deref() {
+        None => None,
+        Some(name) => {
+            if let Err(refused) = check_client(name) {
+                return refused;
+            }
+            match hub.admit(name) {
+                Ok(name) => Some(name),
+                Err(refused) => return refusal(&refused),
+            }
+        }
+    };
     let key = served_key(&shader, &pass, &target, &keywords);
-    let client_key = query
-        .client
-        .as_ref()
-        .map(|client| (client.clone(), key.clone()));
-    let entry = match hub.served(&key) {
+    let entry = match hub.served(&key, client.as_ref()) {
         Some(entry) => entry,
         None => {
             let request = VariantRequest {
@@ -206,15 +216,9 @@ async fn variant(
                 target,
             };
             let fetching = Arc::clone(&hub);
-            match tokio::task::spawn_blocking(move || fetching.fetch(key, request)).await {
+            match tokio::task::spawn_blocking(move || fetching.fetch(key, request, client)).await {
                 Ok(Ok(entry)) => entry,
-                Ok(Err(e)) => {
-                    // A variant that does not compile is watched for this client too.
-                    if let (Some((client, key)), FetchError::Failed { .. }) = (&client_key, &e) {
-                        hub.note_client(key, client);
-                    }
-                    return fetch_error(&e);
-                }
+                Ok(Err(refused)) => return refusal(&refused),
                 Err(join) => {
                     return error(
                         StatusCode::INTERNAL_SERVER_ERROR,
@@ -224,9 +228,6 @@ async fn variant(
             }
         }
     };
-    if let Some((client, key)) = client_key {
-        hub.note_client(&key, &client);
-    }
     artifact_response(&hub, &entry, &headers)
 }
 
@@ -268,6 +269,18 @@ fn etag_matches(header: &HeaderValue, etag: &HeaderValue) -> bool {
     text.split(',')
         .map(str::trim)
         .any(|tag| tag == "*" || tag.strip_prefix("W/").unwrap_or(tag).as_bytes() == mine)
+}
+
+fn refusal(refused: &Refusal) -> Response {
+    let kind = match refused {
+        Refusal::Fetch(e) => return fetch_error(e),
+        Refusal::TooManyVariants => "too_many_variants",
+        Refusal::TooManyClients => "too_many_clients",
+    };
+    error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        serde_json::json!({ "error": kind, "message": refused.to_string() }),
+    )
 }
 
 fn fetch_error(e: &FetchError) -> Response {

@@ -3,11 +3,13 @@
 //! again after each change), the invalidation stream, usage and counters.
 //!
 //! Consistency: the project is behind a reader-writer lock. A request that misses the
-//! served table fetches under a read lock and enters its answer in the table before letting
-//! go of it; the watch loop brings the project up to date, fetches every watched variant
-//! again and updates the table, all under the write lock, and only then sends events. So a
-//! client told of a new artifact gets it from its next request, and an answer never pairs
-//! an artifact with another revision's digest.
+//! served table fetches under a read lock and enters its answer (and its client's name) in
+//! the table before letting go of it; the watch loop brings the project up to date and
+//! fetches every watched variant again under the write lock, then replaces the table and
+//! sends the events while holding the table's write lock. A hit reads the table and notes
+//! its client under the table's read lock. So a client told of a new artifact gets it from
+//! its next request; a client whose request was answered before the swap is among those
+//! told; and an answer never pairs an artifact with another revision's digest.
 
 use crate::usage::UsageLog;
 use crate::watching::Rebuild;
@@ -15,9 +17,9 @@ use axum::body::Bytes;
 use axum::http::HeaderValue;
 use kiln::pipeline::{FetchError, Fetched, Outcome, Project, ProjectError, VariantRequest};
 use parking_lot::{Mutex, RwLock};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::broadcast;
@@ -41,8 +43,11 @@ pub struct Entry {
 pub struct Message {
     pub kind: &'static str,
     pub data: String,
-    pub clients: Vec<Arc<str>>,
+    pub clients: Clients,
 }
+
+/// The names of the clients that fetched one variant.
+pub type Clients = Arc<FxHashSet<Arc<str>>>;
 
 /// A variant some client fetched, and what it was when last fetched.
 struct Watched {
@@ -91,12 +96,38 @@ impl Served {
 /// must not make the server hold every artifact.
 pub const MAX_SERVED_BYTES: usize = 256 << 20;
 
+/// The most distinct variants the server watches for its clients (each is fetched again
+/// after every change). Any legal keyword set may be asked for, and a shader with 30
+/// keywords has a billion: a client enumerating them must not grow the server without end.
+pub const MAX_WATCHED: usize = 262_144;
+
+/// The most distinct client names (`?client=NAME`) one server keeps.
+pub const MAX_CLIENT_NAMES: usize = 1024;
+
+/// Why the hub refused a request before fetching anything.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+    #[error("this server already watches {MAX_WATCHED} variants for its clients; restart it to start over")]
+    TooManyVariants,
+    #[error("this server already knows {MAX_CLIENT_NAMES} client names; reuse one, or restart it")]
+    TooManyClients,
+}
+
 pub struct Hub {
     pub project: Arc<RwLock<Project>>,
     served: RwLock<Served>,
     watched: Mutex<BTreeMap<String, Watched>>,
-    /// The names clients gave (`?client=NAME`) when fetching each variant.
-    fetchers: RwLock<FxHashMap<String, Vec<Arc<str>>>>,
+    /// `watched.len()`, read without its lock by `/status` and `/events`, which run on the
+    /// server's one async worker while a refresh may hold that lock.
+    watched_count: AtomicUsize,
+    /// The names clients gave (`?client=NAME`) when fetching each variant. Locked after
+    /// `served` where both are (a hit notes its client under `served`'s read lock; a
+    /// refresh reads it under `served`'s write lock).
+    fetchers: RwLock<FxHashMap<String, Clients>>,
+    /// Every client name given, each kept once and shared by `fetchers`.
+    names: Mutex<FxHashSet<Arc<str>>>,
     events: broadcast::Sender<Arc<Message>>,
     pub usage: UsageLog,
     pub counters: Counters,
@@ -112,26 +143,57 @@ impl Hub {
             project,
             served: RwLock::default(),
             watched: Mutex::default(),
+            watched_count: AtomicUsize::new(0),
             fetchers: RwLock::default(),
+            names: Mutex::default(),
             events: broadcast::channel(EVENT_BACKLOG).0,
             usage,
             counters: Counters::default(),
         }
     }
 
-    /// The served table's answer, if it has one.
-    pub fn served(&self, key: &str) -> Option<Arc<Entry>> {
-        let entry = self.served.read().entries.get(key).cloned();
-        if entry.is_some() {
-            self.counters.hits.fetch_add(1, Relaxed);
+    /// A client's name, kept once: refused when it is new and the server knows
+    /// [`MAX_CLIENT_NAMES`] already.
+    pub fn admit(&self, name: &str) -> Result<Arc<str>, Refusal> {
+        let mut names = self.names.lock();
+        if let Some(known) = names.get(name) {
+            return Ok(Arc::clone(known));
         }
-        entry
+        if names.len() >= MAX_CLIENT_NAMES {
+            return Err(Refusal::TooManyClients);
+        }
+        let name: Arc<str> = Arc::from(name);
+        names.insert(Arc::clone(&name));
+        Ok(name)
+    }
+
+    /// The served table's answer, if it has one; `client` is noted as its fetcher before a
+    /// refresh can replace the table (and send events without it).
+    pub fn served(&self, key: &str, client: Option<&Arc<str>>) -> Option<Arc<Entry>> {
+        let table = self.served.read();
+        let entry = table.entries.get(key).cloned()?;
+        if let Some(client) = client {
+            self.note_client(key, client);
+        }
+        drop(table);
+        self.counters.hits.fetch_add(1, Relaxed);
+        Some(entry)
     }
 
     /// Fetches through the project (blocking: it may compile), records the variant as
     /// fetched and used, and enters the artifact in the served table.
-    pub fn fetch(&self, key: String, request: VariantRequest) -> Result<Arc<Entry>, FetchError> {
+    pub fn fetch(
+        &self,
+        key: String,
+        request: VariantRequest,
+        client: Option<Arc<str>>,
+    ) -> Result<Arc<Entry>, Refusal> {
         let project = self.project.read();
+        if self.watched_count.load(Relaxed) >= MAX_WATCHED
+            && !self.watched.lock().contains_key(&key)
+        {
+            return Err(Refusal::TooManyVariants);
+        }
         let fetched = match project.fetch(&request) {
             Ok(fetched) => fetched,
             Err(error) => {
@@ -147,12 +209,15 @@ impl Hub {
                         keywords: variant.keywords.iter().map(|k| k.to_string()).collect(),
                         target: (*target).to_owned(),
                     };
-                    self.watched.lock().entry(key).or_insert(Watched {
+                    self.watch(&key, || Watched {
                         request,
                         hash: None,
                     });
+                    if let Some(client) = &client {
+                        self.note_client(&key, client);
+                    }
                 }
-                return Err(error);
+                return Err(error.into());
             }
         };
         self.count(&fetched);
@@ -161,15 +226,23 @@ impl Hub {
         self.usage.record(&fetched);
         // A variant already watched keeps the state its clients were last told of: the
         // next change compares with that, not with what this request happened to get.
-        self.watched
-            .lock()
-            .entry(key.clone())
-            .or_insert_with(|| Watched {
-                request: canonical_request(&fetched),
-                hash: Some(fetched.hash),
-            });
+        self.watch(&key, || Watched {
+            request: canonical_request(&fetched),
+            hash: Some(fetched.hash),
+        });
+        if let Some(client) = &client {
+            self.note_client(&key, client);
+        }
         self.served.write().insert(key, Arc::clone(&entry));
         Ok(entry)
+    }
+
+    fn watch(&self, key: &str, watched: impl FnOnce() -> Watched) {
+        let mut all = self.watched.lock();
+        if !all.contains_key(key) {
+            all.insert(key.to_owned(), watched());
+            self.watched_count.store(all.len(), Relaxed);
+        }
     }
 
     fn count(&self, fetched: &Fetched) {
@@ -181,22 +254,19 @@ impl Hub {
     }
 
     /// Remembers that the client named `client` fetched the variant of `key`.
-    pub fn note_client(&self, key: &str, client: &str) {
-        let known = |fetchers: &FxHashMap<String, Vec<Arc<str>>>| {
+    fn note_client(&self, key: &str, client: &Arc<str>) {
+        let known = |fetchers: &FxHashMap<String, Clients>| {
             fetchers
                 .get(key)
-                .is_some_and(|names| names.iter().any(|n| &**n == client))
+                .is_some_and(|names| names.contains(client))
         };
         if known(&self.fetchers.read()) {
             return;
         }
         let mut fetchers = self.fetchers.write();
-        if !known(&fetchers) {
-            fetchers
-                .entry(key.to_owned())
-                .or_default()
-                .push(Arc::from(client));
-        }
+        let names = fetchers.entry(key.to_owned()).or_default();
+        // Events already sent hold the old set; the next ones get the new.
+        Arc::make_mut(names).insert(Arc::clone(client));
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Message>> {
@@ -205,7 +275,7 @@ impl Hub {
 
     /// How many variants clients have fetched.
     pub fn watched_len(&self) -> usize {
-        self.watched.lock().len()
+        self.watched_count.load(Relaxed)
     }
 
     fn send(&self, key: &str, kind: &'static str, data: serde_json::Value) {
@@ -223,21 +293,32 @@ impl Hub {
     /// fetched again, the served table replaced, and one event per variant whose artifact
     /// changed, began failing or is gone. Returns (checked, changed, failing).
     fn refresh_watched(&self, project: &Project) -> (usize, usize, usize) {
-        let mut watched = self.watched.lock();
-        let requests: Vec<VariantRequest> = watched.values().map(|w| w.request.clone()).collect();
+        // Nothing adds to `watched` meanwhile (requests fetch under the project's read
+        // lock), so its lock need not be held while the fetches compile.
+        let (keys, requests): (Vec<String>, Vec<VariantRequest>) = self
+            .watched
+            .lock()
+            .iter()
+            .map(|(key, w)| (key.clone(), w.request.clone()))
+            .unzip();
         let results = project.fetch_all(&requests);
         let reflection = reflects(project);
         let mut served = Served::default();
+        let mut events = Vec::new();
         let (mut changed, mut failing) = (0, 0);
-        for ((key, state), result) in watched.iter_mut().zip(results) {
+        let mut watched = self.watched.lock();
+        for (key, result) in keys.into_iter().zip(results) {
+            let Some(state) = watched.get_mut(&key) else {
+                continue;
+            };
             match result {
                 Ok(fetched) => {
                     self.count(&fetched);
-                    served.insert(key.clone(), Arc::new(entry(&fetched, reflection)));
                     if state.hash != Some(fetched.hash) {
                         changed += 1;
-                        self.send(key, "variant", variant_event(&fetched));
+                        events.push((key.clone(), "variant", variant_event(&fetched)));
                     }
+                    served.insert(key, Arc::new(entry(&fetched, reflection)));
                     state.hash = Some(fetched.hash);
                 }
                 Err(error) => {
@@ -248,14 +329,23 @@ impl Hub {
                         data["pass"] = state.request.pass.clone().into();
                         data["keywords"] = state.request.keywords.clone().into();
                         data["target"] = state.request.target.clone().into();
-                        self.send(key, "failed", data);
+                        events.push((key, "failed", data));
                     }
                     state.hash = None;
                 }
             }
         }
-        *self.served.write() = served;
-        (watched.len(), changed, failing)
+        let checked = watched.len();
+        drop(watched);
+        // The events go out once the table serves what they announce, and before a hit
+        // can note a client the table's swap would leave out of them.
+        let mut table = self.served.write();
+        *table = served;
+        for (key, kind, data) in events {
+            self.send(&key, kind, data);
+        }
+        drop(table);
+        (checked, changed, failing)
     }
 }
 
@@ -349,14 +439,23 @@ fn content_type(target: &str) -> &'static str {
 }
 
 /// The served table's key of a request: its keywords canonical (sorted, distinct, without
-/// `_`), so that every spelling of one variant finds one entry.
+/// `_`), so that every spelling of one variant finds one entry. Each part is written after
+/// its length: names come from the request unchecked (the table is looked up before the
+/// project), so no separator could keep `FOG;SKIN` or a name holding NUL from spelling
+/// another variant's key.
 pub fn served_key(shader: &str, pass: &str, target: &str, keywords: &[String]) -> String {
     let words = keywords
         .iter()
         .map(String::as_str)
         .filter(|k| *k != kiln::manifest::NONE_KEYWORD);
     let set = kiln_runtime::canon::canonicalize(words.collect());
-    format!("{shader}\u{0}{pass}\u{0}{target}\u{0}{}", set.join(";"))
+    let mut key = String::new();
+    for part in [shader, pass, target].into_iter().chain(set) {
+        key.push_str(&part.len().to_string());
+        key.push(':');
+        key.push_str(part);
+    }
+    key
 }
 
 /// `kiln serve`'s rebuild: the project brought up to date (built and written with
@@ -444,5 +543,12 @@ mod tests {
         assert_eq!(key(&["SKIN", "FOG"]), key(&["FOG", "SKIN", "FOG", "_"]));
         assert_ne!(key(&["FOG"]), key(&["SKIN"]));
         assert_eq!(key(&[]), key(&["_"]));
+        // A request's names are not checked before the lookup: none spells another key.
+        assert_ne!(key(&["FOG;SKIN"]), key(&["FOG", "SKIN"]));
+        let nul = |shader: &str, pass: &str| served_key(shader, pass, "spirv", &[]);
+        assert_ne!(
+            nul("Lit\u{0}Forward", "spirv"),
+            nul("Lit", "Forward\u{0}spirv")
+        );
     }
 }

@@ -23,6 +23,14 @@ pub enum ExplainError {
     /// No variant of the manifest has this digest, at the last build's revisions or now.
     #[error("no variant has the digest `{0}` (in the last build or in the sources now)")]
     UnknownDigest(String),
+    /// Several variants have this digest (it is 48 bits of their key).
+    #[error("the digest `{digest}` is shared by {}: name the variant as shader/pass/KEYWORDS", variants.join(", "))]
+    AmbiguousDigest {
+        /// The digest asked for.
+        digest: String,
+        /// Every variant that has it, as its outputs are named.
+        variants: Vec<String>,
+    },
     /// The manifest has no such variant.
     #[error("no variant `{0}` in the manifest (spell it as its outputs are: shader/pass/KEYWORDS, keywords joined by `+`, `_` for none)")]
     UnknownVariant(String),
@@ -242,7 +250,7 @@ impl Project {
             .map(
                 |record| match VariantInputs::of(record, &variant, &keywords) {
                     Some(built) => built.changes_to(&current),
-                    None => current.all_new(),
+                    None => absent_from(record, &variant),
                 },
             )
             .unwrap_or_default();
@@ -352,16 +360,29 @@ impl Project {
                 known.extend(built);
                 revisions.insert(spec.name.as_str(), known);
             }
-            return variants
-                .into_iter()
-                .find(|v| {
-                    revisions.get(&*v.shader).is_some_and(|known| {
-                        known
-                            .iter()
-                            .any(|r| digest_at(v, r).is_some_and(|d| d == wanted))
-                    })
+            let mut matching = variants.into_iter().filter(|v| {
+                revisions.get(&*v.shader).is_some_and(|known| {
+                    known
+                        .iter()
+                        .any(|r| digest_at(v, r).is_some_and(|d| d == wanted))
                 })
-                .ok_or(ExplainError::UnknownDigest(query.to_owned()));
+            });
+            let found = matching
+                .next()
+                .ok_or_else(|| ExplainError::UnknownDigest(query.to_owned()))?;
+            // 48 bits can collide: name every variant rather than pick one.
+            let others: Vec<VariantId> = matching.collect();
+            if !others.is_empty() {
+                let variants = std::iter::once(&found)
+                    .chain(&others)
+                    .map(output_name)
+                    .collect();
+                return Err(ExplainError::AmbiguousDigest {
+                    digest: query.to_owned(),
+                    variants,
+                });
+            }
+            return Ok(found);
         }
         let parts: Vec<&str> = query.split('/').collect();
         let [shader, pass, words] = parts[..] else {
@@ -496,6 +517,22 @@ fn digest_at(variant: &VariantId, revision: &str) -> Option<String> {
     variant_key(variant, short).ok().map(|key| key.digest())
 }
 
+/// Why a variant has no inputs in `before`: its shader was not in that build, or its pass.
+fn absent_from(before: &BuildRecord, variant: &VariantId) -> Vec<Change> {
+    let shader_known = before.shaders.iter().any(|s| *s.name == *variant.shader);
+    let (kind, name) = if shader_known {
+        (ChangeKind::NewPass, variant.pass.to_string())
+    } else {
+        (ChangeKind::NewShader, variant.shader.to_string())
+    };
+    vec![Change {
+        kind,
+        name,
+        before: None,
+        after: None,
+    }]
+}
+
 /// The last build of `records` (oldest first) whose inputs for `variant` differ from the
 /// build's before it.
 fn last_rebuild(
@@ -519,7 +556,7 @@ fn last_rebuild(
             }
             Some(before) => match VariantInputs::of(&records[before], variant, keywords) {
                 Some(before) => before.changes_to(&after),
-                None => after.all_new(),
+                None => absent_from(&records[before], variant),
             },
         };
         if !changes.is_empty() {
@@ -587,16 +624,6 @@ impl<'a> VariantInputs<'a> {
             }
         }
         constants
-    }
-
-    /// Every input, as added (the shader or pass was not in the build before).
-    fn all_new(&self) -> Vec<Change> {
-        vec![Change {
-            kind: ChangeKind::NewShader,
-            name: self.shader.name.clone(),
-            before: None,
-            after: Some(self.pass.name.clone()),
-        }]
     }
 
     /// What differs from `self` (the build before) in `after`.

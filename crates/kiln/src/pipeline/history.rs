@@ -312,14 +312,22 @@ fn append(cache_dir: &Path, record: &BuildRecord) -> Result<(), String> {
     }
     drop(file);
     let existing = std::fs::read(&path).map_err(at)?;
-    // Judged by each line's start, not parsed: a large project's records are large.
-    // `BuildRecord` serializes `kiln_history` first.
+    // Judged by each line's start and by whether it is whole JSON, not parsed into records:
+    // a large project's records are large. `BuildRecord` serializes `kiln_history` first.
+    // A line torn by a killed build is dropped here rather than carried on and warned of
+    // at every read.
     let records: Vec<&[u8]> = existing
         .split(|b| *b == b'\n')
-        .filter(|line| line.starts_with(RECORD_START))
+        .filter(|line| {
+            line.starts_with(RECORD_START)
+                && serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok()
+        })
         .collect();
-    // Refuses a foreign file before a byte of it changes.
-    let foreign = existing.iter().any(|b| !b.is_ascii_whitespace());
+    // Refuses a foreign file before a byte of it changes (a file of torn records is ours).
+    let foreign = existing.iter().any(|b| !b.is_ascii_whitespace())
+        && !existing
+            .split(|b| *b == b'\n')
+            .any(|line| line.starts_with(RECORD_START));
     if records.is_empty() && foreign {
         return Err(HistoryError::Foreign {
             path,
@@ -742,5 +750,41 @@ mod tests {
         assert_eq!(last, 2 * HISTORY_LIMIT as u64 + 4);
         let times: Vec<u64> = history.records.iter().map(|r| r.time_ms).collect();
         assert!(times.windows(2).all(|w| w[0] + 1 == w[1]), "{times:?}");
+    }
+
+    #[test]
+    fn a_torn_line_is_dropped_when_the_history_is_compacted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(HISTORY_FILE);
+        // A killed build's torn record, then enough builds to compact the file.
+        append(dir.path(), &record(0)).unwrap();
+        let mut torn = std::fs::read(&path).unwrap();
+        torn.extend_from_slice(b"{\"kiln_history\":1,\"time_ms\":1");
+        std::fs::write(&path, &torn).unwrap();
+        assert_eq!(read_history(dir.path()).unwrap().warnings.len(), 1);
+        let mut appended = 0;
+        while std::fs::read(&path).unwrap().starts_with(&torn) {
+            append(dir.path(), &record(2 + appended)).unwrap();
+            appended += 1;
+            assert!(appended <= 2 * HISTORY_LIMIT as u64, "never compacted");
+        }
+        let history = read_history(dir.path()).unwrap();
+        assert!(history.warnings.is_empty(), "{:?}", history.warnings);
+        assert_eq!(history.records.last().unwrap().time_ms, 1 + appended);
+    }
+
+    #[test]
+    fn a_file_of_torn_records_is_ours_not_foreign() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(HISTORY_FILE);
+        // Long enough to be compacted on the next append.
+        let torn = format!(
+            "{{\"kiln_history\":1,\"time_ms\":1,\"pad\":\"{}\n",
+            "x".repeat(500)
+        );
+        std::fs::write(&path, torn.repeat(2 * HISTORY_LIMIT)).unwrap();
+        append(dir.path(), &record(2)).unwrap();
+        let history = read_history(dir.path()).unwrap();
+        assert_eq!(history.records, vec![record(2)]);
     }
 }
