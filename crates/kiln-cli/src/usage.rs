@@ -275,3 +275,38 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     }
     written
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn used(keywords: &[&str]) -> UsedVariant {
+        UsedVariant {
+            shader: "Lit".into(),
+            pass: "Forward".into(),
+            keywords: keywords.iter().map(|k| k.to_string()).collect(),
+            target: "spirv".into(),
+        }
+    }
+
+    #[test]
+    fn a_record_after_a_torn_line_or_damaged_bytes_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(USAGE_LOG);
+        let mut log = serde_json::to_vec(&used(&["FOG"])).unwrap();
+        log.extend_from_slice(b"\n\xff\xfe not utf-8\n{\"shader\":\"Lit\",\"pa");
+        std::fs::write(&path, &log).unwrap();
+
+        let usage = UsageLog::open(dir.path());
+        assert_eq!(usage.len(), 1, "the whole first line is read");
+        usage.append(&used(&["SKIN"])).unwrap();
+        let read = read_log(&path).unwrap();
+        assert_eq!(
+            read.into_iter().collect::<Vec<_>>(),
+            vec![used(&["FOG"]), used(&["SKIN"])],
+            "the torn line ended, the new record on a line of its own"
+        );
+        usage.append(&used(&[])).unwrap();
+        assert_eq!(read_log(&path).unwrap().len(), 3);
+    }
+}

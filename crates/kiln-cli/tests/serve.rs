@@ -907,3 +907,18 @@ fn a_server_keeps_a_bounded_number_of_client_names() {
         .is_ok());
     server.stop();
 }
+
+#[test]
+fn kiln_usage_writes_no_usage_file_that_would_build_nothing() {
+    let dir = project();
+    let out = dir
+        .command(env!("CARGO_BIN_EXE_kiln"), "usage")
+        .args(["-o", "usage.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no legal used variant"), "{stderr}");
+    assert!(stderr.contains("usage.jsonl"), "{stderr}");
+    assert!(!dir.path("usage.toml").exists());
+}
