@@ -922,3 +922,78 @@ fn kiln_usage_writes_no_usage_file_that_would_build_nothing() {
     assert!(stderr.contains("usage.jsonl"), "{stderr}");
     assert!(!dir.path("usage.toml").exists());
 }
+
+/// `GET path` over a raw socket: the status code and the body.
+fn raw_get(address: &str, path: &str) -> (u16, Vec<u8>) {
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = Vec::new();
+    stream.read_to_end(&mut reply).unwrap();
+    let split = reply
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a complete head");
+    let head = String::from_utf8_lossy(&reply[..split]).into_owned();
+    let code = head[9..12].parse().unwrap();
+    (code, reply[split + 4..].to_vec())
+}
+
+#[test]
+fn every_spelling_of_the_query_is_one_variant_and_every_refusal_is_json() {
+    let dir = project();
+    let server = Server::start(&dir, &[]);
+    let wanted = server
+        .client()
+        .get("Lit", "Forward", &["FOG", "SKIN"], "spirv")
+        .unwrap();
+    // Repeated fields merge; `+` (as output paths join keywords) separates too.
+    for query in [
+        "keywords=FOG&keywords=SKIN",
+        "keywords=SKIN+FOG",
+        "keywords=FOG,,_&keywords=SKIN,FOG",
+        "keywords=FOG%2CSKIN&other=ignored",
+    ] {
+        let (code, body) = raw_get(
+            &server.address,
+            &format!("/variants/Lit/Forward/spirv?{query}"),
+        );
+        assert_eq!(code, 200, "{query}: {}", String::from_utf8_lossy(&body));
+        assert_eq!(body, wanted.bytes, "{query}");
+    }
+    for (query, status, kind) in [
+        ("keywords=FOG&client=a&client=b", 400, "invalid_client"),
+        ("keywords=%FF", 400, "invalid_keyword"),
+        ("keywords=FOG;SKIN", 400, "invalid_keyword"),
+        ("keywords=RAIN", 404, "unknown_keyword"),
+    ] {
+        let (code, body) = raw_get(
+            &server.address,
+            &format!("/variants/Lit/Forward/spirv?{query}"),
+        );
+        let body: Value = serde_json::from_slice(&body)
+            .unwrap_or_else(|e| panic!("{query}: not JSON ({e}): {body:?}"));
+        assert_eq!(
+            (code, body["error"].as_str()),
+            (status, Some(kind)),
+            "{query}: {body}"
+        );
+    }
+    let many = vec!["FOG"; 300].join(",");
+    let (code, body) = raw_get(
+        &server.address,
+        &format!("/variants/Lit/Forward/spirv?keywords={many}"),
+    );
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        (code, body["error"].as_str()),
+        (400, Some("too_many_keywords"))
+    );
+    server.stop();
+}

@@ -17,7 +17,7 @@
 
 use super::deadline::WriteDeadline;
 use super::hub::{served_key, Entry, Hub, Refusal};
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -26,7 +26,6 @@ use axum::routing::get;
 use axum::Router;
 use futures_util::stream::{self, Stream, StreamExt};
 use kiln::pipeline::{FetchError, VariantRequest};
-use serde::Deserialize;
 use std::convert::Infallible;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -137,17 +136,49 @@ fn same_secret(given: &[u8], expected: &[u8]) -> bool {
     a == b
 }
 
-#[derive(Deserialize)]
-struct VariantQuery {
-    keywords: Option<String>,
-    /// The fetching client's name, for `/events?client=NAME`.
+/// A request's query string: `keywords` (repeatable; each a list joined by `,`, or by `+`
+/// as output paths spell it) and `client`; other fields are ignored. Parsed here rather
+/// than by a typed extractor so that a repeated field is merged, not refused in plain text.
+#[derive(Default)]
+struct RequestQuery {
+    keywords: Vec<String>,
+    /// The client's name: `/events?client=NAME` gets only what `NAME` fetched.
     client: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct EventsQuery {
-    /// Only the events of variants this client fetched.
-    client: Option<String>,
+impl RequestQuery {
+    fn parse(raw: Option<&str>) -> Result<Self, Response> {
+        let mut query = RequestQuery::default();
+        for (name, value) in form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
+            match &*name {
+                // `+` is a space once decoded: both separate keywords.
+                "keywords" => query.keywords.extend(
+                    value
+                        .split([',', ' '])
+                        .filter(|k| !k.is_empty())
+                        .map(str::to_owned),
+                ),
+                // The guard keeps the first `client`; a second one is refused.
+                "client" if query.client.replace(value.into_owned()).is_some() => {
+                    return Err(invalid_client());
+                }
+                _ => {}
+            }
+            if query.keywords.len() > MAX_KEYWORDS {
+                return Err(error(
+                    StatusCode::BAD_REQUEST,
+                    serde_json::json!({
+                        "error": "too_many_keywords",
+                        "message": format!("more than {MAX_KEYWORDS} keywords in one request"),
+                    }),
+                ));
+            }
+        }
+        if let Some(name) = &query.client {
+            check_client(name)?;
+        }
+        Ok(query)
+    }
 }
 
 /// A client's name: 1 to 64 of `A-Z a-z 0-9 . _ -`.
@@ -159,51 +190,35 @@ fn check_client(name: &str) -> Result<(), Response> {
     if fine {
         return Ok(());
     }
-    Err(error(
+    Err(invalid_client())
+}
+
+fn invalid_client() -> Response {
+    error(
         StatusCode::BAD_REQUEST,
         serde_json::json!({
             "error": "invalid_client",
-            "message": "`client` names a client with 1 to 64 of A-Z a-z 0-9 . _ -",
+            "message": "`client` names a client, once, with 1 to 64 of A-Z a-z 0-9 . _ -",
         }),
-    ))
+    )
 }
 
 async fn variant(
     State(state): State<AppState>,
     Path((shader, pass, target)): Path<(String, String, String)>,
-    Query(query): Query<VariantQuery>,
+    RawQuery(raw): RawQuery,
     headers: HeaderMap,
 ) -> Response {
     let hub = state.hub;
     hub.counters.requests.fetch_add(1, Relaxed);
-    let keywords: Vec<String> = query
-        .keywords
-        .as_deref()
-        .unwrap_or("")
-        .split(',')
-        .filter(|k| !k.is_empty())
-        .map(str::to_owned)
-        .collect();
-    if keywords.len() > MAX_KEYWORDS {
-        return error(
-            StatusCode::BAD_REQUEST,
-            serde_json::json!({
-                "error": "too_many_keywords",
-                "message": format!("{} keywords in one request (at most {MAX_KEYWORDS})", keywords.len()),
-            }),
-        );
-    }
-    let client = match query.client.as_deref() {
+    let RequestQuery { keywords, client } = match RequestQuery::parse(raw.as_deref()) {
+        Ok(query) => query,
+        Err(refused) => return refused,
+    };
+    let client = match client.as_deref().map(|name| hub.admit(name)) {
         None => None,
-        Some(name) => {
-            if let Err(refused) = check_client(name) {
-                return refused;
-            }
-            match hub.admit(name) {
-                Ok(name) => Some(name),
-                Err(refused) => return refusal(&refused),
-            }
-        }
+        Some(Ok(name)) => Some(name),
+        Some(Err(refused)) => return refusal(&refused),
     };
     let key = served_key(&shader, &pass, &target, &keywords);
     let entry = match hub.served(&key, client.as_ref()) {
@@ -373,11 +388,9 @@ async fn not_found() -> Response {
 
 async fn events(
     State(state): State<AppState>,
-    Query(query): Query<EventsQuery>,
+    RawQuery(raw): RawQuery,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Response> {
-    if let Some(client) = &query.client {
-        check_client(client)?;
-    }
+    let query = RequestQuery::parse(raw.as_deref())?;
     let only: Option<Arc<str>> = query.client.map(Arc::from);
     let receiver = state.hub.subscribe();
     let hello = Event::default()
