@@ -200,9 +200,22 @@ pub fn run(args: &UsageArgs) -> ExitCode {
     }
     let mut legal = BTreeSet::new();
     let mut dropped = 0;
+    let built: Vec<&str> = manifest.targets.iter().map(|t| t.target().name()).collect();
     for (place, mut used) in all {
         match check_used(&manifest.shaders, &used) {
             Ok(set) => {
+                // A set is built for every target of the manifest, whichever one it was
+                // fetched for: an entry whose target is gone still names a used set.
+                if !built.contains(&used.target.as_str()) {
+                    say!(
+                        "warning: {place}: {}/{}[{}] was fetched for target `{}`, which kiln.toml no longer builds; kept for {}",
+                        used.shader,
+                        used.pass,
+                        used.keywords.join(";"),
+                        used.target,
+                        built.join(", ")
+                    );
+                }
                 used.keywords = set;
                 legal.insert(used);
             }

@@ -913,7 +913,8 @@ fn kiln_usage_writes_no_usage_file_that_would_build_nothing() {
     let dir = project();
     let out = dir
         .command(env!("CARGO_BIN_EXE_kiln"), "usage")
-        .args(["-o", "usage.toml"])
+        .arg("-o")
+        .arg(dir.path("usage.toml"))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
@@ -921,6 +922,29 @@ fn kiln_usage_writes_no_usage_file_that_would_build_nothing() {
     assert!(stderr.contains("no legal used variant"), "{stderr}");
     assert!(stderr.contains("usage.jsonl"), "{stderr}");
     assert!(!dir.path("usage.toml").exists());
+
+    // A set fetched for a target no longer built is kept (it is built for the manifest's
+    // targets), with a warning.
+    std::fs::write(
+        dir.path("old.toml"),
+        "[[variant]]\nshader = \"Lit\"\npass = \"Forward\"\nkeywords = [\"FOG\"]\ntarget = \"msl\"\n",
+    )
+    .unwrap();
+    let out = dir
+        .command(env!("CARGO_BIN_EXE_kiln"), "usage")
+        .args(["--no-log", "-o"])
+        .arg(dir.path("usage.toml"))
+        .arg(dir.path("old.toml"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("old.toml:1") && stderr.contains("no longer builds"),
+        "{stderr}"
+    );
+    let text = std::fs::read_to_string(dir.path("usage.toml")).unwrap();
+    assert_eq!(text.matches("[[variant]]").count(), 1, "{text}");
 }
 
 /// `GET path` over a raw socket: the status code and the body.
