@@ -977,10 +977,9 @@ fn every_spelling_of_the_query_is_one_variant_and_every_refusal_is_json() {
         .client()
         .get("Lit", "Forward", &["FOG", "SKIN"], "spirv")
         .unwrap();
-    // Repeated fields merge; `+` (as output paths join keywords) separates too.
+    // Repeated fields merge.
     for query in [
         "keywords=FOG&keywords=SKIN",
-        "keywords=SKIN+FOG",
         "keywords=FOG,,_&keywords=SKIN,FOG",
         "keywords=FOG%2CSKIN&other=ignored",
     ] {
@@ -995,6 +994,8 @@ fn every_spelling_of_the_query_is_one_variant_and_every_refusal_is_json() {
         ("keywords=FOG&client=a&client=b", 400, "invalid_client"),
         ("keywords=%FF", 400, "invalid_keyword"),
         ("keywords=FOG;SKIN", 400, "invalid_keyword"),
+        // Decoded, `+` is a space: not a separator, and no keyword holds one.
+        ("keywords=SKIN+FOG", 400, "invalid_keyword"),
         ("keywords=RAIN", 404, "unknown_keyword"),
     ] {
         let (code, body) = raw_get(

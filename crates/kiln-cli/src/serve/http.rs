@@ -136,8 +136,8 @@ fn same_secret(given: &[u8], expected: &[u8]) -> bool {
     a == b
 }
 
-/// A request's query string: `keywords` (repeatable; each a list joined by `,`, or by `+`
-/// as output paths spell it) and `client`; other fields are ignored. Parsed here rather
+/// A request's query string: `keywords` (repeatable; each a list joined by `,`) and
+/// `client`; other fields are ignored. Parsed here rather
 /// than by a typed extractor so that a repeated field is merged, not refused in plain text.
 #[derive(Default)]
 struct RequestQuery {
@@ -151,10 +151,9 @@ impl RequestQuery {
         let mut query = RequestQuery::default();
         for (name, value) in form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
             match &*name {
-                // `+` is a space once decoded: both separate keywords.
                 "keywords" => query.keywords.extend(
                     value
-                        .split([',', ' '])
+                        .split(',')
                         .filter(|k| !k.is_empty())
                         .map(str::to_owned),
                 ),
