@@ -13,22 +13,8 @@ use std::time::{Duration, Instant};
 pub struct WatchArgs {
     #[command(flatten)]
     pub project: ProjectArgs,
-    /// Worker threads (default: one per core).
-    #[arg(long, short, value_parser = crate::build::parse_jobs)]
-    pub jobs: Option<usize>,
-    /// Byte budget for compiled artifacts, pending store saves and preprocessed texts kept
-    /// in memory (split 1/2, 1/4, 1/4); evicted ones are reloaded from the store, never
-    /// recompiled. Per-variant records (engine memos, index entries) come on top.
-    #[arg(long)]
-    pub max_memory: Option<u64>,
-    /// How long to wait for a burst of file events to settle, in milliseconds.
-    #[arg(long, default_value_t = 30)]
-    pub debounce_ms: u64,
-    /// After each batch of file events is handled (and its rebuild, if any, is reported),
-    /// print `{"batch":[paths]}` on stdout: lets a test know that every event up to a
-    /// marker file it wrote has been seen.
-    #[arg(long, hide = true)]
-    pub report_batches: bool,
+    #[command(flatten)]
+    pub watching: watching::WatchingArgs,
     /// List every recompiled variant with its reason under its cause.
     #[arg(long, short, conflicts_with = "quiet")]
     pub verbose: bool,
@@ -38,7 +24,10 @@ pub struct WatchArgs {
 }
 
 pub fn run(args: &WatchArgs) -> ExitCode {
-    let mut options = match args.project.options(args.jobs, args.max_memory) {
+    let mut options = match args
+        .project
+        .options(args.watching.jobs, args.watching.max_memory)
+    {
         Ok(options) => options,
         Err(e) => {
             say!("error: {e}");
@@ -52,8 +41,8 @@ pub fn run(args: &WatchArgs) -> ExitCode {
         Err(e) => return project_error(&e),
     };
     let settings = watching::Settings {
-        debounce_ms: args.debounce_ms,
-        report_batches: args.report_batches,
+        debounce_ms: args.watching.debounce_ms,
+        report_batches: args.watching.report_batches,
         json: args.project.json,
         outputs: true,
     };

@@ -36,6 +36,28 @@ pub trait Rebuild {
 }
 
 /// How the loop reports, besides what the [`Rebuild`] prints.
+/// What `kiln watch` and `kiln serve` share on their command lines: the project's threads
+/// and memory, and how file events are gathered.
+#[derive(clap::Args)]
+pub struct WatchingArgs {
+    /// Worker threads (default: one per core).
+    #[arg(long, short, value_parser = crate::build::parse_jobs)]
+    pub jobs: Option<usize>,
+    /// Byte budget for compiled artifacts, pending store saves and preprocessed texts kept
+    /// in memory (split 1/2, 1/4, 1/4); evicted ones are reloaded from the store, never
+    /// recompiled. Per-variant records (engine memos, index entries) come on top.
+    #[arg(long)]
+    pub max_memory: Option<u64>,
+    /// How long to wait for a burst of file events to settle, in milliseconds.
+    #[arg(long, default_value_t = 30)]
+    pub debounce_ms: u64,
+    /// After each batch of file events is handled (and its rebuild, if any, is reported),
+    /// print `{"batch":[paths]}` on stdout: lets a test know that every event up to a
+    /// marker file it wrote has been seen.
+    #[arg(long, hide = true)]
+    pub report_batches: bool,
+}
+
 pub struct Settings {
     /// How long a burst of file events settles, in milliseconds.
     pub debounce_ms: u64,

@@ -50,15 +50,8 @@ pub struct ServeArgs {
     /// besides the store).
     #[arg(long)]
     pub write_outputs: bool,
-    /// Worker threads (default: one per core).
-    #[arg(long, short, value_parser = crate::build::parse_jobs)]
-    pub jobs: Option<usize>,
-    /// Byte budget for what the project keeps in memory (see `kiln watch --help`).
-    #[arg(long)]
-    pub max_memory: Option<u64>,
-    /// How long to wait for a burst of file events to settle, in milliseconds.
-    #[arg(long, default_value_t = 30)]
-    pub debounce_ms: u64,
+    #[command(flatten)]
+    pub watching: crate::watching::WatchingArgs,
     /// A client must send a request's headers within this many milliseconds.
     #[arg(long, default_value_t = 10_000, hide = true)]
     pub header_timeout_ms: u64,
@@ -66,9 +59,6 @@ pub struct ServeArgs {
     /// connection.
     #[arg(long, default_value_t = 30_000, hide = true)]
     pub write_timeout_ms: u64,
-    /// As `kiln watch --report-batches`.
-    #[arg(long, hide = true)]
-    pub report_batches: bool,
 }
 
 pub fn run(args: &ServeArgs) -> ExitCode {
@@ -79,7 +69,10 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut options = match args.project.options(args.jobs, args.max_memory) {
+    let mut options = match args
+        .project
+        .options(args.watching.jobs, args.watching.max_memory)
+    {
         Ok(options) => options,
         Err(e) => {
             say!("error: {e}");
@@ -131,8 +124,8 @@ pub fn run(args: &ServeArgs) -> ExitCode {
     }
     say!("kiln serve: listening on http://{address}");
     let settings = watching::Settings {
-        debounce_ms: args.debounce_ms,
-        report_batches: args.report_batches,
+        debounce_ms: args.watching.debounce_ms,
+        report_batches: args.watching.report_batches,
         json: args.project.json,
         outputs: args.write_outputs,
     };
