@@ -11,6 +11,7 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 /// The log's file name in the store directory.
 pub const USAGE_LOG: &str = "usage.jsonl";
@@ -19,6 +20,10 @@ pub const USAGE_LOG: &str = "usage.jsonl";
 pub struct UsageLog {
     path: PathBuf,
     seen: Mutex<BTreeSet<UsedVariant>>,
+    /// `seen.len()`, for `/status` on the server's async worker.
+    count: AtomicUsize,
+    /// Held while appending: the disk is not waited on under `seen`'s lock.
+    file: Mutex<()>,
 }
 
 impl UsageLog {
@@ -38,7 +43,9 @@ impl UsageLog {
         };
         Self {
             path,
+            count: AtomicUsize::new(seen.len()),
             seen: Mutex::new(seen),
+            file: Mutex::new(()),
         }
     }
 
@@ -55,16 +62,18 @@ impl UsageLog {
                 .collect(),
             target: fetched.target.name().to_owned(),
         };
-        let mut seen = self.seen.lock();
-        if seen.contains(&used) {
-            return;
+        {
+            let mut seen = self.seen.lock();
+            if !seen.insert(used.clone()) {
+                return;
+            }
+            self.count.store(seen.len(), Relaxed);
         }
-        match self.append(&used) {
-            Ok(()) => {}
+        let _appending = self.file.lock();
+        if let Err(e) = self.append(&used) {
             // Serving goes on; what is not in the log is still in `/usage` and memory.
-            Err(e) => tracing::warn!("cannot record usage in {}: {e}", self.path.display()),
+            tracing::warn!("cannot record usage in {}: {e}", self.path.display());
         }
-        seen.insert(used);
     }
 
     fn append(&self, used: &UsedVariant) -> std::io::Result<()> {
@@ -96,7 +105,7 @@ impl UsageLog {
 
     /// How many distinct variants are recorded.
     pub fn len(&self) -> usize {
-        self.seen.lock().len()
+        self.count.load(Relaxed)
     }
 }
 
@@ -168,9 +177,13 @@ pub fn run(args: &UsageArgs) -> ExitCode {
         .unwrap_or_else(|| manifest.root.join(".kiln"));
     let mut all: Vec<(String, UsedVariant)> = Vec::new();
     let log = cache_dir.join(USAGE_LOG);
+    let mut from_log = 0;
     if !args.no_log {
         match read_log(&log) {
-            Ok(used) => all.extend(used.into_iter().map(|u| (log.display().to_string(), u))),
+            Ok(used) => {
+                from_log = used.len();
+                all.extend(used.into_iter().map(|u| (log.display().to_string(), u)));
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {
                 say!("error: cannot read {}: {e}", log.display());
@@ -234,8 +247,8 @@ pub fn run(args: &UsageArgs) -> ExitCode {
         // An empty usage file named in `variants_from` would build nothing at all.
         let mut read: Vec<String> = args.merge.iter().map(|f| f.display().to_string()).collect();
         if !args.no_log {
-            let hint = if dropped == 0 {
-                " (missing or empty: is --cache-dir right?)"
+            let hint = if from_log == 0 {
+                " (no record: is --cache-dir right?)"
             } else {
                 ""
             };

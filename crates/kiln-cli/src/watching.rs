@@ -35,7 +35,6 @@ pub trait Rebuild {
     ) -> Result<(), ProjectError>;
 }
 
-/// How the loop reports, besides what the [`Rebuild`] prints.
 /// What `kiln watch` and `kiln serve` share on their command lines: the project's threads
 /// and memory, and how file events are gathered.
 #[derive(clap::Args)]
@@ -58,6 +57,7 @@ pub struct WatchingArgs {
     pub report_batches: bool,
 }
 
+/// How the loop reports, besides what the [`Rebuild`] prints.
 pub struct Settings {
     /// How long a burst of file events settles, in milliseconds.
     pub debounce_ms: u64,

@@ -1022,3 +1022,38 @@ fn every_spelling_of_the_query_is_one_variant_and_every_refusal_is_json() {
     );
     server.stop();
 }
+
+#[test]
+fn requests_for_nothing_use_no_client_names_and_wrong_methods_get_json() {
+    let dir = project();
+    let server = Server::start(&dir, &[]);
+    let base = format!("http://{}", server.address);
+    // Names given on requests that name no variant are not kept.
+    for n in 0..1100 {
+        let named = Client::new(&base).with_name(&format!("ghost-{n}"));
+        let (code, _, _) = server_error(named.get("Nothing", "Forward", &[""; 0], "spirv"));
+        assert_eq!(code, 404);
+    }
+    let real = Client::new(&base).with_name("engine");
+    assert!(real.get("Lit", "Forward", &[""; 0], "spirv").is_ok());
+
+    // A path segment that is not UTF-8, and a method other than GET: JSON too.
+    let (code, body) = raw_get(&server.address, "/variants/%FF/Forward/spirv");
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        (code, body["error"].as_str()),
+        (400, Some("invalid_path")),
+        "{body}"
+    );
+    let mut stream = std::net::TcpStream::connect(&server.address).unwrap();
+    write!(
+        stream,
+        "POST /variants/Lit/Forward/spirv HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 405"), "{reply}");
+    assert!(reply.contains("method_not_allowed"), "{reply}");
+    server.stop();
+}

@@ -17,6 +17,7 @@
 
 use super::deadline::WriteDeadline;
 use super::hub::{served_key, Entry, Hub, Refusal};
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
@@ -65,6 +66,7 @@ pub fn router(hub: Arc<Hub>, token: Option<Arc<str>>) -> Router {
         .route("/status", get(status))
         .route("/usage", get(usage))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn(move |request, next| {
             authorize(token.clone(), request, next)
         }))
@@ -204,25 +206,31 @@ fn invalid_client() -> Response {
 
 async fn variant(
     State(state): State<AppState>,
-    Path((shader, pass, target)): Path<(String, String, String)>,
+    path: Result<Path<(String, String, String)>, PathRejection>,
     RawQuery(raw): RawQuery,
     headers: HeaderMap,
 ) -> Response {
     let hub = state.hub;
     hub.counters.requests.fetch_add(1, Relaxed);
+    let (shader, pass, target) = match path {
+        Ok(Path(names)) => names,
+        // A segment that is not UTF-8 once decoded names nothing the manifest has.
+        Err(rejection) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                serde_json::json!({ "error": "invalid_path", "message": rejection.body_text() }),
+            )
+        }
+    };
     let RequestQuery { keywords, client } = match RequestQuery::parse(raw.as_deref()) {
         Ok(query) => query,
         Err(refused) => return refused,
     };
-    let client = match client.as_deref().map(|name| hub.admit(name)) {
-        None => None,
-        Some(Ok(name)) => Some(name),
-        Some(Err(refused)) => return refusal(&refused),
-    };
     let key = served_key(&shader, &pass, &target, &keywords);
-    let entry = match hub.served(&key, client.as_ref()) {
-        Some(entry) => entry,
-        None => {
+    let entry = match hub.served(&key, client.as_deref()) {
+        Err(refused) => return refusal(&refused),
+        Ok(Some(entry)) => entry,
+        Ok(None) => {
             let request = VariantRequest {
                 shader,
                 pass,
@@ -230,7 +238,11 @@ async fn variant(
                 target,
             };
             let fetching = Arc::clone(&hub);
-            match tokio::task::spawn_blocking(move || fetching.fetch(key, request, client)).await {
+            match tokio::task::spawn_blocking(move || {
+                fetching.fetch(key, request, client.as_deref())
+            })
+            .await
+            {
                 Ok(Ok(entry)) => entry,
                 Ok(Err(refused)) => return refusal(&refused),
                 Err(join) => {
@@ -373,6 +385,20 @@ fn error(status: StatusCode, body: serde_json::Value) -> Response {
         body.to_string(),
     )
         .into_response()
+}
+
+async fn method_not_allowed() -> Response {
+    let mut refused = error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        serde_json::json!({
+            "error": "method_not_allowed",
+            "message": "kiln serve answers GET (and HEAD) only",
+        }),
+    );
+    refused
+        .headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+    refused
 }
 
 async fn not_found() -> Response {

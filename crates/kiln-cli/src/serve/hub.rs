@@ -153,8 +153,9 @@ impl Hub {
     }
 
     /// A client's name, kept once: refused when it is new and the server knows
-    /// [`MAX_CLIENT_NAMES`] already.
-    pub fn admit(&self, name: &str) -> Result<Arc<str>, Refusal> {
+    /// [`MAX_CLIENT_NAMES`] already. Only a request that names a variant is admitted, so
+    /// that requests for nothing use no names up.
+    fn admit(&self, name: &str) -> Result<Arc<str>, Refusal> {
         let mut names = self.names.lock();
         if let Some(known) = names.get(name) {
             return Ok(Arc::clone(known));
@@ -169,15 +170,17 @@ impl Hub {
 
     /// The served table's answer, if it has one; `client` is noted as its fetcher before a
     /// refresh can replace the table (and send events without it).
-    pub fn served(&self, key: &str, client: Option<&Arc<str>>) -> Option<Arc<Entry>> {
+    pub fn served(&self, key: &str, client: Option<&str>) -> Result<Option<Arc<Entry>>, Refusal> {
         let table = self.served.read();
-        let entry = table.entries.get(key).cloned()?;
+        let Some(entry) = table.entries.get(key).cloned() else {
+            return Ok(None);
+        };
         if let Some(client) = client {
-            self.note_client(key, client);
+            self.note_client(key, &self.admit(client)?);
         }
         drop(table);
         self.counters.hits.fetch_add(1, Relaxed);
-        Some(entry)
+        Ok(Some(entry))
     }
 
     /// Fetches through the project (blocking: it may compile), records the variant as
@@ -186,7 +189,7 @@ impl Hub {
         &self,
         key: String,
         request: VariantRequest,
-        client: Option<Arc<str>>,
+        client: Option<&str>,
     ) -> Result<Arc<Entry>, Refusal> {
         let project = self.project.read();
         if self.watched_count.load(Relaxed) >= MAX_WATCHED
@@ -203,6 +206,7 @@ impl Hub {
                     variant, target, ..
                 } = &error
                 {
+                    let client = client.map(|name| self.admit(name)).transpose()?;
                     let request = VariantRequest {
                         shader: variant.shader.to_string(),
                         pass: variant.pass.to_string(),
@@ -221,6 +225,7 @@ impl Hub {
             }
         };
         self.count(&fetched);
+        let client = client.map(|name| self.admit(name)).transpose()?;
         let entry = Arc::new(entry(&fetched, reflects(&project)));
         // Under the read lock: a rebuild cannot come between the fetch and these.
         self.usage.record(&fetched);
@@ -278,9 +283,8 @@ impl Hub {
         self.watched_count.load(Relaxed)
     }
 
-    fn send(&self, key: &str, kind: &'static str, data: serde_json::Value) {
+    fn send(&self, kind: &'static str, data: &serde_json::Value, clients: Clients) {
         self.counters.events.fetch_add(1, Relaxed);
-        let clients = self.fetchers.read().get(key).cloned().unwrap_or_default();
         // No subscriber is no error: nobody is listening yet.
         let _ = self.events.send(Arc::new(Message {
             kind,
@@ -337,14 +341,23 @@ impl Hub {
         }
         let checked = watched.len();
         drop(watched);
-        // The events go out once the table serves what they announce, and before a hit
-        // can note a client the table's swap would leave out of them.
+        // The events go out once the table serves what they announce, to the clients
+        // noted up to the swap: a hit notes its client under the table's read lock, so
+        // one answered from the old table is among them, and one answered from the new
+        // needs no event. They are sent after the lock is let go: hits need not wait.
         let mut table = self.served.write();
         *table = served;
-        for (key, kind, data) in events {
-            self.send(&key, kind, data);
-        }
+        let told: Vec<Clients> = {
+            let fetchers = self.fetchers.read();
+            events
+                .iter()
+                .map(|(key, _, _)| fetchers.get(key).cloned().unwrap_or_default())
+                .collect()
+        };
         drop(table);
+        for ((_, kind, data), clients) in events.into_iter().zip(told) {
+            self.send(kind, &data, clients);
+        }
         (checked, changed, failing)
     }
 }

@@ -314,8 +314,8 @@ fn append(cache_dir: &Path, record: &BuildRecord) -> Result<(), String> {
     let existing = std::fs::read(&path).map_err(at)?;
     // Judged by each line's start and by whether it is whole JSON, not parsed into records:
     // a large project's records are large. `BuildRecord` serializes `kiln_history` first.
-    // A line torn by a killed build is dropped here rather than carried on and warned of
-    // at every read.
+    // A line torn by a killed build is dropped at this compaction rather than carried on
+    // (until it, reads skip it with a warning).
     let records: Vec<&[u8]> = existing
         .split(|b| *b == b'\n')
         .filter(|line| {
