@@ -218,6 +218,30 @@ pub fn run(args: &BuildArgs) -> ExitCode {
     }
 }
 
+/// The project and store of a command that builds nothing (`kiln report`, `kiln explain`).
+#[derive(clap::Args)]
+pub struct StoreArgs {
+    /// The project manifest.
+    #[arg(long, default_value = "kiln.toml")]
+    pub manifest: PathBuf,
+    /// Artifact store directory, which holds the build history (default: `.kiln/`).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl StoreArgs {
+    /// The project, opened to be read: no remote cache is asked anything.
+    pub fn open(&self) -> Result<Project, ExitCode> {
+        let options = BuildOptions {
+            manifest: self.manifest.clone(),
+            cache_dir: self.cache_dir.clone(),
+            no_remote: true,
+            ..Default::default()
+        };
+        Project::open(&options).map_err(|e| project_error(&e))
+    }
+}
+
 pub fn project_error(e: &ProjectError) -> ExitCode {
     match e {
         ProjectError::Manifest(m) => render::manifest_error(m),

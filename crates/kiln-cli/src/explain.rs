@@ -1,21 +1,16 @@
 //! `kiln explain VARIANT`: every input of one variant's identity and why it was last
 //! rebuilt, from the library's [`kiln::pipeline::Explanation`].
 
-use crate::build::project_error;
-use kiln::pipeline::{ExplainError, Explanation, Project};
-use std::path::PathBuf;
+use crate::build::StoreArgs;
+use kiln::pipeline::{ExplainError, Explanation};
 use std::process::ExitCode;
 
 /// Exit codes: 0 explained; 1 no such variant or digest (or a malformed name); 2 the
 /// project or its build history cannot be read.
 #[derive(clap::Args)]
 pub struct ExplainArgs {
-    /// The project manifest.
-    #[arg(long, default_value = "kiln.toml")]
-    pub manifest: PathBuf,
-    /// Artifact store directory, which holds the build history (default: `.kiln/`).
-    #[arg(long)]
-    pub cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub store: StoreArgs,
     /// Print the explanation as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
@@ -25,16 +20,9 @@ pub struct ExplainArgs {
 }
 
 pub fn run(args: &ExplainArgs) -> ExitCode {
-    let options = kiln::pipeline::BuildOptions {
-        manifest: args.manifest.clone(),
-        cache_dir: args.cache_dir.clone(),
-        // Explaining reads nothing from a remote cache.
-        no_remote: true,
-        ..Default::default()
-    };
-    let mut project = match Project::open(&options) {
+    let mut project = match args.store.open() {
         Ok(project) => project,
-        Err(e) => return project_error(&e),
+        Err(code) => return code,
     };
     let explanation = match project.explain(&args.variant) {
         Ok(explanation) => explanation,

@@ -3,9 +3,9 @@
 //! has a stable `id` or `data-*` attribute, and the page embeds its data as JSON
 //! (`<script type="application/json" id="kiln-data">`), so that a test can read both.
 
-use crate::build::project_error;
+use crate::build::StoreArgs;
 use kiln::pipeline::history::{read_history, BuildRecord, ShaderRecord};
-use kiln::pipeline::{PassTexts, Project};
+use kiln::pipeline::PassTexts;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,28 +14,17 @@ use std::process::ExitCode;
 /// history or the page's file could not be read or written, or no build is recorded.
 #[derive(clap::Args)]
 pub struct ReportArgs {
-    /// The project manifest.
-    #[arg(long, default_value = "kiln.toml")]
-    pub manifest: PathBuf,
-    /// Artifact store directory, which holds the build history (default: `.kiln/`).
-    #[arg(long)]
-    pub cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub store: StoreArgs,
     /// Where to write the page (default: `report.html` in the store directory).
     #[arg(long = "output", short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
 }
 
 pub fn run(args: &ReportArgs) -> ExitCode {
-    let options = kiln::pipeline::BuildOptions {
-        manifest: args.manifest.clone(),
-        cache_dir: args.cache_dir.clone(),
-        // A report reads nothing from a remote cache.
-        no_remote: true,
-        ..Default::default()
-    };
-    let mut project = match Project::open(&options) {
+    let mut project = match args.store.open() {
         Ok(project) => project,
-        Err(e) => return project_error(&e),
+        Err(code) => return code,
     };
     let history = match read_history(project.cache_dir()) {
         Ok(history) => history,

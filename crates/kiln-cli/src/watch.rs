@@ -1,6 +1,6 @@
 //! `kiln watch`: rebuild in the same process on every change, reporting what moved and why.
 
-use crate::build::{project_error, report_json, ProjectArgs};
+use crate::build::{report_json, ProjectArgs};
 use crate::render;
 use crate::watching::{self, Rebuild};
 use kiln::pipeline::{BuildReport, Project, ProjectError};
@@ -24,21 +24,9 @@ pub struct WatchArgs {
 }
 
 pub fn run(args: &WatchArgs) -> ExitCode {
-    let mut options = match args
-        .project
-        .options(args.watching.jobs, args.watching.max_memory)
-    {
-        Ok(options) => options,
-        Err(e) => {
-            say!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    // Hot reload keeps a failed variant's last good outputs (marked stale in the index).
-    options.keep_failed_outputs = true;
-    let project = match Project::open(&options) {
+    let project = match args.watching.open(&args.project) {
         Ok(project) => project,
-        Err(e) => return project_error(&e),
+        Err(code) => return code,
     };
     let settings = watching::Settings {
         debounce_ms: args.watching.debounce_ms,

@@ -57,6 +57,19 @@ pub struct WatchingArgs {
     pub report_batches: bool,
 }
 
+impl WatchingArgs {
+    /// The project to watch, opened with `project`'s options and these. Hot reload keeps a
+    /// failed variant's last good outputs (marked stale in the index).
+    pub fn open(&self, project: &crate::build::ProjectArgs) -> Result<Project, ExitCode> {
+        let mut options = project.options(self.jobs, self.max_memory).map_err(|e| {
+            say!("error: {e}");
+            ExitCode::from(2)
+        })?;
+        options.keep_failed_outputs = true;
+        Project::open(&options).map_err(|e| project_error(&e))
+    }
+}
+
 /// How the loop reports, besides what the [`Rebuild`] prints.
 pub struct Settings {
     /// How long a burst of file events settles, in milliseconds.

@@ -433,7 +433,9 @@ fn entry(fetched: &Fetched, reflection: bool) -> Entry {
         HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
     };
     Entry {
-        bytes: Bytes::copy_from_slice(&fetched.bytes),
+        // Shared with the project's copy, not copied: a refresh makes an entry for every
+        // watched variant.
+        bytes: Bytes::from_owner(Arc::clone(&fetched.bytes)),
         etag: header(format!("\"{}\"", fetched.digest)),
         blake3: header(fetched.hash.to_hex()),
         variant: header(fetched.variant.to_string()),

@@ -13,11 +13,10 @@ mod deadline;
 mod http;
 mod hub;
 
-use crate::build::{project_error, ProjectArgs};
+use crate::build::ProjectArgs;
 use crate::usage::UsageLog;
 use crate::watching;
 use hub::{Hub, ServeRebuild};
-use kiln::pipeline::Project;
 use parking_lot::RwLock;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -69,20 +68,9 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut options = match args
-        .project
-        .options(args.watching.jobs, args.watching.max_memory)
-    {
-        Ok(options) => options,
-        Err(e) => {
-            say!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    options.keep_failed_outputs = true;
-    let project = match Project::open(&options) {
+    let project = match args.watching.open(&args.project) {
         Ok(project) => project,
-        Err(e) => return project_error(&e),
+        Err(code) => return code,
     };
     let usage = UsageLog::open(project.cache_dir());
     let project = Arc::new(RwLock::new(project));

@@ -20,7 +20,7 @@ use crate::pipeline::{
     VariantId,
 };
 use crate::store::ContentKey;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -483,12 +483,14 @@ impl Project {
         let mut causes = Vec::new();
         for file in &plan.changed_files {
             let mut reached = 0;
-            let mut readers: Vec<(&str, &str)> = Vec::new();
+            // A set: every recompiled variant is looked up in it, and a shared header has
+            // as many readers as the project has passes.
+            let mut readers: HashSet<(&str, &str)> = HashSet::new();
             for shader in &self.manifest.shaders {
                 for pass in &shader.passes {
                     if self.closure_holds(shader, pass, file) {
                         reached += shader.variants.len();
-                        readers.push((&shader.name, &pass.name));
+                        readers.insert((&shader.name, &pass.name));
                     }
                 }
             }
